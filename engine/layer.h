@@ -1,0 +1,87 @@
+// Layer: one node of a model graph, with a hand-written Forward and Backward.
+//
+// Life cycle:
+//   1. A factory (registered under the LayerSpec field name, see registry.h)
+//      creates the layer from its LayerSpec and checks the spec's values.
+//   2. Build() sees the per-example input shapes (no batch dimension), checks
+//      them, declares parameters in the model's ParamSet and returns the
+//      per-example output shape.
+//   3. Forward()/Backward() run once per step, in that order, on tensors that
+//      carry the batch dimension first. A layer may keep what Forward computed
+//      (masks, saved statistics) for the Backward of the same step.
+//
+// Gradient contract: Backward OVERWRITES each of its parameter gradients in the
+// ParamSet (every parameter belongs to exactly one layer, used once), and
+// overwrites din[i] for every non-null din[i]. A null din[i] means that input's
+// gradient is not needed (the model input), and a layer should skip the work.
+//
+// Layout: images are channels-last, (N, H, W, C).
+//
+// Thread-safety: one Layer instance belongs to one replica; not thread-safe.
+#ifndef YOKE_ENGINE_LAYER_H_
+#define YOKE_ENGINE_LAYER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/param_set.h"
+#include "engine/tensor.h"
+
+namespace yoke {
+
+// Per-step information a layer may need.
+struct LayerContext {
+  bool training = true;  // dropout and batch-norm behave differently in eval
+  uint64_t seed = 0;     // job seed
+  int64_t step = 0;      // global step, for counter-based RNG (dropout)
+  int replica = 0;       // global rank of this replica (distinct dropout masks)
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  // The registry name ("dense", "conv2d", ...).
+  virtual const char* type() const = 0;
+
+  // Set by the model before Build(); used to name parameters "<name>/<param>".
+  void set_name(const std::string& name) { name_ = name; }
+  const std::string& name() const { return name_; }
+  // Position of this layer in the model (seeds per-layer RNG streams).
+  void set_index(int index) { index_ = index; }
+  int index() const { return index_; }
+
+  // Checks the per-example input shapes and declares parameters in `params`.
+  // Returns the per-example output shape, or INVALID_ARGUMENT naming the
+  // mismatch ("expects 1 input of rank 3 (H, W, C), got (784)").
+  virtual absl::StatusOr<Shape> Build(const std::vector<Shape>& inputs,
+                                      ParamSet* params) = 0;
+
+  // out = f(in). `out` is allocated by the caller with shape (N, output...).
+  virtual absl::Status Forward(const std::vector<const Tensor*>& in, Tensor* out,
+                               const LayerContext& ctx) = 0;
+
+  // Given dout = dL/dout, overwrites parameter gradients and each non-null
+  // din[i] = dL/din[i]. `in` and `out` are those of the preceding Forward.
+  virtual absl::Status Backward(const std::vector<const Tensor*>& in,
+                                const Tensor& out, const Tensor& dout,
+                                const std::vector<Tensor*>& din,
+                                const LayerContext& ctx) = 0;
+
+  // Multiply-accumulate count per example of Forward (for reporting FLOPs).
+  virtual int64_t ForwardMacsPerExample() const { return 0; }
+
+ protected:
+  ParamSet* params_ = nullptr;  // set by Build() implementations that need it
+
+ private:
+  std::string name_;
+  int index_ = 0;
+};
+
+}  // namespace yoke
+
+#endif  // YOKE_ENGINE_LAYER_H_

@@ -1,0 +1,34 @@
+// dense: y = x W + b, on the last dimension.
+//
+// x: (N, D) -> y: (N, U). Parameters: kernel W: (D, U), bias b: (U).
+// Inputs of higher rank must be flattened first (a `flatten` layer).
+// Initialisation follows PyTorch's nn.Linear: W, b ~ U(-1/sqrt(D), 1/sqrt(D)).
+#ifndef YOKE_ENGINE_LAYERS_DENSE_H_
+#define YOKE_ENGINE_LAYERS_DENSE_H_
+
+#include "engine/layer.h"
+
+namespace yoke {
+
+class DenseLayer final : public Layer {
+ public:
+  DenseLayer(int64_t units, bool bias) : units_(units), bias_(bias) {}
+  const char* type() const override { return "dense"; }
+  absl::StatusOr<Shape> Build(const std::vector<Shape>& inputs, ParamSet* params) override;
+  absl::Status Forward(const std::vector<const Tensor*>& in, Tensor* out,
+                       const LayerContext& ctx) override;
+  absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out,
+                        const Tensor& dout, const std::vector<Tensor*>& din,
+                        const LayerContext& ctx) override;
+  int64_t ForwardMacsPerExample() const override { return in_dim_ * units_; }
+
+ private:
+  int64_t units_;
+  bool bias_;
+  int64_t in_dim_ = 0;
+  int w_ = -1, b_ = -1;
+};
+
+}  // namespace yoke
+
+#endif  // YOKE_ENGINE_LAYERS_DENSE_H_

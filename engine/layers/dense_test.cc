@@ -1,0 +1,52 @@
+#include "engine/layers/dense.h"
+
+#include "engine/registry.h"
+#include "engine/testing/grad_check.h"
+#include "gtest/gtest.h"
+
+namespace yoke {
+namespace {
+
+TEST(DenseTest, GradientsMatchFiniteDifferences) {
+  DenseLayer layer(7, true);
+  layer.set_name("d");
+  testing::CheckLayerGradients(&layer, {{5}}, 3);
+}
+
+TEST(DenseTest, ForwardMatchesHandComputed) {
+  DenseLayer layer(2, true);
+  layer.set_name("d");
+  ParamSet p;
+  ASSERT_TRUE(layer.Build({{3}}, &p).ok());
+  p.Finalize();
+  // W (3, 2) row-major, b (2)
+  float w[] = {1, 2, 3, 4, 5, 6}, b[] = {0.5f, -1};
+  std::copy(w, w + 6, p.value(0).data<float>());
+  std::copy(b, b + 2, p.value(1).data<float>());
+  float x[] = {1, 0, -1, 2, 1, 0};
+  Tensor xt = Tensor::Wrap(x, {2, 3});
+  Tensor y = Tensor::Empty({2, 2});
+  ASSERT_TRUE(layer.Forward({&xt}, &y, {}).ok());
+  // row0: [1*1+0*3-1*5, 1*2+0*4-1*6] + b = [-4+0.5, -4-1]
+  EXPECT_FLOAT_EQ(y.data<float>()[0], -3.5f);
+  EXPECT_FLOAT_EQ(y.data<float>()[1], -5.0f);
+  // row1: [2*1+1*3, 2*2+1*4] + b = [5.5, 7]
+  EXPECT_FLOAT_EQ(y.data<float>()[2], 5.5f);
+  EXPECT_FLOAT_EQ(y.data<float>()[3], 7.0f);
+}
+
+TEST(DenseTest, RejectsBadSpecAndShapes) {
+  v1::LayerSpec spec;
+  spec.mutable_dense()->set_units(-1);
+  auto l = LayerRegistry::Global().Create(spec);
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.status().message().find("dense.units"), std::string::npos);
+  DenseLayer layer(4, true);
+  ParamSet p;
+  auto s = layer.Build({{2, 2, 1}}, &p);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("flatten"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace yoke

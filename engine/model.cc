@@ -1,0 +1,197 @@
+#include "engine/model.h"
+
+#include <cstring>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status.h"
+#include "engine/model_zoo.h"
+#include "engine/registry.h"
+
+namespace yoke {
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
+                                                     const Shape& input_shape,
+                                                     int num_classes, Device device) {
+  std::vector<v1::LayerSpec> layers;
+  std::string path = "model.layers";
+  if (!spec.zoo().empty()) {
+    ASSIGN_OR_RETURN(layers, ExpandZoo(spec, input_shape, num_classes));
+    path = absl::StrCat("model.zoo(", spec.zoo(), ").layers");
+  } else {
+    layers.assign(spec.layers().begin(), spec.layers().end());
+  }
+  if (layers.empty()) {
+    return absl::InvalidArgumentError("model: needs a zoo entry or a non-empty layers list");
+  }
+
+  std::unique_ptr<Model> m(new Model());
+  m->input_shape_ = input_shape;
+  std::map<std::string, int> by_name;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const v1::LayerSpec& ls = layers[i];
+    std::string where = absl::StrCat(path, "[", i, "]");
+    auto layer_or = LayerRegistry::Global().Create(ls);
+    if (!layer_or.ok()) return Annotate(layer_or.status(), where);
+    Node node;
+    node.layer = std::move(layer_or).value();
+    std::string name = ls.name().empty()
+                           ? absl::StrCat(node.layer->type(), "_", i)
+                           : ls.name();
+    if (name == "input" || by_name.count(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".name: '", name, "' is already taken"));
+    }
+    node.layer->set_name(name);
+    node.layer->set_index(static_cast<int>(i));
+    std::vector<Shape> in_shapes;
+    if (ls.inputs().empty()) {
+      node.inputs.push_back(static_cast<int>(i) - 1);
+    } else {
+      for (int j = 0; j < ls.inputs_size(); ++j) {
+        const std::string& in = ls.inputs(j);
+        if (in == "input") {
+          node.inputs.push_back(-1);
+        } else if (auto it = by_name.find(in); it != by_name.end()) {
+          node.inputs.push_back(it->second);
+        } else {
+          return absl::InvalidArgumentError(absl::StrCat(
+              where, ".inputs[", j, "]: no earlier layer named '", in,
+              "' (a layer may read 'input' or layers listed before it)"));
+        }
+      }
+    }
+    for (int src : node.inputs) {
+      in_shapes.push_back(src < 0 ? input_shape : m->nodes_[src].shape);
+      if (src >= 0) m->nodes_[src].consumers++;
+    }
+    auto shape_or = node.layer->Build(in_shapes, &m->params_);
+    if (!shape_or.ok()) {
+      return Annotate(shape_or.status(), absl::StrCat(where, " (", name, ")"));
+    }
+    node.shape = *shape_or;
+    by_name[name] = static_cast<int>(i);
+    m->nodes_.push_back(std::move(node));
+  }
+  for (size_t i = 0; i + 1 < m->nodes_.size(); ++i) {
+    if (m->nodes_[i].consumers == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, "[", i, "] (", m->nodes_[i].layer->name(),
+          "): its output is never used; only the last layer may be unconsumed"));
+    }
+  }
+  const Shape& out = m->nodes_.back().shape;
+  if (out.size() != 1 || out[0] != num_classes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": the last layer must output (", num_classes,
+        ") logits, one per class; it outputs ", ShapeString(out)));
+  }
+  m->params_.Finalize(device);
+  return m;
+}
+
+void Model::EnsureBuffers(int64_t n) {
+  if (n == batch_) return;
+  for (Node& node : nodes_) {
+    Shape s = node.shape;
+    s.insert(s.begin(), n);
+    node.out = Tensor::Empty(s);
+    node.grad = Tensor::Empty(s);
+  }
+  batch_ = n;
+}
+
+absl::StatusOr<Tensor> Model::Forward(const Tensor& x, const LayerContext& ctx) {
+  if (x.rank() != static_cast<int>(input_shape_.size()) + 1 ||
+      !std::equal(input_shape_.begin(), input_shape_.end(), x.shape().begin() + 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model input must be (N, ", ShapeString(input_shape_).substr(1), ", got ",
+        ShapeString(x.shape())));
+  }
+  EnsureBuffers(x.dim(0));
+  input_ = x;
+  std::vector<const Tensor*> in;
+  for (Node& node : nodes_) {
+    in.clear();
+    for (int src : node.inputs) in.push_back(src < 0 ? &input_ : &nodes_[src].out);
+    absl::Status s = node.layer->Forward(in, &node.out, ctx);
+    if (!s.ok()) return Annotate(s, node.layer->name());
+  }
+  return nodes_.back().out;
+}
+
+absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx) {
+  Node& last = nodes_.back();
+  if (dlogits.numel() != last.out.numel()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dlogits ", ShapeString(dlogits.shape()), " does not match the logits ",
+        ShapeString(last.out.shape())));
+  }
+  std::memcpy(last.grad.raw(), dlogits.raw(), dlogits.bytes());
+  for (Node& node : nodes_) node.grads_received = 0;
+  last.grads_received = 1;
+
+  // A node feeding k consumers receives k gradients: the first overwrites its
+  // grad buffer directly; later ones go through a scratch tensor and are added.
+  std::vector<const Tensor*> in;
+  std::vector<Tensor*> din;
+  std::vector<Tensor> scratch;
+  for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
+    Node& node = nodes_[i];
+    in.clear();
+    din.clear();
+    scratch.clear();
+    scratch.reserve(node.inputs.size());
+    for (int src : node.inputs) {
+      in.push_back(src < 0 ? &input_ : &nodes_[src].out);
+      if (src < 0) {
+        din.push_back(nullptr);
+      } else if (nodes_[src].grads_received == 0) {
+        din.push_back(&nodes_[src].grad);
+      } else {
+        scratch.push_back(Tensor::Empty(nodes_[src].grad.shape()));
+        din.push_back(&scratch.back());
+      }
+    }
+    RETURN_IF_ERROR(Annotate(node.layer->Backward(in, node.out, node.grad, din, ctx),
+                             node.layer->name()));
+    size_t k = 0;
+    for (size_t j = 0; j < node.inputs.size(); ++j) {
+      int src = node.inputs[j];
+      if (src < 0) continue;
+      Node& s = nodes_[src];
+      if (din[j] != &s.grad) {
+        float* dst = s.grad.data<float>();
+        const float* add = scratch[k++].data<float>();
+        const int64_t n = s.grad.numel();
+#pragma omp parallel for simd if (n > 65536)
+        for (int64_t e = 0; e < n; ++e) dst[e] += add[e];
+      }
+      s.grads_received++;
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t Model::ForwardMacsPerExample() const {
+  int64_t macs = 0;
+  for (const Node& n : nodes_) macs += n.layer->ForwardMacsPerExample();
+  return macs;
+}
+
+std::string Model::Summary() const {
+  std::string s;
+  for (const Node& n : nodes_) {
+    int64_t count = 0;
+    for (const auto& e : params_.entries()) {
+      if (e.name.rfind(n.layer->name() + "/", 0) == 0) count += NumElements(e.shape);
+    }
+    absl::StrAppendFormat(&s, "  %-20s %-16s %-18s %10d\n", n.layer->name(),
+                          n.layer->type(), ShapeString(n.shape), count);
+  }
+  absl::StrAppendFormat(&s, "  total parameters: %d\n", params_.num_parameters());
+  return s;
+}
+
+}  // namespace yoke

@@ -1,0 +1,78 @@
+// Model: a graph of layers built from a ModelSpec.
+//
+// Nodes are kept in spec order, which must be topological: a layer may only
+// read "input" or layers listed before it. Forward runs the nodes in order;
+// Backward runs them in reverse and sums the gradients of a node whose output
+// feeds several others (residual joins). Each node owns its output and
+// gradient tensors, reused from step to step while the batch size is
+// unchanged, so the steady-state step allocates nothing.
+//
+// All parameters live in one ParamSet (flat buffers; see param_set.h).
+//
+// Thread-safety: one Model is one replica; not thread-safe.
+#ifndef YOKE_ENGINE_MODEL_H_
+#define YOKE_ENGINE_MODEL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/layer.h"
+#include "engine/param_set.h"
+#include "proto/yoke/v1/job.pb.h"
+
+namespace yoke {
+
+class Model {
+ public:
+  // Builds the model for per-example input `input_shape` (H, W, C) and
+  // `num_classes` outputs. A zoo spec is expanded first (model_zoo.h). Errors
+  // are INVALID_ARGUMENT with the field path, e.g.
+  // "model.layers[3] (conv2d_3): expects 1 input of rank 3 ...".
+  static absl::StatusOr<std::unique_ptr<Model>> Create(const v1::ModelSpec& spec,
+                                                       const Shape& input_shape,
+                                                       int num_classes,
+                                                       Device device = Device::CPU());
+
+  ParamSet& params() { return params_; }
+  const ParamSet& params() const { return params_; }
+
+  // x: (N, input_shape...) -> logits (N, K). The returned tensor stays valid
+  // until the next Forward.
+  absl::StatusOr<Tensor> Forward(const Tensor& x, const LayerContext& ctx);
+
+  // Backpropagates dlogits (N, K) through the last Forward; overwrites every
+  // parameter gradient.
+  absl::Status Backward(const Tensor& dlogits, const LayerContext& ctx);
+
+  const Shape& input_shape() const { return input_shape_; }
+  const Shape& output_shape() const { return nodes_.back().shape; }
+  int64_t ForwardMacsPerExample() const;
+
+  // One line per layer: name, type, output shape, parameter count.
+  std::string Summary() const;
+
+ private:
+  struct Node {
+    std::unique_ptr<Layer> layer;
+    std::vector<int> inputs;  // node indices; -1 is the model input
+    Shape shape;              // per example
+    Tensor out, grad;         // (N, shape...)
+    int consumers = 0;
+    int grads_received = 0;
+  };
+
+  Model() = default;
+  void EnsureBuffers(int64_t n);
+
+  Shape input_shape_;
+  std::vector<Node> nodes_;
+  ParamSet params_;
+  Tensor input_;  // the last Forward's input
+  int64_t batch_ = -1;
+};
+
+}  // namespace yoke
+
+#endif  // YOKE_ENGINE_MODEL_H_

@@ -1,0 +1,33 @@
+// The model zoo: named architectures expanded into plain LayerSpec lists.
+//
+//   mlp       flatten -> [dense(h) -> relu]* -> dense(K); hidden default 256,128
+//   cnn       conv5x5x32 -> relu -> maxpool2 -> conv5x5x64 -> relu -> maxpool2
+//             -> flatten -> dense 1024 -> relu -> [dropout] -> dense(K)
+//   resnet18  basic blocks [2,2,2,2];  resnet34: [3,4,6,3]
+//   resnet50  bottleneck blocks [3,4,6,3]
+// ResNets use the ImageNet stem (7x7/2 conv + 3x3/2 max pool) for inputs of at
+// least 64x64 and a 3x3/1 stem without pooling for small images (CIFAR size).
+#ifndef YOKE_ENGINE_MODEL_ZOO_H_
+#define YOKE_ENGINE_MODEL_ZOO_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/tensor.h"
+#include "proto/yoke/v1/job.pb.h"
+
+namespace yoke {
+
+// Expands spec.zoo() for per-example input (H, W, C) and `num_classes`.
+// INVALID_ARGUMENT for an unknown name (listing the known ones) or an input
+// shape the architecture cannot take.
+absl::StatusOr<std::vector<v1::LayerSpec>> ExpandZoo(const v1::ModelSpec& spec,
+                                                     const Shape& input_shape,
+                                                     int num_classes);
+
+std::vector<std::string> ZooNames();
+
+}  // namespace yoke
+
+#endif  // YOKE_ENGINE_MODEL_ZOO_H_

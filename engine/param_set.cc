@@ -1,0 +1,78 @@
+#include "engine/param_set.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "engine/rng.h"
+
+namespace yoke {
+namespace {
+
+int64_t AlignUp(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
+
+void Fill(const ParamSet::Entry& e, float* p, uint64_t seed, uint64_t stream) {
+  int64_t n = NumElements(e.shape);
+  if (e.init.kind == Init::Kind::kConstant) {
+    for (int64_t i = 0; i < n; ++i) p[i] = e.init.a;
+    return;
+  }
+  Philox rng(seed, stream);
+  for (int64_t i = 0; i < n; ++i) p[i] = (2.0f * rng.NextFloat() - 1.0f) * e.init.a;
+}
+
+}  // namespace
+
+int ParamSet::Declare(const std::string& name, const Shape& shape, Init init) {
+  if (finalized_) {
+    std::fprintf(stderr, "yoke: ParamSet::Declare(%s) after Finalize\n", name.c_str());
+    std::abort();
+  }
+  entries_.push_back(Entry{name, shape, size_, init});
+  size_ += AlignUp(NumElements(shape), kAlign);
+  return static_cast<int>(entries_.size()) - 1;
+}
+
+int ParamSet::DeclareState(const std::string& name, const Shape& shape, Init init) {
+  if (finalized_) {
+    std::fprintf(stderr, "yoke: ParamSet::DeclareState(%s) after Finalize\n", name.c_str());
+    std::abort();
+  }
+  state_entries_.push_back(Entry{name, shape, state_size_, init});
+  state_size_ += AlignUp(NumElements(shape), kAlign);
+  return static_cast<int>(state_entries_.size()) - 1;
+}
+
+void ParamSet::Finalize(Device device) {
+  values_ = Tensor::Zeros({size_}, DType::kF32, device);
+  grads_ = Tensor::Zeros({size_}, DType::kF32, device);
+  state_ = Tensor::Zeros({state_size_}, DType::kF32, device);
+  finalized_ = true;
+}
+
+void ParamSet::Initialize(uint64_t seed) {
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    Fill(entries_[i], values_.data<float>() + entries_[i].offset, seed, 2 * i);
+  }
+  for (size_t i = 0; i < state_entries_.size(); ++i) {
+    Fill(state_entries_[i], state_.data<float>() + state_entries_[i].offset, seed,
+         2 * i + 1);
+  }
+}
+
+Tensor ParamSet::value(int id) const {
+  return values_.View(entries_[id].offset, entries_[id].shape);
+}
+Tensor ParamSet::grad(int id) const {
+  return grads_.View(entries_[id].offset, entries_[id].shape);
+}
+Tensor ParamSet::state(int id) const {
+  return state_.View(state_entries_[id].offset, state_entries_[id].shape);
+}
+
+int64_t ParamSet::num_parameters() const {
+  int64_t n = 0;
+  for (const Entry& e : entries_) n += NumElements(e.shape);
+  return n;
+}
+
+}  // namespace yoke

@@ -1,0 +1,55 @@
+// The layer registry: spec name -> factory.
+//
+// Each layer file registers itself with YOKE_REGISTER_LAYER under the name of
+// its LayerSpec oneof field ("dense", "conv2d", ...). The layers library is
+// linked whole-archive so that these static registrations are kept.
+//
+// Thread-safe after static initialisation (lookups only).
+#ifndef YOKE_ENGINE_REGISTRY_H_
+#define YOKE_ENGINE_REGISTRY_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/status.h"
+#include "engine/layer.h"
+#include "proto/yoke/v1/job.pb.h"
+
+namespace yoke {
+
+// Creates a layer from its spec; returns INVALID_ARGUMENT for bad values.
+using LayerFactory =
+    std::function<absl::StatusOr<std::unique_ptr<Layer>>(const v1::LayerSpec&)>;
+
+class LayerRegistry {
+ public:
+  static LayerRegistry& Global();
+
+  // Returns true (for use in static initialisers).
+  bool Register(const std::string& name, LayerFactory factory);
+
+  // Creates the layer the spec's `kind` names. Errors: INVALID_ARGUMENT when no
+  // kind is set or when no layer is registered under that name (the message
+  // lists the known names).
+  absl::StatusOr<std::unique_ptr<Layer>> Create(const v1::LayerSpec& spec) const;
+
+  // Sorted registered names.
+  std::vector<std::string> Names() const;
+
+ private:
+  std::vector<std::pair<std::string, LayerFactory>> factories_;
+};
+
+// The name of the kind a LayerSpec holds ("" when none).
+std::string LayerKindName(const v1::LayerSpec& spec);
+
+}  // namespace yoke
+
+#define YOKE_REGISTER_LAYER(name, factory)                          \
+  static const bool YOKE_CONCAT(yoke_layer_registered_, __LINE__) = \
+      ::yoke::LayerRegistry::Global().Register(name, factory)
+
+#endif  // YOKE_ENGINE_REGISTRY_H_

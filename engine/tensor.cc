@@ -1,0 +1,139 @@
+#include "engine/tensor.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace yoke {
+
+size_t DTypeSize(DType t) {
+  switch (t) {
+    case DType::kF32: return 4;
+    case DType::kF16: return 2;
+    case DType::kBF16: return 2;
+    case DType::kI32: return 4;
+    case DType::kI64: return 8;
+    case DType::kU8: return 1;
+  }
+  return 0;
+}
+
+const char* DTypeName(DType t) {
+  switch (t) {
+    case DType::kF32: return "f32";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+    case DType::kI32: return "i32";
+    case DType::kI64: return "i64";
+    case DType::kU8: return "u8";
+  }
+  return "?";
+}
+
+int64_t NumElements(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string ShapeString(const Shape& s) {
+  return absl::StrCat("(", absl::StrJoin(s, ", "), ")");
+}
+
+Storage::Storage(Allocator* allocator, size_t bytes)
+    : allocator_(allocator), bytes_(bytes), device_(allocator->device()) {
+  data_ = allocator_->Allocate(bytes);
+  if (data_ == nullptr) {
+    std::fprintf(stderr, "yoke: out of memory allocating %zu bytes on %s\n",
+                 bytes, device_.ToString().c_str());
+    std::abort();
+  }
+}
+
+Storage::Storage(void* data, size_t bytes, Device device)
+    : allocator_(nullptr), data_(data), bytes_(bytes), device_(device) {}
+
+Storage::~Storage() {
+  if (allocator_ != nullptr) allocator_->Deallocate(data_, bytes_);
+}
+
+Tensor Tensor::Empty(const Shape& shape, DType dtype, Device device) {
+  Allocator* a = AllocatorFor(device);
+  if (a == nullptr) {
+    std::fprintf(stderr, "yoke: no allocator for device %s\n",
+                 device.ToString().c_str());
+    std::abort();
+  }
+  Tensor t;
+  t.storage_ = std::make_shared<Storage>(a, NumElements(shape) * DTypeSize(dtype));
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.device_ = device;
+  return t;
+}
+
+Tensor Tensor::Zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = Empty(shape, dtype, device);
+  t.SetZero();
+  return t;
+}
+
+Tensor Tensor::Wrap(void* data, const Shape& shape, DType dtype, Device device) {
+  Tensor t;
+  t.storage_ = std::make_shared<Storage>(data, NumElements(shape) * DTypeSize(dtype), device);
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.device_ = device;
+  return t;
+}
+
+Tensor Tensor::View(int64_t offset, const Shape& shape) const {
+  size_t begin = offset_ + offset * DTypeSize(dtype_);
+  size_t end = begin + NumElements(shape) * DTypeSize(dtype_);
+  if (storage_ == nullptr || end > storage_->bytes()) {
+    std::fprintf(stderr, "yoke: Tensor::View out of range: %s at %lld of %s\n",
+                 ShapeString(shape).c_str(), static_cast<long long>(offset),
+                 DebugString().c_str());
+    std::abort();
+  }
+  Tensor t = *this;
+  t.offset_ = begin;
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::Reshape(const Shape& shape) const {
+  if (NumElements(shape) != numel()) {
+    std::fprintf(stderr, "yoke: cannot reshape %s to %s\n",
+                 ShapeString(shape_).c_str(), ShapeString(shape).c_str());
+    std::abort();
+  }
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+void Tensor::SetZero() const {
+  if (defined() && device_.is_cpu()) std::memset(raw(), 0, bytes());
+}
+
+void Tensor::CopyFrom(const Tensor& src) const {
+  if (src.numel() != numel() || src.dtype() != dtype() || !device_.is_cpu() ||
+      !src.device().is_cpu()) {
+    std::fprintf(stderr, "yoke: CopyFrom mismatch %s <- %s\n",
+                 DebugString().c_str(), src.DebugString().c_str());
+    std::abort();
+  }
+  std::memcpy(raw(), src.raw(), bytes());
+}
+
+std::string Tensor::DebugString() const {
+  if (!defined()) return "Tensor(undefined)";
+  return absl::StrCat("Tensor(", DTypeName(dtype_), ShapeString(shape_), " ",
+                      device_.ToString(), ")");
+}
+
+}  // namespace yoke
