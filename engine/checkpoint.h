@@ -1,0 +1,61 @@
+// Checkpoint files: parameters, optimizer state, data position, RNG seed, step.
+//
+// Layout (little-endian; see docs/checkpoint_format.md):
+//   magic    8 bytes  "YOKECKPT"
+//   version  u32      kCheckpointVersion
+//   hdr_len  u32      length of the serialized CheckpointHeader
+//   header   hdr_len  v1::CheckpointHeader (protobuf)
+//   data     ...      tensor bytes, at the offsets the header records
+//   crc32    u32      zlib crc32 of every byte before it
+//
+// Writes are atomic: the file is written to "<path>.tmp", fsynced, renamed
+// over `path`, and the directory is fsynced, so a crash leaves either the old
+// file or the new one, never a torn one. Readers reject a wrong magic, an
+// unknown version, a truncated file or a checksum mismatch with
+// DATA_LOSS / INVALID_ARGUMENT naming the file, and never crash.
+//
+// Thread-safety: free functions; callers serialise writes to one path.
+#ifndef YOKE_ENGINE_CHECKPOINT_H_
+#define YOKE_ENGINE_CHECKPOINT_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/tensor.h"
+#include "proto/yoke/v1/checkpoint.pb.h"
+
+namespace yoke {
+
+inline constexpr char kCheckpointMagic[8] = {'Y', 'O', 'K', 'E', 'C', 'K', 'P', 'T'};
+inline constexpr uint32_t kCheckpointVersion = 1;
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+struct Checkpoint {
+  v1::CheckpointHeader header;  // tensors[] describes `tensors`
+  NamedTensors tensors;         // CPU tensors, in file order
+
+  // The tensor called `name`, or null.
+  const Tensor* Find(const std::string& name) const;
+};
+
+// Writes `header` (its `tensors` field is filled here) and `tensors` (CPU)
+// atomically to `path`. Errors: INTERNAL/UNAVAILABLE naming the path and errno.
+absl::Status WriteCheckpoint(const std::string& path, v1::CheckpointHeader header,
+                             const NamedTensors& tensors);
+
+// Reads and verifies a checkpoint file.
+absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
+
+// Checkpoints in a directory are named "ckpt-<step, 10 digits>.yoke".
+std::string CheckpointPath(const std::string& dir, int64_t step);
+// The newest checkpoint in `dir` (highest step), NOT_FOUND if there is none.
+absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir);
+// Deletes all but the newest `keep` checkpoints in `dir` (keep <= 0: none deleted).
+absl::Status PruneCheckpoints(const std::string& dir, int keep);
+
+}  // namespace yoke
+
+#endif  // YOKE_ENGINE_CHECKPOINT_H_

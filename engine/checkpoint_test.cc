@@ -1,0 +1,115 @@
+#include "engine/checkpoint.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "gtest/gtest.h"
+
+namespace yoke {
+namespace {
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/yoke_ckpt_XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+NamedTensors Sample() {
+  Tensor a = Tensor::Empty({3, 5});
+  for (int i = 0; i < 15; ++i) a.data<float>()[i] = 0.25f * i - 1.0f;
+  Tensor b = Tensor::Empty({4}, DType::kI32);
+  for (int i = 0; i < 4; ++i) b.data<int32_t>()[i] = 7 * i - 3;
+  return {{"params", a}, {"labels", b}};
+}
+
+std::string ReadBytes(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+void WriteBytes(const std::string& p, const std::string& s) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << s;
+}
+
+TEST(CheckpointTest, RoundTrip) {
+  std::string dir = TempDir();
+  v1::CheckpointHeader h;
+  h.set_step(42);
+  h.set_epoch(2);
+  h.set_step_in_epoch(17);
+  h.set_seed(99);
+  h.mutable_spec()->set_name("job");
+  ASSERT_TRUE(WriteCheckpoint(dir + "/c.yoke", h, Sample()).ok());
+  auto ck = ReadCheckpoint(dir + "/c.yoke");
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  EXPECT_EQ(ck->header.step(), 42);
+  EXPECT_EQ(ck->header.epoch(), 2);
+  EXPECT_EQ(ck->header.step_in_epoch(), 17);
+  EXPECT_EQ(ck->header.spec().name(), "job");
+  const Tensor* a = ck->Find("params");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->shape(), (Shape{3, 5}));
+  for (int i = 0; i < 15; ++i) EXPECT_EQ(a->data<float>()[i], 0.25f * i - 1.0f);
+  const Tensor* b = ck->Find("labels");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->dtype(), DType::kI32);
+  EXPECT_EQ(b->data<int32_t>()[3], 18);
+  EXPECT_EQ(ck->Find("nope"), nullptr);
+  // No temporary file is left behind.
+  EXPECT_NE(access((dir + "/c.yoke.tmp").c_str(), F_OK), 0);
+}
+
+TEST(CheckpointTest, RejectsCorruptFiles) {
+  std::string dir = TempDir();
+  std::string p = dir + "/c.yoke";
+  ASSERT_TRUE(WriteCheckpoint(p, {}, Sample()).ok());
+  std::string good = ReadBytes(p);
+
+  // Truncated at every length: always an error, never a crash.
+  for (size_t n = 0; n < good.size(); n += 7) {
+    WriteBytes(p, good.substr(0, n));
+    EXPECT_FALSE(ReadCheckpoint(p).ok()) << "length " << n;
+  }
+  std::string bad_magic = good;
+  bad_magic[0] = 'X';
+  WriteBytes(p, bad_magic);
+  auto s = ReadCheckpoint(p);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("bad magic"), std::string::npos);
+
+  std::string bad_version = good;
+  bad_version[8] = 9;
+  WriteBytes(p, bad_version);
+  s = ReadCheckpoint(p);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("version 9"), std::string::npos);
+
+  // Any single flipped byte in the body is caught by the checksum.
+  for (size_t i = 16; i < good.size(); i += 5) {
+    std::string flipped = good;
+    flipped[i] ^= 0x5a;
+    WriteBytes(p, flipped);
+    EXPECT_FALSE(ReadCheckpoint(p).ok()) << "byte " << i;
+  }
+  EXPECT_EQ(ReadCheckpoint(dir + "/missing").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(CheckpointTest, LatestAndPrune) {
+  std::string dir = TempDir();
+  EXPECT_EQ(LatestCheckpoint(dir).status().code(), absl::StatusCode::kNotFound);
+  for (int64_t step : {5, 100, 20, 7}) {
+    ASSERT_TRUE(WriteCheckpoint(CheckpointPath(dir, step), {}, Sample()).ok());
+  }
+  auto latest = LatestCheckpoint(dir);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(*latest, CheckpointPath(dir, 100));
+  ASSERT_TRUE(PruneCheckpoints(dir, 2).ok());
+  EXPECT_NE(access(CheckpointPath(dir, 5).c_str(), F_OK), 0);
+  EXPECT_NE(access(CheckpointPath(dir, 7).c_str(), F_OK), 0);
+  EXPECT_EQ(access(CheckpointPath(dir, 20).c_str(), F_OK), 0);
+  EXPECT_EQ(access(CheckpointPath(dir, 100).c_str(), F_OK), 0);
+}
+
+}  // namespace
+}  // namespace yoke
