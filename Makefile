@@ -1,0 +1,39 @@
+# Yoke: the two commands a user needs are `make demo` and `make test`.
+# Both install missing Debian packages first (scripts/install-deps.sh).
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
+
+.PHONY: all deps build test demo bench bazel-test clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD)/build.ninja: | deps
+	@cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS) >/dev/null
+
+build: deps $(BUILD)/build.ninja
+	@ninja -C $(BUILD) -j $(JOBS)
+
+# The whole suite: unit, integration and end-to-end tests (GPU tests skip
+# visibly without a device).
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The main job: trains the Fashion-MNIST CNN (configs/fashion_mnist_cnn.yaml).
+demo: build
+	@$(BUILD)/client/yoke train configs/fashion_mnist_cnn.yaml
+
+# Yoke against PyTorch on the same recipes (installs the PyTorch peer).
+bench: build
+	@scripts/install-deps.sh bench
+	@bench/train_vs_pytorch.sh $(BUILD)
+
+bazel-test:
+	@scripts/install-deps.sh bazel
+	@bazel test //... --test_output=errors
+
+clean:
+	rm -rf $(BUILD)
