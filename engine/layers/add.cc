@@ -1,0 +1,64 @@
+#include "engine/layers/add.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "engine/registry.h"
+
+namespace yoke {
+namespace {
+constexpr int64_t kParallelThreshold = 32768;  // elements
+}  // namespace
+
+absl::StatusOr<Shape> AddLayer::Build(const std::vector<Shape>& inputs,
+                                      ParamSet* params) {
+  if (inputs.size() < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("add expects 2 or more inputs, got ", inputs.size()));
+  }
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (inputs[i] != inputs[0]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "add expects inputs of identical shape: input 0 is ", ShapeString(inputs[0]),
+          " but input ", i, " is ", ShapeString(inputs[i])));
+    }
+  }
+  return inputs[0];
+}
+
+absl::Status AddLayer::Forward(const std::vector<const Tensor*>& in, Tensor* out,
+                               const LayerContext& ctx) {
+  const int64_t n = out->numel();
+  float* __restrict y = out->data<float>();
+  const float* __restrict a = in[0]->data<float>();
+  const float* __restrict b = in[1]->data<float>();
+  // The first two inputs in one pass; the rare extra ones accumulate.
+#pragma omp parallel for simd if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+  for (size_t k = 2; k < in.size(); ++k) {
+    const float* __restrict c = in[k]->data<float>();
+#pragma omp parallel for simd if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) y[i] += c[i];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AddLayer::Backward(const std::vector<const Tensor*>& in,
+                                const Tensor& out, const Tensor& dout,
+                                const std::vector<Tensor*>& din,
+                                const LayerContext& ctx) {
+  for (Tensor* d : din) {
+    if (d != nullptr) std::memcpy(d->raw(), dout.raw(), dout.bytes());
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+absl::StatusOr<std::unique_ptr<Layer>> MakeAdd(const v1::LayerSpec&) {
+  return std::unique_ptr<Layer>(new AddLayer());
+}
+}  // namespace
+
+YOKE_REGISTER_LAYER("add", MakeAdd);
+
+}  // namespace yoke

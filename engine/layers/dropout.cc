@@ -1,0 +1,110 @@
+#include "engine/layers/dropout.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "engine/registry.h"
+#include "engine/rng.h"
+
+namespace yoke {
+namespace {
+
+constexpr int64_t kParallelThreshold = 32768;  // elements
+// Philox blocks (4 draws each) per work item: large enough that the Seek per
+// item is noise, small enough to balance two threads on small tensors.
+constexpr int64_t kBlocksPerChunk = 1024;
+// Separates dropout's Philox key from parameter initialisation, which uses
+// the bare job seed.
+constexpr uint64_t kDropoutKey = 0x44524F504F555421ull;  // "DROPOUT!"
+
+}  // namespace
+
+absl::StatusOr<Shape> DropoutLayer::Build(const std::vector<Shape>& inputs,
+                                          ParamSet* params) {
+  if (inputs.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dropout expects 1 input, got ", inputs.size()));
+  }
+  return inputs[0];
+}
+
+absl::Status DropoutLayer::Forward(const std::vector<const Tensor*>& in, Tensor* out,
+                                   const LayerContext& ctx) {
+  const int64_t n = in[0]->numel();
+  masked_ = ctx.training && rate_ > 0.0f;
+  if (!masked_) {
+    std::memcpy(out->raw(), in[0]->raw(), in[0]->bytes());
+    return absl::OkStatus();
+  }
+  // Counter layout: [replica:16][layer index:16][block:32], stream = step.
+  if (ctx.replica < 0 || ctx.replica >= (1 << 16) || index() < 0 || index() >= (1 << 16) ||
+      n >= (int64_t{1} << 34)) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "dropout: replica ", ctx.replica, ", layer index ", index(), " or tensor size ", n,
+        " exceeds the mask counter space (replica, index < 65536; size < 2^34)"));
+  }
+  if (!mask_.defined() || mask_.numel() < n) mask_ = Tensor::Empty({n}, DType::kU8);
+
+  const uint64_t base = (static_cast<uint64_t>(ctx.replica) << 48) |
+                        (static_cast<uint64_t>(index()) << 32);
+  // Drop when the 32-bit draw falls below rate * 2^32.
+  const uint32_t threshold = static_cast<uint32_t>(
+      std::min(4294967295.0, std::floor(static_cast<double>(rate_) * 4294967296.0)));
+  const float scale = 1.0f / (1.0f - rate_);
+  const uint64_t key = ctx.seed ^ kDropoutKey;
+  const uint64_t stream = static_cast<uint64_t>(ctx.step);
+  const float* x = in[0]->data<float>();
+  float* y = out->data<float>();
+  uint8_t* m = mask_.data<uint8_t>();
+  const int64_t blocks = (n + 3) / 4;
+  const int64_t chunks = (blocks + kBlocksPerChunk - 1) / kBlocksPerChunk;
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+  for (int64_t c = 0; c < chunks; ++c) {
+    Philox rng(key, stream);
+    const int64_t b0 = c * kBlocksPerChunk;
+    rng.Seek(base + static_cast<uint64_t>(b0));
+    const int64_t end = std::min(n, (b0 + kBlocksPerChunk) * 4);
+    for (int64_t i = b0 * 4; i < end; ++i) {
+      const bool keep = rng.Next() >= threshold;
+      m[i] = keep;
+      y[i] = keep ? x[i] * scale : 0.0f;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DropoutLayer::Backward(const std::vector<const Tensor*>& in,
+                                    const Tensor& out, const Tensor& dout,
+                                    const std::vector<Tensor*>& din,
+                                    const LayerContext& ctx) {
+  if (din[0] == nullptr) return absl::OkStatus();
+  if (!masked_) {
+    std::memcpy(din[0]->raw(), dout.raw(), dout.bytes());
+    return absl::OkStatus();
+  }
+  const int64_t n = dout.numel();
+  const float scale = 1.0f / (1.0f - rate_);
+  const uint8_t* __restrict m = mask_.data<uint8_t>();
+  const float* __restrict dy = dout.data<float>();
+  float* __restrict dx = din[0]->data<float>();
+#pragma omp parallel for simd if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) dx[i] = m[i] ? dy[i] * scale : 0.0f;
+  return absl::OkStatus();
+}
+
+namespace {
+absl::StatusOr<std::unique_ptr<Layer>> MakeDropout(const v1::LayerSpec& spec) {
+  const float rate = spec.dropout().rate();
+  if (!(rate >= 0.0f && rate < 1.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dropout.rate: must be in [0, 1), got ", rate));
+  }
+  return std::unique_ptr<Layer>(new DropoutLayer(rate));
+}
+}  // namespace
+
+YOKE_REGISTER_LAYER("dropout", MakeDropout);
+
+}  // namespace yoke

@@ -1,0 +1,86 @@
+#include "engine/optim/optimizer.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/optim/adam.h"
+#include "engine/optim/sgd.h"
+
+namespace yoke {
+namespace {
+
+absl::Status Field(const std::string& field, const std::string& what, float got) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("training.optimizer.", field, ": ", what, ", got ", got));
+}
+
+// proto3 reports an unset float as 0; these fields document a non-zero
+// default, so 0 means "use it".
+float OrDefault(float v, float d) { return v == 0.0f ? d : v; }
+
+}  // namespace
+
+absl::Status Optimizer::CheckStep(float lr) const {
+  if (!params_->finalized()) {
+    return absl::FailedPreconditionError("optimizer step: the ParamSet is not finalized");
+  }
+  if (params_->flat_values().device().is_cuda()) {
+    return absl::FailedPreconditionError(
+        "optimizer step: parameters live on a CUDA device; this optimizer runs on the CPU");
+  }
+  if (!(lr >= 0.0f) || !std::isfinite(lr)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer step: learning rate must be finite and >= 0, got ", lr));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> KnownOptimizers() { return {"sgd", "adam", "adamw"}; }
+
+absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const v1::OptimizerSpec& spec,
+                                                           ParamSet* params) {
+  if (params == nullptr || !params->finalized()) {
+    return absl::FailedPreconditionError("CreateOptimizer: the ParamSet is not finalized");
+  }
+  const std::string& type = spec.type();
+  const bool is_sgd = type == "sgd", is_adam = type == "adam" || type == "adamw";
+  if (!is_sgd && !is_adam) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.optimizer.type: ", type.empty() ? "required" : "unknown optimizer '" + type + "'",
+        " (known: ", absl::StrJoin(KnownOptimizers(), ", "), ")"));
+  }
+  if (!(spec.lr() > 0.0f) || !std::isfinite(spec.lr())) {
+    return Field("lr", "must be finite and > 0", spec.lr());
+  }
+  if (!(spec.weight_decay() >= 0.0f) || !std::isfinite(spec.weight_decay())) {
+    return Field("weight_decay", "must be finite and >= 0", spec.weight_decay());
+  }
+  if (is_sgd) {
+    if (!(spec.momentum() >= 0.0f && spec.momentum() < 1.0f)) {
+      return Field("momentum", "must be in [0, 1)", spec.momentum());
+    }
+    if (spec.nesterov() && spec.momentum() == 0.0f) {
+      return Field("momentum", "nesterov requires momentum > 0", spec.momentum());
+    }
+    SgdOptions o;
+    o.momentum = spec.momentum();
+    o.nesterov = spec.nesterov();
+    o.weight_decay = spec.weight_decay();
+    return std::unique_ptr<Optimizer>(new Sgd(params, o));
+  }
+  AdamOptions o;
+  o.beta1 = OrDefault(spec.beta1(), 0.9f);
+  o.beta2 = OrDefault(spec.beta2(), 0.999f);
+  o.epsilon = OrDefault(spec.epsilon(), 1e-8f);
+  o.weight_decay = spec.weight_decay();
+  o.decoupled = type == "adamw";
+  if (!(o.beta1 > 0.0f && o.beta1 < 1.0f)) return Field("beta1", "must be in (0, 1)", o.beta1);
+  if (!(o.beta2 > 0.0f && o.beta2 < 1.0f)) return Field("beta2", "must be in (0, 1)", o.beta2);
+  if (!(o.epsilon > 0.0f) || !std::isfinite(o.epsilon)) {
+    return Field("epsilon", "must be finite and > 0", o.epsilon);
+  }
+  return std::unique_ptr<Optimizer>(new Adam(params, o));
+}
+
+}  // namespace yoke

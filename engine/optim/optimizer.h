@@ -1,0 +1,76 @@
+// Optimizer: updates a ParamSet's flat values from its flat gradients.
+//
+// Every optimizer works on ParamSet::flat_values()/flat_grads() as one array,
+// in ONE fused, OpenMP-parallel, vectorisable pass per step, and keeps its
+// per-parameter state (momentum, Adam moments) as flat arrays of the same
+// layout. The alignment padding between ParamSet entries holds value 0 and
+// gradient 0; updating it leaves it 0 for every optimizer here, so no loop
+// needs to skip it.
+//
+// Checkpointing: State() returns the state arrays under stable names, as
+// tensors that ALIAS the optimizer's buffers. A checkpoint writer reads them;
+// a reader copies saved data into them (Tensor::CopyFrom) and calls
+// set_step_count(). step_count() is part of the state (Adam's bias correction
+// depends on it).
+//
+// Thread-safety: one Optimizer belongs to one replica; not thread-safe.
+#ifndef YOKE_ENGINE_OPTIM_OPTIMIZER_H_
+#define YOKE_ENGINE_OPTIM_OPTIMIZER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/param_set.h"
+#include "engine/tensor.h"
+#include "proto/yoke/v1/job.pb.h"
+
+namespace yoke {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+
+  // "sgd", "adam" or "adamw".
+  virtual const char* type() const = 0;
+
+  // Applies one update with learning rate `lr` (from the schedule) and
+  // increments step_count(). Requires the ParamSet to be finalized on the CPU
+  // (FAILED_PRECONDITION otherwise) and a finite lr >= 0 (INVALID_ARGUMENT).
+  virtual absl::Status Step(float lr) = 0;
+
+  // Named state arrays, each (padded_size,) aliasing the optimizer's
+  // buffers; empty for stateless plain SGD. Names are stable across versions
+  // ("momentum"; "exp_avg", "exp_avg_sq").
+  virtual std::vector<std::pair<std::string, Tensor>> State() const = 0;
+
+  // Completed Step() calls (restored from a checkpoint with the setter).
+  int64_t step_count() const { return step_count_; }
+  void set_step_count(int64_t n) { step_count_ = n; }
+
+ protected:
+  explicit Optimizer(ParamSet* params) : params_(params) {}
+  // Shared precondition checks of Step().
+  absl::Status CheckStep(float lr) const;
+
+  ParamSet* params_;
+  int64_t step_count_ = 0;
+};
+
+// Creates the optimizer `spec.type` names over the finalized `params`.
+// Errors: INVALID_ARGUMENT naming the field (training.optimizer.type with the
+// known values for an unknown type; training.optimizer.lr, .momentum, ...
+// for out-of-range hyper-parameters); FAILED_PRECONDITION if `params` is not
+// finalized.
+absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const v1::OptimizerSpec& spec,
+                                                           ParamSet* params);
+// "sgd", "adam", "adamw".
+std::vector<std::string> KnownOptimizers();
+
+}  // namespace yoke
+
+#endif  // YOKE_ENGINE_OPTIM_OPTIMIZER_H_

@@ -1,0 +1,58 @@
+#include "engine/optim/sgd.h"
+
+#include "common/status.h"
+
+namespace yoke {
+namespace {
+constexpr int64_t kParallelThreshold = 32768;  // elements
+}  // namespace
+
+void SgdUpdate(const SgdOptions& o, float lr, float* __restrict p, const float* __restrict g,
+               float* __restrict v, int64_t n) {
+  const float wd = o.weight_decay, mu = o.momentum;
+  if (mu == 0.0f) {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + wd * p[i]);
+    return;
+  }
+  if (o.nesterov) {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = g[i] + wd * p[i];
+      const float vi = mu * v[i] + gi;
+      v[i] = vi;
+      p[i] -= lr * (gi + mu * vi);
+    }
+    return;
+  }
+#pragma omp parallel for simd if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    const float vi = mu * v[i] + g[i] + wd * p[i];
+    v[i] = vi;
+    p[i] -= lr * vi;
+  }
+}
+
+Sgd::Sgd(ParamSet* params, const SgdOptions& options)
+    : Optimizer(params), options_(options) {
+  if (options_.momentum > 0.0f) {
+    velocity_ = Tensor::Zeros(params->flat_values().shape(), DType::kF32,
+                              params->flat_values().device());
+  }
+}
+
+absl::Status Sgd::Step(float lr) {
+  RETURN_IF_ERROR(CheckStep(lr));
+  const Tensor& p = params_->flat_values();
+  SgdUpdate(options_, lr, p.data<float>(), params_->flat_grads().data<float>(),
+            velocity_.defined() ? velocity_.data<float>() : nullptr, p.numel());
+  ++step_count_;
+  return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, Tensor>> Sgd::State() const {
+  if (!velocity_.defined()) return {};
+  return {{"momentum", velocity_}};
+}
+
+}  // namespace yoke
