@@ -1,0 +1,48 @@
+// JobSpec validation: the one set of rules that `yoke train` and the
+// coordinator both apply before a job runs or is stored.
+//
+// It checks what can be checked from the spec alone: required sections, value
+// ranges, known names (zoo models, dataset formats, optimizers, ...), the
+// fields each dataset format needs, and the layer graph's names and inputs.
+// Shape compatibility between layers needs the engine and is checked when the
+// model is built (engine/model.h).
+//
+// Errors are INVALID_ARGUMENT. Every problem found is reported, joined with
+// "; ", each naming the field path, the value and what was expected, e.g.
+//   training.batch_size: must be > 0, got -64
+//   model.zoo: unknown model 'resnet51' (known: cnn, mlp, resnet18, resnet34, resnet50)
+//
+// Thread-safety: pure functions; safe from any thread.
+#ifndef YOKE_COMMON_JOB_VALIDATE_H_
+#define YOKE_COMMON_JOB_VALIDATE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "proto/yoke/v1/job.pb.h"
+
+namespace yoke {
+
+// OK when `spec` satisfies every rule in docs/job_spec.md; otherwise
+// INVALID_ARGUMENT listing all violations.
+absl::Status ValidateJobSpec(const v1::JobSpec& spec);
+
+// Confines the files a job may touch (dataset files, checkpoint dir) to
+// `allowed_roots`, absolute directories. Paths are compared after lexical
+// normalisation ("a/./b/../c" -> "a/c"; symlinks are not resolved). With roots
+// given, a relative path is rejected because its meaning depends on the
+// worker's working directory. Empty `allowed_roots` allows everything.
+// INVALID_ARGUMENT naming the field (e.g. data.train.files[1]) or a root that
+// is not absolute.
+absl::Status ValidatePathsUnder(const v1::JobSpec& spec,
+                                const std::vector<std::string>& allowed_roots);
+
+// Lexically normalises `path`: collapses "//" and ".", resolves ".." against
+// the preceding component ("/.." stays "/"), drops a trailing "/". Exposed for
+// tests.
+std::string NormalizePath(const std::string& path);
+
+}  // namespace yoke
+
+#endif  // YOKE_COMMON_JOB_VALIDATE_H_
