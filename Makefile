@@ -24,7 +24,7 @@ test: build
 
 # The main job: trains the Fashion-MNIST CNN (configs/fashion_mnist_cnn.yaml).
 demo: build
-	@$(BUILD)/client/yoke train configs/fashion_mnist_cnn.yaml
+	@$(BUILD)/bin/yoke train configs/fashion_mnist_cnn.yaml
 
 # Yoke against PyTorch on the same recipes (installs the PyTorch peer).
 bench: build
