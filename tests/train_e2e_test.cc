@@ -1,0 +1,107 @@
+// End to end: the real `yoke train` binary on the real Fashion-MNIST data, as
+// a child process, reading its `--output json` result line.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "proto/yoke/v1/metrics.pb.h"
+
+namespace yoke {
+namespace {
+
+std::string BinDir() {
+  if (const char* d = std::getenv("YOKE_BIN_DIR")) return d;
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  buf[n > 0 ? n : 0] = '\0';
+  std::string p(buf);
+  return p.substr(0, p.rfind('/'));
+}
+
+std::string SourceDir() {
+  const char* d = std::getenv("YOKE_SOURCE_DIR");
+  return d ? d : ".";
+}
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+};
+
+// Runs `yoke <args>` with stderr discarded (or merged when merge_stderr).
+RunResult Yoke(const std::string& args, bool merge_stderr = false) {
+  std::string cmd = BinDir() + "/yoke " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
+  RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string LastLine(const std::string& s) {
+  size_t end = s.find_last_not_of('\n');
+  if (end == std::string::npos) return "";
+  size_t begin = s.rfind('\n', end);
+  return s.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin + 1));
+}
+
+// The MLP recipe, one epoch on the full 60,000 training images.
+TEST(TrainE2ETest, MlpOneEpochReachesAccuracy) {
+  RunResult r = Yoke("train " + SourceDir() +
+               "/configs/fashion_mnist_mlp.yaml --set training.epochs=1 --output json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  v1::TrainResult result;
+  auto s = google::protobuf::util::JsonStringToMessage(LastLine(r.out), &result);
+  ASSERT_TRUE(s.ok()) << s.ToString() << "\n" << r.out;
+  EXPECT_EQ(result.epochs(), 1);
+  EXPECT_EQ(result.steps(), 938);  // ceil(60000 / 64): the last partial batch is kept
+  EXPECT_GE(result.test_accuracy(), 0.82);
+  EXPECT_GT(result.samples_per_second(), 0);
+  EXPECT_GT(result.peak_memory_bytes(), 0);
+  std::printf("MLP 1 epoch: test accuracy %.4f, %.0f samples/s\n", result.test_accuracy(),
+              result.samples_per_second());
+}
+
+TEST(TrainE2ETest, BadInputExitsNonZeroWithAMessage) {
+  std::string cfg = SourceDir() + "/configs/fashion_mnist_mlp.yaml";
+  RunResult r = Yoke("train " + cfg + " --set training.batch_size=-64", true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("training.batch_size: must be > 0, got -64"), std::string::npos) << r.out;
+
+  r = Yoke("train " + cfg + " --set data.train.images=/nonexistent/x.gz", true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("/nonexistent/x.gz"), std::string::npos) << r.out;
+
+  // A corrupt IDX header: exits with a message naming the file, no crash.
+  char tmpl[] = "/tmp/yoke_e2e_XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::string bad = dir + "/bad-images-idx3-ubyte";
+  FILE* f = fopen(bad.c_str(), "wb");
+  const unsigned char hdr[] = {0, 0, 8, 3, 0, 0, 0xea, 0x60, 0, 0, 0, 28, 0, 0, 0, 28, 1, 2, 3};
+  fwrite(hdr, 1, sizeof(hdr), f);
+  fclose(f);
+  r = Yoke("train " + cfg + " --set data.train.images=" + bad, true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find(bad), std::string::npos) << r.out;
+
+  r = Yoke("train /nonexistent/job.yaml", true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("/nonexistent/job.yaml"), std::string::npos) << r.out;
+
+  r = Yoke("train " + cfg + " --set training.optimzer.lr=1", true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("did you mean 'optimizer'"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace yoke

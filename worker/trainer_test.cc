@@ -1,0 +1,161 @@
+#include "worker/trainer.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/config.h"
+#include "engine/checkpoint.h"
+#include "gtest/gtest.h"
+
+namespace yoke {
+namespace {
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/yoke_trainer_XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+// A small CNN with dropout and batch norm on 2,000 real Fashion-MNIST
+// images: it exercises every piece of state a resume must restore
+// (parameters, running statistics, momentum, data position, dropout masks).
+v1::JobSpec SmallJob(const std::string& ckpt_dir, int64_t max_steps, int epochs = 3) {
+  std::string yaml = R"(
+model:
+  layers:
+    - conv2d: {filters: 4, kernel: 3}
+    - batch_norm: {}
+    - relu
+    - max_pool2d: {size: 2}
+    - flatten
+    - dense: {units: 32}
+    - relu
+    - dropout: {rate: 0.3}
+    - dense: {units: 10}
+data:
+  train: {format: idx, num_examples: 2000,
+          images: /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz,
+          labels: /usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz}
+  test: {format: idx, num_examples: 500,
+         images: /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz,
+         labels: /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz}
+  transform: {divisor: 255}
+training:
+  epochs: 3
+  batch_size: 48
+  seed: 7
+  optimizer: {type: sgd, lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 0.0001}
+  schedule: {type: cosine, warmup_steps: 10}
+)";
+  auto spec = LoadJobSpecString(yaml, {}, "test");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  spec->mutable_training()->set_max_steps(max_steps);
+  spec->mutable_training()->set_epochs(epochs);
+  if (!ckpt_dir.empty()) spec->mutable_checkpoint()->set_dir(ckpt_dir);
+  return *spec;
+}
+
+std::vector<float> Params(Trainer& t) {
+  const Tensor& v = t.model().params().flat_values();
+  return std::vector<float>(v.data<float>(), v.data<float>() + v.numel());
+}
+std::vector<float> State(Trainer& t) {
+  const Tensor& v = t.model().params().flat_state();
+  return std::vector<float>(v.data<float>(), v.data<float>() + v.numel());
+}
+
+// Train N steps, checkpoint, resume, train M more: bit-identical to N + M
+// straight. N = 50 stops mid-epoch (42 steps per epoch), so the data position
+// inside an epoch is exercised as well as the epoch boundary after it.
+TEST(TrainerTest, ResumeIsBitIdentical) {
+  const int64_t n = 50, total = 110;
+  auto straight = Trainer::Create(SmallJob("", total), {});
+  ASSERT_TRUE(straight.ok()) << straight.status();
+  auto r0 = (*straight)->Run();
+  ASSERT_TRUE(r0.ok()) << r0.status();
+  EXPECT_EQ(r0->steps(), total);
+
+  std::string dir = TempDir();
+  auto first = Trainer::Create(SmallJob(dir, n), {});
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto r1 = (*first)->Run();
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  ASSERT_EQ(r1->steps(), n);
+  ASSERT_FALSE(r1->checkpoint().empty());
+  // The partial run really is somewhere else.
+  EXPECT_NE(Params(**first), Params(**straight));
+
+  TrainerOptions opts;
+  opts.resume = r1->checkpoint();
+  auto second = Trainer::Create(SmallJob("", total), opts);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*second)->global_step(), n);
+  auto r2 = (*second)->Run();
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  EXPECT_EQ(r2->steps(), total);
+
+  std::vector<float> a = Params(**straight), b = Params(**second);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+      << "parameters differ after resume";
+  std::vector<float> sa = State(**straight), sb = State(**second);
+  EXPECT_EQ(0, std::memcmp(sa.data(), sb.data(), sa.size() * sizeof(float)))
+      << "batch-norm running statistics differ after resume";
+  EXPECT_EQ(r0->test_accuracy(), r2->test_accuracy());
+}
+
+TEST(TrainerTest, ResumeRejectsAMismatchedModel) {
+  std::string dir = TempDir();
+  auto first = Trainer::Create(SmallJob(dir, 5), {});
+  ASSERT_TRUE(first.ok());
+  auto r = (*first)->Run();
+  ASSERT_TRUE(r.ok());
+  v1::JobSpec other = SmallJob("", 10);
+  other.mutable_model()->mutable_layers(5)->mutable_dense()->set_units(64);
+  TrainerOptions opts;
+  opts.resume = r->checkpoint();
+  auto t = Trainer::Create(other, opts);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("different model"), std::string::npos) << t.status();
+}
+
+TEST(TrainerTest, CreateFailsCleanlyOnBadInput) {
+  v1::JobSpec spec = SmallJob("", 5);
+  spec.mutable_data()->mutable_train()->set_images("/nonexistent/images.gz");
+  auto t = Trainer::Create(spec, {});
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("/nonexistent/images.gz"), std::string::npos);
+
+  spec = SmallJob("", 5);
+  spec.mutable_training()->set_batch_size(0);
+  t = Trainer::Create(spec, {});
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("training.batch_size"), std::string::npos);
+}
+
+TEST(TrainerTest, LearnsAndCheckpointsKeepLastK) {
+  std::string dir = TempDir();
+  v1::JobSpec spec = SmallJob(dir, 0, 2);
+  spec.mutable_checkpoint()->set_every_steps(10);
+  spec.mutable_checkpoint()->set_keep(2);
+  auto t = Trainer::Create(spec, {});
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto r = (*t)->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->epochs(), 2);
+  EXPECT_EQ(r->steps(), 84);
+  // 2,000 images, 84 steps: far better than the 10% of chance.
+  EXPECT_GT(r->test_accuracy(), 0.6);
+  ASSERT_EQ(r->history_size(), 2);
+  EXPECT_LT(r->history(1).train_loss(), r->history(0).train_loss());
+  auto latest = LatestCheckpoint(dir);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(*latest, CheckpointPath(dir, 84));
+  ASSERT_TRUE(PruneCheckpoints(dir, 0).ok());
+  // Only the newest two survive.
+  EXPECT_TRUE(ReadCheckpoint(CheckpointPath(dir, 80)).ok());
+  EXPECT_FALSE(ReadCheckpoint(CheckpointPath(dir, 70)).ok());
+}
+
+}  // namespace
+}  // namespace yoke
