@@ -1,0 +1,89 @@
+#include "data/open_dataset.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "data/cifar_reader.h"
+#include "data/csv_reader.h"
+#include "data/idx_reader.h"
+#include "data/synthetic_dataset.h"
+
+namespace yoke::data {
+
+namespace {
+
+absl::Status Required(const std::string& field_path, const char* field,
+                      const std::string& format) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field_path, ".", field, ": required for format '", format, "'"));
+}
+
+// Reader errors start with a file path; say which spec named the file.
+absl::StatusOr<std::unique_ptr<Dataset>> Prefixed(
+    absl::StatusOr<std::unique_ptr<Dataset>> ds, const std::string& field_path) {
+  if (!ds.ok()) return Annotate(ds.status(), field_path);
+  return ds;
+}
+
+absl::StatusOr<std::unique_ptr<Dataset>> OpenByFormat(const v1::DatasetSpec& spec,
+                                                      const std::string& fp) {
+  const std::string& f = spec.format();
+  if (f == "idx") {
+    if (spec.images().empty()) return Required(fp, "images", f);
+    if (spec.labels().empty()) return Required(fp, "labels", f);
+    return Prefixed(ReadIdx(spec.images(), spec.labels()), fp);
+  }
+  if (f == "cifar10") {
+    if (spec.files().empty()) return Required(fp, "files", f);
+    return Prefixed(ReadCifar10({spec.files().begin(), spec.files().end()}), fp);
+  }
+  if (f == "csv") {
+    if (spec.files_size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          fp, ".files: format 'csv' takes exactly one file, got ", spec.files_size()));
+    }
+    CsvOptions o;
+    o.label_column = spec.label_column();
+    o.header = spec.header();
+    o.shape.assign(spec.shape().begin(), spec.shape().end());
+    return Prefixed(ReadCsv(spec.files(0), o), fp);
+  }
+  if (f == "synthetic") {
+    SyntheticOptions o;
+    o.shape.assign(spec.shape().begin(), spec.shape().end());
+    o.num_classes = spec.num_classes();
+    o.num_examples = spec.num_examples();
+    o.seed = spec.seed();
+    absl::StatusOr<std::unique_ptr<Dataset>> ds = MakeSynthetic(o);
+    // Synthetic errors name the bare field ("shape: ..."); complete the path.
+    if (!ds.ok()) {
+      return absl::Status(ds.status().code(),
+                          absl::StrCat(fp, ".", ds.status().message()));
+    }
+    return ds;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      fp, ".format: ", f.empty() ? "required" : absl::StrCat("unknown format '", f, "'"),
+      " (known: ", KnownDatasetFormats(), ")"));
+}
+
+}  // namespace
+
+const char* KnownDatasetFormats() { return "cifar10, csv, idx, synthetic"; }
+
+absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const v1::DatasetSpec& spec,
+                                                     const std::string& field_path) {
+  if (spec.num_examples() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field_path, ".num_examples: must be >= 0 (0 = all), got ", spec.num_examples()));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Dataset> d, OpenByFormat(spec, field_path));
+  if (spec.format() != "synthetic" && spec.num_examples() > 0) {
+    d = TakeFirst(std::move(d), spec.num_examples());
+  }
+  return d;
+}
+
+}  // namespace yoke::data

@@ -1,0 +1,130 @@
+#include "data/pipeline.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace yoke::data {
+
+absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
+    std::shared_ptr<const Dataset> dataset, const SamplerOptions& sampler_options,
+    const v1::TransformSpec& transform_spec, bool train, const PipelineOptions& options) {
+  if (dataset == nullptr) return absl::InvalidArgumentError("pipeline: no dataset");
+  if (options.prefetch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline.prefetch: must be >= 1, got ", options.prefetch));
+  }
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline: rank ", options.rank, " is outside [0, world_size ",
+        options.world_size, ")"));
+  }
+  if (options.start_epoch < 0 || options.start_step < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline: start (epoch ", options.start_epoch, ", step ", options.start_step,
+        ") must not be negative"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Sampler> sampler,
+                   Sampler::Create(dataset->size(), sampler_options));
+  ASSIGN_OR_RETURN(Transform transform,
+                   Transform::Create(transform_spec, dataset->example_shape(),
+                                     sampler_options.seed));
+  PipelineOptions o = options;
+  const int64_t steps = sampler->steps_per_epoch();
+  if (o.end_epoch < 0) o.end_epoch = o.start_epoch + 1;
+  o.start_epoch += o.start_step / steps;
+  o.start_step %= steps;
+  std::unique_ptr<Pipeline> p(new Pipeline(std::move(dataset), std::move(sampler),
+                                           std::move(transform), train, o));
+  p->producer_ = std::thread([raw = p.get()] { raw->Produce(); });
+  return p;
+}
+
+Pipeline::Pipeline(std::shared_ptr<const Dataset> dataset, std::unique_ptr<Sampler> sampler,
+                   Transform transform, bool train, const PipelineOptions& options)
+    : dataset_(std::move(dataset)),
+      sampler_(std::move(sampler)),
+      transform_(std::move(transform)),
+      train_(train),
+      options_(options) {}
+
+Pipeline::~Pipeline() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (producer_.joinable()) producer_.join();
+}
+
+void Pipeline::Produce() {
+  std::vector<unsigned char> scratch(dataset_->example_bytes());
+  const int64_t steps = sampler_->steps_per_epoch();
+  for (int64_t e = options_.start_epoch; e < options_.end_epoch; ++e) {
+    for (int64_t s = e == options_.start_epoch ? options_.start_step : 0; s < steps; ++s) {
+      Batch b;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(this, &Pipeline::CanProduce));
+        if (stop_) return;
+        if (!free_.empty()) {
+          b = std::move(free_.back());
+          free_.pop_back();
+        }
+      }
+      // The expensive part runs unlocked, overlapping the consumer.
+      Build(e, s, &b, &scratch);
+      absl::MutexLock lock(&mu_);
+      if (stop_) return;
+      queue_.push_back(std::move(b));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  done_ = true;
+}
+
+void Pipeline::Build(int64_t epoch, int64_t step, Batch* b,
+                     std::vector<unsigned char>* scratch) {
+  b->indices = sampler_->Indices(epoch, step, options_.rank, options_.world_size);
+  const int64_t n = static_cast<int64_t>(b->indices.size());
+  const int64_t numel = dataset_->example_numel();
+  b->n = n;
+  b->epoch = epoch;
+  b->step = step;
+  b->global_n = sampler_->StepSize(step);
+  b->last_in_epoch = step == sampler_->steps_per_epoch() - 1;
+  b->example_shape = dataset_->example_shape();
+  b->x.resize(static_cast<size_t>(n * numel));
+  b->y.resize(static_cast<size_t>(n));
+  const bool bytes = dataset_->element_type() == ElementType::kU8;
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t i = b->indices[j];
+    const void* src = dataset_->Example(i, scratch->data());
+    float* dst = b->x.data() + j * numel;
+    if (bytes) {
+      transform_.Apply(static_cast<const uint8_t*>(src), dst, epoch, i, train_);
+    } else {
+      transform_.Apply(static_cast<const float*>(src), dst, epoch, i, train_);
+    }
+    b->y[j] = dataset_->Label(i);
+  }
+}
+
+absl::StatusOr<std::optional<Batch>> Pipeline::Next() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(this, &Pipeline::HasOutput));
+  if (queue_.empty()) return std::optional<Batch>();
+  Batch b = std::move(queue_.front());
+  queue_.pop_front();
+  return std::optional<Batch>(std::move(b));
+}
+
+void Pipeline::Recycle(Batch&& batch) {
+  absl::MutexLock lock(&mu_);
+  // Enough to cover every batch in flight; more would only hoard memory.
+  if (static_cast<int>(free_.size()) < options_.prefetch + 1) {
+    free_.push_back(std::move(batch));
+  }
+}
+
+}  // namespace yoke::data
