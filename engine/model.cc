@@ -66,7 +66,12 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
       in_shapes.push_back(src < 0 ? input_shape : m->nodes_[src].shape);
       if (src >= 0) m->nodes_[src].consumers++;
     }
+    const size_t params_before = m->params_.entries().size();
     auto shape_or = node.layer->Build(in_shapes, &m->params_);
+    node.needs_grad = m->params_.entries().size() > params_before;
+    for (int src : node.inputs) {
+      if (src >= 0 && m->nodes_[src].needs_grad) node.needs_grad = true;
+    }
     if (!shape_or.ok()) {
       return Annotate(shape_or.status(), absl::StrCat(where, " (", name, ")"));
     }
@@ -97,7 +102,7 @@ void Model::EnsureBuffers(int64_t n) {
     Shape s = node.shape;
     s.insert(s.begin(), n);
     node.out = Tensor::Empty(s);
-    node.grad = Tensor::Empty(s);
+    node.grad = Tensor();  // allocated by the first Backward at this size
   }
   batch_ = n;
 }
@@ -123,6 +128,12 @@ absl::StatusOr<Tensor> Model::Forward(const Tensor& x, const LayerContext& ctx) 
 
 absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx) {
   Node& last = nodes_.back();
+  if (!last.grad.defined()) {
+    // Evaluation-only Forwards never pay for gradient buffers.
+    for (Node& node : nodes_) {
+      if (node.needs_grad || &node == &last) node.grad = Tensor::Empty(node.out.shape());
+    }
+  }
   if (dlogits.numel() != last.out.numel()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dlogits ", ShapeString(dlogits.shape()), " does not match the logits ",
@@ -139,13 +150,14 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx) {
   std::vector<Tensor> scratch;
   for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
     Node& node = nodes_[i];
+    if (!node.needs_grad) continue;  // nothing upstream learns
     in.clear();
     din.clear();
     scratch.clear();
     scratch.reserve(node.inputs.size());
     for (int src : node.inputs) {
       in.push_back(src < 0 ? &input_ : &nodes_[src].out);
-      if (src < 0) {
+      if (src < 0 || !nodes_[src].needs_grad) {
         din.push_back(nullptr);
       } else if (nodes_[src].grads_received == 0) {
         din.push_back(&nodes_[src].grad);
@@ -159,7 +171,7 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx) {
     size_t k = 0;
     for (size_t j = 0; j < node.inputs.size(); ++j) {
       int src = node.inputs[j];
-      if (src < 0) continue;
+      if (din[j] == nullptr) continue;
       Node& s = nodes_[src];
       if (din[j] != &s.grad) {
         float* dst = s.grad.data<float>();

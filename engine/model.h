@@ -61,6 +61,10 @@ class Model {
     Tensor out, grad;         // (N, shape...)
     int consumers = 0;
     int grads_received = 0;
+    // True when this node's output gradient matters: the node has parameters
+    // or reads a node that needs one. Layers between the input and the first
+    // parameterised layer (flatten, the first conv's input) skip dL/dx.
+    bool needs_grad = false;
   };
 
   Model() = default;
