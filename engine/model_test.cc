@@ -1,0 +1,135 @@
+#include "engine/model.h"
+
+#include <cmath>
+
+#include "common/rng.h"
+#include "engine/losses/softmax_cross_entropy.h"
+#include "gtest/gtest.h"
+
+namespace yoke {
+namespace {
+
+v1::LayerSpec L(const std::string& name, const std::vector<std::string>& inputs) {
+  v1::LayerSpec l;
+  l.set_name(name);
+  for (const auto& i : inputs) l.add_inputs(i);
+  return l;
+}
+
+// input(6) -> a = tanh(dense5) ; b = tanh(dense5(a)) ; c = a + b ; logits = dense3(c)
+// `a` feeds two consumers, so its gradient is the sum of two paths.
+v1::ModelSpec ResidualSpec() {
+  v1::ModelSpec m;
+  auto* d1 = m.add_layers();
+  *d1 = L("d1", {"input"});
+  d1->mutable_dense()->set_units(5);
+  auto* a = m.add_layers();
+  *a = L("a", {"d1"});
+  a->mutable_tanh();
+  auto* d2 = m.add_layers();
+  *d2 = L("d2", {"a"});
+  d2->mutable_dense()->set_units(5);
+  auto* b = m.add_layers();
+  *b = L("b", {"d2"});
+  b->mutable_tanh();
+  auto* c = m.add_layers();
+  *c = L("c", {"a", "b"});
+  c->mutable_add();
+  auto* out = m.add_layers();
+  *out = L("out", {"c"});
+  out->mutable_dense()->set_units(3);
+  return m;
+}
+
+TEST(ModelTest, ResidualGraphGradientsMatchFiniteDifferences) {
+  auto m = Model::Create(ResidualSpec(), {6}, 3);
+  ASSERT_TRUE(m.ok()) << m.status();
+  Model& model = **m;
+  model.params().Initialize(3);
+  const int n = 4;
+  Tensor x = Tensor::Empty({n, 6});
+  Philox rng(5, 0);
+  for (int i = 0; i < x.numel(); ++i) x.data<float>()[i] = 2 * rng.NextFloat() - 1;
+  Tensor y = Tensor::Empty({n}, DType::kI32);
+  for (int i = 0; i < n; ++i) y.data<int32_t>()[i] = i % 3;
+  SoftmaxCrossEntropy loss;
+  LayerContext ctx;
+
+  auto eval = [&]() -> double {
+    auto logits = model.Forward(x, ctx);
+    EXPECT_TRUE(logits.ok());
+    return loss.Compute(*logits, y, 0, nullptr)->loss_sum;
+  };
+  auto logits = model.Forward(x, ctx);
+  ASSERT_TRUE(logits.ok());
+  Tensor dlogits = Tensor::Empty(logits->shape());
+  ASSERT_TRUE(loss.Compute(*logits, y, 1.0f, &dlogits).ok());
+  ASSERT_TRUE(model.Backward(dlogits, ctx).ok());
+  const Tensor& g = model.params().flat_grads();
+  std::vector<float> analytic(g.data<float>(), g.data<float>() + g.numel());
+
+  float* v = model.params().flat_values().data<float>();
+  const float h = 1e-2f;
+  int checked = 0;
+  for (const auto& e : model.params().entries()) {
+    for (int64_t i = 0; i < NumElements(e.shape); ++i) {
+      int64_t k = e.offset + i;
+      float saved = v[k];
+      v[k] = saved + h;
+      double lp = eval();
+      v[k] = saved - h;
+      double lm = eval();
+      v[k] = saved;
+      double numeric = (lp - lm) / (2 * h);
+      EXPECT_NEAR(analytic[k], numeric, 2e-3 * std::max(1.0, std::fabs(numeric)))
+          << e.name << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, model.params().num_parameters());
+}
+
+TEST(ModelTest, GraphErrorsNameTheLayer) {
+  v1::ModelSpec m = ResidualSpec();
+  m.mutable_layers(4)->set_inputs(1, "nope");
+  auto r = Model::Create(m, {6}, 3);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("model.layers[4].inputs[1]: no earlier layer named 'nope'"),
+            std::string::npos)
+      << r.status();
+
+  m = ResidualSpec();
+  auto r2 = Model::Create(m, {6}, 7);
+  ASSERT_FALSE(r2.ok());
+  EXPECT_NE(r2.status().message().find("(7) logits"), std::string::npos) << r2.status();
+
+  // `b` is computed but never used.
+  m = ResidualSpec();
+  m.mutable_layers(4)->set_inputs(1, "a");
+  auto r3 = Model::Create(m, {6}, 3);
+  ASSERT_FALSE(r3.ok());
+  EXPECT_NE(r3.status().message().find("never used"), std::string::npos) << r3.status();
+
+  v1::ModelSpec z;
+  z.set_zoo("resnet51");
+  auto r4 = Model::Create(z, {32, 32, 3}, 10);
+  ASSERT_FALSE(r4.ok());
+  EXPECT_NE(r4.status().message().find("known: cnn, mlp, resnet18"), std::string::npos);
+}
+
+TEST(ModelTest, ZooMlpAndCnnHaveTheExpectedParameterCounts) {
+  v1::ModelSpec mlp;
+  mlp.set_zoo("mlp");
+  auto a = Model::Create(mlp, {28, 28, 1}, 10);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*a)->params().num_parameters(), 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
+  v1::ModelSpec cnn;
+  cnn.set_zoo("cnn");
+  auto b = Model::Create(cnn, {28, 28, 1}, 10);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->params().num_parameters(),
+            (25 * 32 + 32) + (25 * 32 * 64 + 64) + (7 * 7 * 64 * 1024 + 1024) + (1024 * 10 + 10));
+}
+
+}  // namespace
+}  // namespace yoke
