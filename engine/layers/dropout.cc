@@ -62,14 +62,24 @@ absl::Status DropoutLayer::Forward(const std::vector<const Tensor*>& in, Tensor*
   const int64_t chunks = (blocks + kBlocksPerChunk - 1) / kBlocksPerChunk;
 #pragma omp parallel for schedule(static) if (n > kParallelThreshold)
   for (int64_t c = 0; c < chunks; ++c) {
-    Philox rng(key, stream);
+    // Draw the chunk's numbers into a local buffer first: interleaving
+    // Next() with the u8 mask stores made the compiler reload the generator
+    // state after every store (a char store may alias anything), 4x slower.
+    uint32_t draws[4 * kBlocksPerChunk];
     const int64_t b0 = c * kBlocksPerChunk;
+    const int64_t i0 = b0 * 4;
+    const int64_t len = std::min<int64_t>(n - i0, 4 * kBlocksPerChunk);
+    Philox rng(key, stream);
     rng.Seek(base + static_cast<uint64_t>(b0));
-    const int64_t end = std::min(n, (b0 + kBlocksPerChunk) * 4);
-    for (int64_t i = b0 * 4; i < end; ++i) {
-      const bool keep = rng.Next() >= threshold;
-      m[i] = keep;
-      y[i] = keep ? x[i] * scale : 0.0f;
+    for (int64_t j = 0; j < len; ++j) draws[j] = rng.Next();
+    const float* __restrict xc = x + i0;
+    float* __restrict yc = y + i0;
+    uint8_t* __restrict mc = m + i0;
+#pragma omp simd
+    for (int64_t j = 0; j < len; ++j) {
+      const uint8_t keep = draws[j] >= threshold;
+      mc[j] = keep;
+      yc[j] = xc[j] * (scale * static_cast<float>(keep));
     }
   }
   return absl::OkStatus();
@@ -90,7 +100,9 @@ absl::Status DropoutLayer::Backward(const std::vector<const Tensor*>& in,
   const float* __restrict dy = dout.data<float>();
   float* __restrict dx = din[0]->data<float>();
 #pragma omp parallel for simd if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) dx[i] = m[i] ? dy[i] * scale : 0.0f;
+  // A multiply, not a select, so that the loop vectorises (a conditional
+  // load of dy would not).
+  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (scale * static_cast<float>(m[i]));
   return absl::OkStatus();
 }
 
