@@ -45,7 +45,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenByFormat(const v1::DatasetSpec& spe
           fp, ".files: format 'csv' takes exactly one file, got ", spec.files_size()));
     }
     CsvOptions o;
-    o.label_column = spec.label_column();
+    o.label_column = spec.has_label_column() ? spec.label_column() : -1;
     o.header = spec.header();
     o.shape.assign(spec.shape().begin(), spec.shape().end());
     return Prefixed(ReadCsv(spec.files(0), o), fp);

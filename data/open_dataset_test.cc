@@ -94,6 +94,16 @@ TEST(OpenDatasetTest, CsvAndSynthetic) {
   ASSERT_TRUE(csv.ok()) << csv.status();
   EXPECT_EQ((*csv)->size(), 2);
   EXPECT_EQ((*csv)->num_classes(), 2);
+  // Leaving label_column out means the last column too; 0 means the first.
+  spec.clear_label_column();
+  auto csv_default = OpenDataset(spec, "data.train");
+  ASSERT_TRUE(csv_default.ok()) << csv_default.status();
+  EXPECT_EQ((*csv_default)->Label(0), 1);
+  EXPECT_EQ((*csv_default)->example_shape(), (std::vector<int64_t>{2}));
+  spec.set_label_column(0);
+  auto csv_first = OpenDataset(spec, "data.train");
+  ASSERT_TRUE(csv_first.ok()) << csv_first.status();
+  EXPECT_EQ((*csv_first)->Label(1), 3);
 
   v1::DatasetSpec syn;
   syn.set_format("synthetic");
