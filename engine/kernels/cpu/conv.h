@@ -1,0 +1,93 @@
+// 2-D convolution on the CPU through oneDNN: forward, backward-data and
+// backward-weights for one fixed geometry (batch size included).
+//
+// Activations are channels-last, x: (N, H, W, C) -> y: (N, OH, OW, K).
+// Weights are kept by the caller in the plain layout (K, KH, KW, C) ("ohwi"),
+// bias in (K). The primitives may prefer a blocked weight layout; the plan
+// reorders the plain weights into it on every Forward (the optimizer changes
+// them between steps) and reorders the weight gradient back to plain, into
+// buffers it allocated once, so a steady-state step allocates nothing.
+//
+// Thread-safety: a plan belongs to one layer of one replica; not thread-safe.
+// It runs on the calling thread's oneDNN stream (dnnl_context.h).
+#ifndef YOKE_ENGINE_KERNELS_CPU_CONV_H_
+#define YOKE_ENGINE_KERNELS_CPU_CONV_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "dnnl.hpp"
+
+namespace yoke::cpu {
+
+struct Conv2dGeometry {
+  int64_t n = 0, h = 0, w = 0, c = 0;  // input (N, H, W, C)
+  int64_t k = 0;                       // output channels (filters)
+  int64_t kh = 1, kw = 1;              // window
+  int64_t stride_h = 1, stride_w = 1;
+  // Zero padding before (top/left) and after (bottom/right) the input. After-
+  // padding may be smaller than needed to reach the last column: rows and
+  // columns no window covers are ignored (and get a zero input gradient).
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  int64_t oh = 0, ow = 0;              // output spatial size
+  bool bias = true;
+
+  std::string DebugString() const;
+};
+
+class Conv2dPlan {
+ public:
+  // Builds the three primitives. `need_backward_data` false skips building
+  // backward-data (the layer reading the model input never needs dx).
+  // INTERNAL when oneDNN rejects the geometry.
+  static absl::StatusOr<std::unique_ptr<Conv2dPlan>> Create(const Conv2dGeometry& g,
+                                                            bool need_backward_data);
+
+  // x: (N, H, W, C), w: (K, KH, KW, C), b: (K) or null -> y: (N, OH, OW, K).
+  absl::Status Forward(const float* x, const float* w, const float* b, float* y);
+
+  // dy: (N, OH, OW, K), w: (K, KH, KW, C) -> dx: (N, H, W, C) (overwritten).
+  // `w` must be the weights of the preceding Forward (their reordered copy is
+  // reused when both primitives want the same layout).
+  absl::Status BackwardData(const float* dy, const float* w, float* dx);
+
+  // x: (N, H, W, C), dy: (N, OH, OW, K) -> dw: (K, KH, KW, C) and, when the
+  // plan has a bias, db: (K); both overwritten.
+  absl::Status BackwardWeights(const float* x, const float* dy, float* dw, float* db);
+
+  const Conv2dGeometry& geometry() const { return g_; }
+
+ private:
+  Conv2dPlan() = default;
+  absl::Status Build(bool need_backward_data);
+
+  Conv2dGeometry g_;
+  dnnl::memory::desc x_md_, y_md_, w_plain_md_, b_md_;
+
+  dnnl::convolution_forward fwd_;
+  dnnl::convolution_backward_data bwd_data_;
+  dnnl::convolution_backward_weights bwd_w_;
+  bool has_bwd_data_ = false;
+
+  // User-side memories: their handles are pointed at the caller's buffers on
+  // every call.
+  dnnl::memory x_mem_, y_mem_, w_plain_mem_, b_mem_, dx_mem_, dy_mem_, dw_plain_mem_,
+      db_mem_;
+  // Weights in each primitive's preferred layout; equal to the plain memories
+  // (no reorder) when the primitive takes the plain layout.
+  dnnl::memory fwd_w_mem_, bwd_data_w_mem_, bwd_w_dw_mem_;
+  bool fwd_w_reorder_ = false, bwd_data_w_reorder_ = false, bwd_data_w_shared_ = false,
+       dw_reorder_ = false;
+  bool fwd_w_fresh_ = false;  // fwd_w_mem_ holds the last Forward's weights
+  dnnl::reorder fwd_w_to_, bwd_data_w_to_, dw_from_;
+
+  std::unordered_map<int, dnnl::memory> fwd_args_, bwd_data_args_, bwd_w_args_;
+};
+
+}  // namespace yoke::cpu
+
+#endif  // YOKE_ENGINE_KERNELS_CPU_CONV_H_

@@ -1,0 +1,53 @@
+// batch_norm: normalisation over the channel (last) dimension.
+//
+// x: (N, ..., C) -> y: (N, ..., C), typically (N, H, W, C) or (N, C).
+// Training: y = gamma * (x - mean_B) / sqrt(var_B + eps) + beta with the
+// batch's statistics over every position but C, and the running statistics
+// move as PyTorch's do: running = (1 - momentum) * running + momentum * batch,
+// where the running variance takes the unbiased batch variance.
+// Eval: the running statistics stand in for the batch's.
+//
+// Parameters: gamma (C), init 1; beta (C), init 0. State (checkpointed, never
+// reduced): running_mean (C), init 0; running_var (C), init 1.
+#ifndef YOKE_ENGINE_LAYERS_BATCH_NORM_H_
+#define YOKE_ENGINE_LAYERS_BATCH_NORM_H_
+
+#include <map>
+#include <memory>
+
+#include "engine/kernels/cpu/batch_norm.h"
+#include "engine/layer.h"
+
+namespace yoke {
+
+class BatchNormLayer final : public Layer {
+ public:
+  // Values must already be valid (the registered factory checks the spec).
+  BatchNormLayer(float momentum, float epsilon) : momentum_(momentum), epsilon_(epsilon) {}
+  const char* type() const override { return "batch_norm"; }
+  absl::StatusOr<Shape> Build(const std::vector<Shape>& inputs, ParamSet* params) override;
+  // x: (N, ..., C) -> y: (N, ..., C); in training also updates the running stats.
+  absl::Status Forward(const std::vector<const Tensor*>& in, Tensor* out,
+                       const LayerContext& ctx) override;
+  // dy: (N, ..., C) -> dgamma, dbeta (C) and dx (N, ..., C) when din[0] is set.
+  absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out,
+                        const Tensor& dout, const std::vector<Tensor*>& din,
+                        const LayerContext& ctx) override;
+  int64_t ForwardMacsPerExample() const override { return 2 * per_example_; }
+
+ private:
+  struct Cached {
+    std::unique_ptr<cpu::BatchNormPlan> plan;
+    Tensor scratch_dx;  // dx nobody reads (oneDNN always writes one)
+  };
+  absl::StatusOr<Cached*> PlanFor(int64_t n);
+
+  float momentum_, epsilon_;
+  int64_t channels_ = 0, per_example_ = 0;
+  int gamma_ = -1, beta_ = -1, mean_ = -1, var_ = -1;
+  std::map<int64_t, Cached> plans_;  // by batch size
+};
+
+}  // namespace yoke
+
+#endif  // YOKE_ENGINE_LAYERS_BATCH_NORM_H_

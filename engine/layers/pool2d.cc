@@ -1,0 +1,99 @@
+#include "engine/layers/pool2d.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "engine/kernels/cpu/padding.h"
+#include "engine/registry.h"
+
+namespace yoke {
+
+absl::StatusOr<Shape> Pool2dLayer::Build(const std::vector<Shape>& inputs,
+                                         ParamSet* params) {
+  if (inputs.size() != 1 || inputs[0].size() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        type(), " expects 1 input of rank 3 (H, W, C), got ",
+        inputs.empty() ? std::string("none") : ShapeString(inputs[0])));
+  }
+  const Shape& s = inputs[0];
+  cpu::Padding1d ph = cpu::ComputePadding(s[0], size_, stride_, same_);
+  cpu::Padding1d pw = cpu::ComputePadding(s[1], size_, stride_, same_);
+  if (ph.out <= 0 || pw.out <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        type(), ": a ", size_, "x", size_, " window with padding 'valid' does not fit "
+        "input ", ShapeString(s), "; use padding 'same' or a smaller size"));
+  }
+  geom_.max = max_;
+  geom_.h = s[0];
+  geom_.w = s[1];
+  geom_.c = s[2];
+  geom_.kh = geom_.kw = size_;
+  geom_.stride_h = geom_.stride_w = stride_;
+  geom_.pad_top = ph.before;
+  geom_.pad_bottom = ph.after;
+  geom_.pad_left = pw.before;
+  geom_.pad_right = pw.after;
+  geom_.oh = ph.out;
+  geom_.ow = pw.out;
+  return Shape{ph.out, pw.out, s[2]};
+}
+
+absl::Status Pool2dLayer::Forward(const std::vector<const Tensor*>& in, Tensor* out,
+                                  const LayerContext& ctx) {
+  const Tensor& x = *in[0];
+  std::unique_ptr<cpu::Pool2dPlan>& plan = plans_[x.dim(0)];
+  if (plan == nullptr) {
+    cpu::Pool2dGeometry g = geom_;
+    g.n = x.dim(0);
+    ASSIGN_OR_RETURN(plan, cpu::Pool2dPlan::Create(g));
+  }
+  return plan->Forward(x.data<float>(), out->data<float>());
+}
+
+absl::Status Pool2dLayer::Backward(const std::vector<const Tensor*>& in,
+                                   const Tensor& out, const Tensor& dout,
+                                   const std::vector<Tensor*>& din,
+                                   const LayerContext& ctx) {
+  if (din[0] == nullptr) return absl::OkStatus();
+  auto it = plans_.find(in[0]->dim(0));
+  if (it == plans_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(type(), ": Backward without a Forward of batch ", in[0]->dim(0)));
+  }
+  return it->second->Backward(dout.data<float>(), din[0]->data<float>());
+}
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<Layer>> MakePool(const std::string& kind, bool max,
+                                                const v1::Pool2dSpec& p) {
+  if (p.size() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kind, ".size: must be > 0 (or unset for 2), got ", p.size()));
+  }
+  if (p.stride() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kind, ".stride: must be > 0 (or unset for the window size), got ", p.stride()));
+  }
+  const std::string& pad = p.padding();
+  if (!pad.empty() && pad != "same" && pad != "valid") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kind, ".padding: unknown value '", pad, "' (known: valid, same)"));
+  }
+  const int64_t size = p.size() == 0 ? 2 : p.size();
+  const int64_t stride = p.stride() == 0 ? size : p.stride();
+  return std::unique_ptr<Layer>(new Pool2dLayer(max, size, stride, pad == "same"));
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> MakeMaxPool(const v1::LayerSpec& spec) {
+  return MakePool("max_pool2d", true, spec.max_pool2d());
+}
+absl::StatusOr<std::unique_ptr<Layer>> MakeAvgPool(const v1::LayerSpec& spec) {
+  return MakePool("avg_pool2d", false, spec.avg_pool2d());
+}
+
+}  // namespace
+
+YOKE_REGISTER_LAYER("max_pool2d", MakeMaxPool);
+YOKE_REGISTER_LAYER("avg_pool2d", MakeAvgPool);
+
+}  // namespace yoke
