@@ -1,0 +1,655 @@
+#include "server/coordinator.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/job_validate.h"
+#include "common/status.h"
+#include "spdlog/spdlog.h"
+
+namespace yoke {
+namespace {
+
+// A heartbeat carries at most this many lines per attempt, each at most
+// kMaxLogText bytes; a runaway trainer must not flood the store.
+constexpr int kMaxLogLines = 1000;
+constexpr size_t kMaxLogText = 4096;
+
+std::string AttemptKey(const std::string& job_id, int attempt) {
+  return absl::StrCat(job_id, "/", attempt);
+}
+
+const v1::Assignment* ShareOf(const v1::Attempt& a, const std::string& worker_id) {
+  for (const v1::Assignment& s : a.assignments()) {
+    if (s.worker_id() == worker_id) return &s;
+  }
+  return nullptr;
+}
+
+std::string ExitReason(const std::string& worker_id, const v1::AttemptStatus& st) {
+  std::string what = st.exit_code() > 128
+                         ? absl::StrCat("trainer on ", worker_id, " killed by signal ",
+                                        st.exit_code() - 128)
+                         : absl::StrCat("trainer on ", worker_id, " exited with code ",
+                                        st.exit_code());
+  if (!st.reason().empty()) absl::StrAppend(&what, ": ", st.reason());
+  return what;
+}
+
+}  // namespace
+
+std::string LatestCheckpoint(const std::string& dir) {
+  if (dir.empty()) return "";
+  std::error_code ec;
+  std::string best;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    // ckpt-<10-digit step>.yoke: the fixed width makes the newest the largest.
+    if (absl::StartsWith(name, "ckpt-") && absl::EndsWith(name, ".yoke") && name > best) {
+      best = name;
+    }
+  }
+  if (ec || best.empty()) return "";
+  return (std::filesystem::path(dir) / best).string();
+}
+
+Coordinator::Coordinator(JobStore* store, const Clock* clock, CoordinatorOptions options)
+    : store_(store),
+      clock_(clock),
+      options_(std::move(options)),
+      registry_(clock, options_.heartbeat_deadline) {}
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(JobStore* store,
+                                                                 const Clock* clock,
+                                                                 CoordinatorOptions options) {
+  std::unique_ptr<Coordinator> c(new Coordinator(store, clock, std::move(options)));
+  RETURN_IF_ERROR(c->Reload());
+  return c;
+}
+
+Coordinator::~Coordinator() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, aj] : active_) {
+    if (aj.dirty) Persist(aj).IgnoreError();
+  }
+}
+
+absl::Status Coordinator::Reload() {
+  ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, store_->ListNonTerminal());
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  for (v1::Job& job : jobs) {
+    ActiveJob& aj = active_[job.id()];
+    aj.job = std::move(job);
+    aj.version = ++version_;
+    aj.last_persist = now;
+    ASSIGN_OR_RETURN(aj.last_log_seq, store_->LastLogSeq(aj.job.id()));
+    v1::Attempt* a = CurrentAttempt(aj);
+    if (aj.job.state() == v1::JOB_PENDING || a == nullptr) {
+      aj.job.set_state(v1::JOB_PENDING);
+      pending_.insert(aj.job.id());
+      continue;
+    }
+    for (const v1::Assignment& s : a->assignments()) {
+      by_worker_[s.worker_id()].insert(aj.job.id());
+      registry_.Expect(s.worker_id());
+      // A RUNNING job had every share report in before the restart.
+      if (aj.job.state() == v1::JOB_RUNNING) aj.reported.insert(s.worker_id());
+    }
+    rendezvous_.Open(aj.job.id(), a->number());
+    if (a->number() > 1) aj.resume_checkpoint = LatestCheckpoint(aj.job.spec().checkpoint().dir());
+  }
+  if (!active_.empty()) {
+    spdlog::info("reloaded {} unfinished jobs; {} workers have one deadline to register again",
+                 active_.size(), by_worker_.size());
+  }
+  return absl::OkStatus();
+}
+
+// ------------------------------------------------------------------ helpers
+
+v1::Attempt* Coordinator::CurrentAttempt(ActiveJob& aj) {
+  const v1::JobState s = aj.job.state();
+  if ((s != v1::JOB_SCHEDULED && s != v1::JOB_RUNNING) || aj.job.attempts_size() == 0) {
+    return nullptr;
+  }
+  return aj.job.mutable_attempts(aj.job.attempts_size() - 1);
+}
+
+void Coordinator::Bump(ActiveJob& aj, std::string message) {
+  aj.version = ++version_;
+  aj.message = std::move(message);
+  changed_.SignalAll();
+}
+
+absl::Status Coordinator::Persist(ActiveJob& aj) {
+  absl::Status s = store_->Put(aj.job);
+  if (!s.ok()) {
+    // Kept dirty: the next flush tries again.
+    spdlog::error("persisting {}: {}", aj.job.id(), s.ToString());
+    aj.dirty = true;
+    return s;
+  }
+  aj.dirty = false;
+  aj.last_persist = clock_->Now();
+  return absl::OkStatus();
+}
+
+std::vector<WorkerCapacity> Coordinator::Capacities(bool alive_only) {
+  std::vector<WorkerCapacity> out;
+  for (const auto& [id, w] : registry_.workers()) {
+    if (!w.registered || (alive_only && !w.alive)) continue;
+    WorkerCapacity c;
+    c.id = id;
+    c.devices = w.devices;
+    auto jobs = by_worker_.find(id);
+    if (jobs != by_worker_.end()) {
+      for (const std::string& job_id : jobs->second) {
+        ActiveJob& aj = active_.at(job_id);
+        const v1::Attempt* a = CurrentAttempt(aj);
+        const v1::Assignment* share = a ? ShareOf(*a, id) : nullptr;
+        if (share == nullptr) continue;
+        const std::string kind = ShapeOf(aj.job.spec()).kind;
+        c.allocated[kind].insert(share->devices().begin(), share->devices().end());
+      }
+    }
+    auto drain = draining_.find(id);
+    if (drain != draining_.end()) {
+      for (const auto& [key, d] : drain->second) {
+        c.allocated[d.kind].insert(d.devices.begin(), d.devices.end());
+      }
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ clients
+
+absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t priority) {
+  RETURN_IF_ERROR(ValidateJobSpec(spec));
+  // Data and checkpoints have separate roots: check each on a copy that has
+  // only the other kind of path cleared.
+  v1::JobSpec data_only = spec;
+  data_only.clear_checkpoint();
+  RETURN_IF_ERROR(ValidatePathsUnder(data_only, options_.data_roots));
+  v1::JobSpec checkpoint_only = spec;
+  checkpoint_only.clear_data();
+  RETURN_IF_ERROR(ValidatePathsUnder(checkpoint_only, options_.checkpoint_roots));
+
+  absl::MutexLock lock(&mu_);
+  const std::string never = CouldEverFit(ShapeOf(spec), Capacities(/*alive_only=*/true));
+  if (!never.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("distribution: no registered set of workers can ever run this job: ", never));
+  }
+  v1::Job job;
+  *job.mutable_spec() = spec;
+  job.set_state(v1::JOB_PENDING);
+  job.set_reason("waiting for the scheduler");
+  job.set_priority(priority);
+  job.set_create_time_ms(clock_->NowMs());
+  ASSIGN_OR_RETURN(std::string id, store_->Create(job));
+  job.set_id(id);
+  ActiveJob& aj = active_[id];
+  aj.job = std::move(job);
+  aj.last_persist = clock_->Now();
+  pending_.insert(id);
+  Bump(aj, "submitted");
+  schedule_needed_ = true;
+  RunScheduler();
+  return id;
+}
+
+absl::StatusOr<v1::Job> Coordinator::Get(const std::string& id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = active_.find(id);
+    if (it != active_.end()) return it->second.job;
+  }
+  return store_->Get(id);
+}
+
+absl::StatusOr<JobListPage> Coordinator::List(const JobListQuery& query) {
+  ASSIGN_OR_RETURN(JobListPage page, store_->List(query));
+  // The store's copy of a running job may lag on progress; show ours.
+  absl::MutexLock lock(&mu_);
+  for (v1::Job& job : page.jobs) {
+    auto it = active_.find(job.id());
+    if (it != active_.end()) job = it->second.job;
+  }
+  return page;
+}
+
+absl::StatusOr<v1::Job> Coordinator::Cancel(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = active_.find(id);
+  if (it == active_.end()) return store_->Get(id);  // finished: unchanged, or NOT_FOUND
+  ActiveJob& aj = it->second;
+  if (CurrentAttempt(aj) != nullptr) {
+    EndAttempt(aj, v1::ATTEMPT_CANCELLED, "cancelled by the user");
+  }
+  return Finish(aj, v1::JOB_CANCELLED, "cancelled by the user");
+}
+
+std::vector<v1::Worker> Coordinator::ListWorkers() {
+  absl::MutexLock lock(&mu_);
+  std::vector<WorkerCapacity> caps = Capacities(/*alive_only=*/false);
+  std::map<std::string, const WorkerCapacity*> cap_of;
+  for (const WorkerCapacity& c : caps) cap_of[c.id] = &c;
+  std::vector<v1::Worker> out;
+  for (const auto& [id, w] : registry_.workers()) {
+    v1::Worker& p = out.emplace_back();
+    p.set_id(id);
+    p.set_hostname(w.hostname);
+    for (const v1::Device& d : w.devices) *p.add_devices() = d;
+    p.set_alive(w.registered && w.alive);
+    p.set_reason(w.reason);
+    p.set_last_heartbeat_ms(absl::ToUnixMillis(w.last_heartbeat));
+    if (w.registered) p.set_register_time_ms(absl::ToUnixMillis(w.register_time));
+    auto jobs = by_worker_.find(id);
+    if (jobs != by_worker_.end()) {
+      for (const std::string& job_id : jobs->second) {
+        const v1::Job& job = active_.at(job_id).job;
+        p.add_running(AttemptKey(job_id, job.attempts(job.attempts_size() - 1).number()));
+      }
+    }
+    auto c = cap_of.find(id);
+    if (c != cap_of.end() && p.alive()) {
+      int free_cpu = 0, free_cuda = 0;
+      for (const v1::Device& d : w.devices) {
+        auto taken = c->second->allocated.find(d.kind());
+        const bool busy = taken != c->second->allocated.end() && taken->second.count(d.index());
+        if (busy) continue;
+        free_cpu += d.kind() == "cpu";
+        free_cuda += d.kind() == "cuda";
+      }
+      p.set_free_cpu(free_cpu);
+      p.set_free_cuda(free_cuda);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<JobSnapshot> Coordinator::WaitForJob(const std::string& id, uint64_t after_version,
+                                                    absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::MutexLock lock(&mu_);
+  bool timed_out = false;
+  while (true) {
+    auto it = active_.find(id);
+    if (it == active_.end()) {
+      ASSIGN_OR_RETURN(v1::Job job, store_->Get(id));
+      JobSnapshot snap;
+      snap.message = job.state() == v1::JOB_SUCCEEDED ? "succeeded" : job.reason();
+      snap.job = std::move(job);
+      snap.version = UINT64_MAX;
+      snap.changed = true;
+      return snap;
+    }
+    const ActiveJob& aj = it->second;
+    if (aj.version > after_version) return JobSnapshot{aj.job, aj.version, aj.message, true};
+    if (timed_out) return JobSnapshot{aj.job, aj.version, "", false};
+    // Looked up again after the wait: the job may have finished meanwhile.
+    timed_out = changed_.WaitWithDeadline(&mu_, deadline);
+  }
+}
+
+absl::StatusOr<std::vector<v1::LogLine>> Coordinator::ReadLogs(const std::string& id,
+                                                               int64_t since_seq, int limit) {
+  return store_->ReadLogs(id, since_seq, limit);
+}
+
+absl::StatusOr<bool> Coordinator::WaitForLogs(const std::string& id, int64_t since_seq,
+                                              absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    auto it = active_.find(id);
+    if (it == active_.end()) {
+      RETURN_IF_ERROR(store_->Get(id).status());  // NOT_FOUND vs finished
+      return true;
+    }
+    if (it->second.last_log_seq > since_seq) return false;
+    if (changed_.WaitWithDeadline(&mu_, deadline)) return false;
+  }
+}
+
+// ------------------------------------------------------------------ scheduling
+
+void Coordinator::RunScheduler() {
+  schedule_needed_ = false;
+  if (pending_.empty()) return;
+  std::vector<PendingJob> jobs;
+  for (const std::string& id : pending_) {
+    const v1::Job& job = active_.at(id).job;
+    jobs.push_back({id, ShapeOf(job.spec()), job.priority(), job.create_time_ms()});
+  }
+  ScheduleResult r = Schedule(std::move(jobs), Capacities(/*alive_only=*/true));
+  const int64_t now_ms = clock_->NowMs();
+  for (Placement& p : r.placed) {
+    ActiveJob& aj = active_.at(p.job_id);
+    v1::Attempt* a = aj.job.add_attempts();
+    a->set_number(aj.job.attempts_size());
+    a->set_state(v1::ATTEMPT_SCHEDULED);
+    a->set_world_size(p.world_size);
+    a->set_start_time_ms(now_ms);
+    std::vector<std::string> names;
+    for (v1::Assignment& s : p.assignments) {
+      names.push_back(s.worker_id());
+      by_worker_[s.worker_id()].insert(p.job_id);
+      *a->add_assignments() = std::move(s);
+    }
+    aj.job.set_state(v1::JOB_SCHEDULED);
+    aj.job.set_reason("");
+    if (aj.job.start_time_ms() == 0) aj.job.set_start_time_ms(now_ms);
+    aj.reported.clear();
+    aj.exited.clear();
+    aj.resume_checkpoint =
+        a->number() > 1 ? LatestCheckpoint(aj.job.spec().checkpoint().dir()) : "";
+    pending_.erase(p.job_id);
+    rendezvous_.Open(p.job_id, a->number());
+    Persist(aj).IgnoreError();
+    std::string msg = absl::StrCat("attempt ", a->number(), " scheduled on ",
+                                   absl::StrJoin(names, ", "));
+    if (!aj.resume_checkpoint.empty()) absl::StrAppend(&msg, ", resuming from ", aj.resume_checkpoint);
+    spdlog::info("{}: {}", p.job_id, msg);
+    Bump(aj, std::move(msg));
+  }
+  for (auto& [id, reason] : r.pending) {
+    ActiveJob& aj = active_.at(id);
+    if (aj.job.reason() == reason) continue;
+    // Not a state change: it reaches the store with the next flush.
+    aj.job.set_reason(reason);
+    aj.dirty = true;
+    Bump(aj, reason);
+  }
+}
+
+// ------------------------------------------------------------------ workers
+
+absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
+    const v1::RegisterWorkerRequest& req) {
+  std::set<std::pair<std::string, int>> seen;
+  for (int i = 0; i < req.devices_size(); ++i) {
+    const v1::Device& d = req.devices(i);
+    if (d.kind() != "cpu" && d.kind() != "cuda") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "devices[", i, "].kind: unknown device kind '", d.kind(), "' (known: cpu, cuda)"));
+    }
+    if (d.index() < 0 || !seen.insert({d.kind(), d.index()}).second) {
+      return absl::InvalidArgumentError(absl::StrCat("devices[", i, "].index: ", d.kind(), " index ",
+                                                     d.index(), " is negative or repeated"));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  const WorkerEntry* before = req.worker_id().empty() ? nullptr : registry_.Find(req.worker_id());
+  const bool was_alive = before != nullptr && before->registered && before->alive;
+  const std::string id = registry_.Register(
+      req.worker_id(), req.hostname(), std::vector<v1::Device>(req.devices().begin(), req.devices().end()));
+  spdlog::info("worker {} registered ({}, {} devices, {} attempts running){}", id, req.hostname(),
+               req.devices_size(), req.attempts_size(), was_alive ? " again while alive" : "");
+  for (const v1::AttemptStatus& st : req.attempts()) ApplyStatus(id, st);
+  // A share that had reported in but is not listed lost its trainer (the
+  // worker restarted, or its trainer died while we were down).
+  auto jobs = by_worker_.find(id);
+  if (jobs != by_worker_.end()) {
+    const std::set<std::string> ids = jobs->second;  // FailAttempt edits the index
+    for (const std::string& job_id : ids) {
+      ActiveJob& aj = active_.at(job_id);
+      v1::Attempt* a = CurrentAttempt(aj);
+      if (a == nullptr || !aj.reported.count(id)) continue;
+      bool listed = false;
+      for (const v1::AttemptStatus& st : req.attempts()) {
+        listed |= st.job_id() == job_id && st.attempt() == a->number();
+      }
+      if (!listed) {
+        FailAttempt(aj, absl::StrCat("worker ", id, " registered again without attempt ",
+                                     a->number(), " (its trainer is gone)"),
+                    /*retryable=*/true);
+      }
+    }
+  }
+  ReleaseDrained(id, req.attempts());
+  schedule_needed_ = true;
+  v1::RegisterWorkerResponse resp;
+  resp.set_worker_id(id);
+  resp.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  return resp;
+}
+
+absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& req) {
+  if (req.worker_id().empty()) return absl::InvalidArgumentError("worker_id: required");
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(registry_.Heartbeat(req.worker_id()));
+  for (const v1::AttemptStatus& st : req.attempts()) ApplyStatus(req.worker_id(), st);
+  ReleaseDrained(req.worker_id(), req.attempts());
+  if (schedule_needed_) RunScheduler();
+  v1::HeartbeatResponse resp;
+  for (v1::DesiredAttempt& d : DesiredFor(req.worker_id())) *resp.add_desired() = std::move(d);
+  return resp;
+}
+
+void Coordinator::ReleaseDrained(
+    const std::string& worker_id,
+    const google::protobuf::RepeatedPtrField<v1::AttemptStatus>& observed) {
+  auto it = draining_.find(worker_id);
+  if (it == draining_.end()) return;
+  for (auto d = it->second.begin(); d != it->second.end();) {
+    bool still_running = false;
+    for (const v1::AttemptStatus& st : observed) {
+      still_running |= AttemptKey(st.job_id(), st.attempt()) == d->first &&
+                       st.phase() != v1::AttemptStatus::EXITED;
+    }
+    if (still_running) {
+      ++d;
+    } else {
+      d = it->second.erase(d);
+      schedule_needed_ = true;
+    }
+  }
+  if (it->second.empty()) draining_.erase(it);
+}
+
+std::vector<v1::DesiredAttempt> Coordinator::DesiredFor(const std::string& worker_id) {
+  std::vector<v1::DesiredAttempt> out;
+  auto jobs = by_worker_.find(worker_id);
+  if (jobs == by_worker_.end()) return out;
+  for (const std::string& job_id : jobs->second) {
+    ActiveJob& aj = active_.at(job_id);
+    const v1::Attempt* a = CurrentAttempt(aj);
+    const v1::Assignment* share = a ? ShareOf(*a, worker_id) : nullptr;
+    if (share == nullptr || aj.exited.count(worker_id)) continue;
+    v1::DesiredAttempt& d = out.emplace_back();
+    d.set_job_id(job_id);
+    d.set_attempt(a->number());
+    *d.mutable_spec() = aj.job.spec();
+    d.set_world_size(a->world_size());
+    d.set_first_rank(share->first_rank());
+    d.set_num_replicas(share->num_replicas());
+    *d.mutable_devices() = share->devices();
+    d.set_resume_checkpoint(aj.resume_checkpoint);
+  }
+  return out;
+}
+
+void Coordinator::ApplyStatus(const std::string& worker_id, const v1::AttemptStatus& st) {
+  auto it = active_.find(st.job_id());
+  if (it == active_.end()) return;  // finished or unknown: the worker stops it
+  ActiveJob& aj = it->second;
+  v1::Attempt* a = CurrentAttempt(aj);
+  if (a == nullptr || a->number() != st.attempt()) return;  // a stale attempt
+  const v1::Assignment* share = ShareOf(*a, worker_id);
+  if (share == nullptr || aj.exited.count(worker_id)) return;
+
+  if (st.logs_size() > 0) {
+    std::vector<v1::LogLine> lines;
+    const int n = std::min(st.logs_size(), kMaxLogLines);
+    for (int i = 0; i < n; ++i) {
+      v1::LogLine& l = lines.emplace_back(st.logs(i));
+      l.set_attempt(a->number());
+      l.set_rank(share->first_rank());
+      l.set_worker_id(worker_id);
+      if (l.time_ms() == 0) l.set_time_ms(clock_->NowMs());
+      if (l.text().size() > kMaxLogText) l.mutable_text()->resize(kMaxLogText);
+    }
+    if (st.logs_size() > n) {
+      v1::LogLine& l = lines.emplace_back(lines.back());
+      l.set_text(absl::StrCat("[yoke: ", st.logs_size() - n, " more lines dropped]"));
+    }
+    absl::Status s = store_->AppendLogs(aj.job.id(), &lines);
+    if (s.ok()) {
+      aj.last_log_seq = lines.back().seq();
+      changed_.SignalAll();
+    } else {
+      spdlog::error("storing logs of {}: {}", aj.job.id(), s.ToString());
+    }
+  }
+  bool state_changed = false;
+  std::string message;
+  if (st.epochs_size() > 0) {
+    for (const v1::EpochResult& e : st.epochs()) *aj.job.add_history() = e;
+    const v1::EpochResult& last = st.epochs(st.epochs_size() - 1);
+    message = absl::StrCat("epoch ", last.epoch(), " done: train_loss ", last.train_loss(),
+                           ", test_accuracy ", last.test_accuracy());
+    state_changed = true;  // the metric history is written at once, like states
+  }
+  if (st.has_progress()) {
+    *aj.job.mutable_progress() = st.progress();
+    aj.dirty = true;
+    if (message.empty()) message = "progress";
+  }
+  if (st.phase() == v1::AttemptStatus::RUNNING) {
+    aj.reported.insert(worker_id);
+    if (aj.job.state() == v1::JOB_SCHEDULED &&
+        static_cast<int>(aj.reported.size()) == a->assignments_size()) {
+      a->set_state(v1::ATTEMPT_RUNNING);
+      aj.job.set_state(v1::JOB_RUNNING);
+      message = absl::StrCat("attempt ", a->number(), " running");
+      state_changed = true;
+    }
+  }
+  if (st.phase() == v1::AttemptStatus::EXITED) {
+    aj.exited[worker_id] = st.exit_code();
+    if (st.exit_code() != 0) {
+      // Exit code 2 is a bad spec or input: a retry would fail the same way.
+      FailAttempt(aj, ExitReason(worker_id, st), /*retryable=*/st.exit_code() != 2);
+      return;  // `aj` may be gone
+    }
+    if (share->first_rank() == 0) *aj.job.mutable_result() = st.result();
+    if (static_cast<int>(aj.exited.size()) == a->assignments_size()) {
+      a->set_state(v1::ATTEMPT_SUCCEEDED);
+      a->set_end_time_ms(clock_->NowMs());
+      Unindex(aj);
+      Finish(aj, v1::JOB_SUCCEEDED, "");
+      return;
+    }
+  }
+  if (state_changed) Persist(aj).IgnoreError();
+  if (!message.empty()) Bump(aj, std::move(message));
+}
+
+// ------------------------------------------------------------------ endings
+
+void Coordinator::Unindex(ActiveJob& aj) {
+  v1::Attempt* a = CurrentAttempt(aj);
+  if (a == nullptr) return;
+  for (const v1::Assignment& s : a->assignments()) {
+    auto it = by_worker_.find(s.worker_id());
+    if (it == by_worker_.end()) continue;
+    it->second.erase(aj.job.id());
+    if (it->second.empty()) by_worker_.erase(it);
+  }
+  rendezvous_.Close(aj.job.id(), a->number());
+  schedule_needed_ = true;
+}
+
+void Coordinator::EndAttempt(ActiveJob& aj, v1::AttemptState state, const std::string& reason) {
+  v1::Attempt* a = CurrentAttempt(aj);
+  if (a == nullptr) return;
+  a->set_state(state);
+  a->set_reason(reason);
+  a->set_end_time_ms(clock_->NowMs());
+  const std::string kind = ShapeOf(aj.job.spec()).kind;
+  for (const v1::Assignment& s : a->assignments()) {
+    // Its trainer may still be running: hold the devices until the worker
+    // stops reporting it (lost workers hold nothing).
+    if (aj.exited.count(s.worker_id()) || !registry_.IsAlive(s.worker_id())) continue;
+    draining_[s.worker_id()][AttemptKey(aj.job.id(), a->number())] =
+        Draining{kind, std::vector<int>(s.devices().begin(), s.devices().end())};
+  }
+  Unindex(aj);
+}
+
+void Coordinator::FailAttempt(ActiveJob& aj, const std::string& reason, bool retryable) {
+  v1::Attempt* a = CurrentAttempt(aj);
+  if (a == nullptr) return;
+  const int number = a->number();
+  EndAttempt(aj, v1::ATTEMPT_FAILED, reason);
+  const int max_restarts = aj.job.spec().restart().max_restarts();
+  const int restarts_used = aj.job.attempts_size() - 1;
+  spdlog::warn("{}: attempt {} failed: {}", aj.job.id(), number, reason);
+  if (!retryable || restarts_used >= max_restarts) {
+    std::string why = reason;
+    if (retryable && max_restarts > 0) {
+      absl::StrAppend(&why, " (after ", restarts_used, " restarts of ", max_restarts, ")");
+    }
+    Finish(aj, v1::JOB_FAILED, why);
+    return;
+  }
+  aj.job.set_state(v1::JOB_PENDING);
+  aj.job.set_reason(absl::StrCat("attempt ", number, " failed: ", reason, "; restarting (",
+                                 restarts_used + 1, " of ", max_restarts, ")"));
+  aj.reported.clear();
+  aj.exited.clear();
+  pending_.insert(aj.job.id());
+  schedule_needed_ = true;
+  Persist(aj).IgnoreError();
+  Bump(aj, aj.job.reason());
+}
+
+v1::Job Coordinator::Finish(ActiveJob& aj, v1::JobState state, const std::string& reason) {
+  const std::string id = aj.job.id();
+  aj.job.set_state(state);
+  aj.job.set_reason(reason);
+  aj.job.set_end_time_ms(clock_->NowMs());
+  Persist(aj).IgnoreError();
+  spdlog::info("{}: {}{}", id, v1::JobState_Name(state), reason.empty() ? "" : ": " + reason);
+  v1::Job final_job = std::move(aj.job);
+  pending_.erase(id);
+  active_.erase(id);
+  // Watchers notice the job left active_ and read the final state.
+  ++version_;
+  changed_.SignalAll();
+  return final_job;
+}
+
+// ------------------------------------------------------------------ tick
+
+void Coordinator::Tick() {
+  absl::MutexLock lock(&mu_);
+  for (const LostWorker& lost : registry_.CheckLiveness()) {
+    spdlog::warn("{}", lost.reason);
+    draining_.erase(lost.id);
+    auto jobs = by_worker_.find(lost.id);
+    if (jobs == by_worker_.end()) continue;
+    const std::set<std::string> ids = jobs->second;  // FailAttempt edits the index
+    for (const std::string& job_id : ids) {
+      auto it = active_.find(job_id);
+      if (it != active_.end()) FailAttempt(it->second, lost.reason, /*retryable=*/true);
+    }
+  }
+  const absl::Time now = clock_->Now();
+  for (auto& [id, aj] : active_) {
+    if (aj.dirty && now - aj.last_persist >= options_.progress_flush_interval) {
+      Persist(aj).IgnoreError();
+    }
+  }
+  if (schedule_needed_) RunScheduler();
+}
+
+}  // namespace yoke

@@ -1,0 +1,440 @@
+#include "server/coordinator.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "common/config.h"
+#include "gtest/gtest.h"
+
+namespace yoke {
+namespace {
+
+constexpr char kSpec[] = R"(
+name: t
+model: {zoo: mlp, hidden: [8]}
+data:
+  train: {format: synthetic, shape: [4, 4, 1], num_classes: 2, num_examples: 64}
+training:
+  epochs: 1
+  batch_size: 8
+  optimizer: {type: sgd, lr: 0.1}
+)";
+
+v1::JobSpec Spec(const std::vector<std::string>& overrides = {}) {
+  auto s = LoadJobSpecString(kSpec, overrides);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return *s;
+}
+
+v1::RegisterWorkerRequest Reg(int cpus, const std::string& id = "") {
+  v1::RegisterWorkerRequest r;
+  r.set_hostname("host");
+  r.set_worker_id(id);
+  for (int i = 0; i < cpus; ++i) {
+    v1::Device* d = r.add_devices();
+    d->set_kind("cpu");
+    d->set_index(i);
+  }
+  return r;
+}
+
+v1::AttemptStatus Status(const std::string& job, int attempt, v1::AttemptStatus::Phase phase) {
+  v1::AttemptStatus s;
+  s.set_job_id(job);
+  s.set_attempt(attempt);
+  s.set_phase(phase);
+  return s;
+}
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Restart(); }
+
+  // A fresh coordinator over the same store: what a process restart does.
+  void Restart() {
+    coord_.reset();
+    CoordinatorOptions o;
+    o.data_roots = data_roots_;
+    auto c = Coordinator::Create(&store_, &clock_, o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    coord_ = std::move(*c);
+  }
+
+  std::string Register(int cpus, const std::string& id = "") {
+    auto r = coord_->RegisterWorker(Reg(cpus, id));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r->worker_id();
+  }
+
+  v1::HeartbeatResponse Beat(const std::string& worker, std::vector<v1::AttemptStatus> st = {}) {
+    v1::HeartbeatRequest req;
+    req.set_worker_id(worker);
+    for (auto& s : st) *req.add_attempts() = s;
+    auto r = coord_->Heartbeat(req);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : v1::HeartbeatResponse();
+  }
+
+  v1::Job Job(const std::string& id) {
+    auto j = coord_->Get(id);
+    EXPECT_TRUE(j.ok()) << j.status();
+    return *j;
+  }
+
+  FakeClock clock_;
+  InMemoryJobStore store_;
+  std::vector<std::string> data_roots_;
+  std::unique_ptr<Coordinator> coord_;
+};
+
+TEST_F(CoordinatorTest, BadSpecsAreRejectedNamingTheFieldAndNothingIsStored) {
+  auto bad = coord_->Submit(Spec({"training.batch_size=-4"}), 0);
+  ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("training.batch_size"), std::string::npos);
+
+  data_roots_ = {"/data"};
+  Restart();
+  v1::JobSpec outside = Spec();
+  v1::DatasetSpec* train = outside.mutable_data()->mutable_train();
+  train->Clear();
+  train->set_format("idx");
+  train->set_images("/data/../etc/passwd");
+  train->set_labels("/data/labels");
+  auto rejected = coord_->Submit(outside, 0);
+  ASSERT_EQ(rejected.status().code(), absl::StatusCode::kInvalidArgument) << rejected.status();
+  EXPECT_NE(rejected.status().message().find("data.train.images"), std::string::npos)
+      << rejected.status();
+  EXPECT_TRUE(coord_->List(JobListQuery())->jobs.empty());
+  EXPECT_EQ(store_.writes(), 0);
+}
+
+TEST_F(CoordinatorTest, JobThatCanNeverFitIsRefusedButAnEmptyFleetAccepts) {
+  // No workers yet: accepted, pending with a reason.
+  auto early = coord_->Submit(Spec({"distribution.workers=2"}), 0);
+  ASSERT_TRUE(early.ok()) << early.status();
+  EXPECT_EQ(Job(*early).state(), v1::JOB_PENDING);
+  EXPECT_EQ(Job(*early).reason(),
+            "needs 2 workers with 1 cpu device each; free: no worker has a free cpu device");
+  Register(4);
+  auto never = coord_->Submit(Spec({"distribution.device=cuda"}), 0);
+  ASSERT_EQ(never.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(never.status().message().find("needs 1 worker with 1 cuda device"), std::string::npos)
+      << never.status();
+}
+
+TEST_F(CoordinatorTest, FullLifecycleToSucceeded) {
+  const std::string w = Register(1);
+  EXPECT_EQ(w, "w-1");
+  auto id = coord_->Submit(Spec(), 0);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(*id, "job-000001");
+  EXPECT_EQ(Job(*id).state(), v1::JOB_SCHEDULED);
+
+  v1::HeartbeatResponse r = Beat(w);
+  ASSERT_EQ(r.desired_size(), 1);
+  const v1::DesiredAttempt& d = r.desired(0);
+  EXPECT_EQ(d.job_id(), *id);
+  EXPECT_EQ(d.attempt(), 1);
+  EXPECT_EQ(d.world_size(), 1);
+  EXPECT_EQ(d.first_rank(), 0);
+  ASSERT_EQ(d.devices_size(), 1);
+  EXPECT_EQ(d.devices(0), 0);
+  EXPECT_EQ(d.spec().name(), "t");
+  EXPECT_TRUE(coord_->rendezvous()->Put(*id, 1, "k", "v").ok());  // namespace open
+
+  v1::AttemptStatus running = Status(*id, 1, v1::AttemptStatus::RUNNING);
+  running.mutable_progress()->set_step(5);
+  running.add_logs()->set_text("epoch 1 step 5");
+  running.add_logs()->set_text("loss 0.5");
+  Beat(w, {running});
+  v1::Job j = Job(*id);
+  EXPECT_EQ(j.state(), v1::JOB_RUNNING);
+  EXPECT_EQ(j.attempts(0).state(), v1::ATTEMPT_RUNNING);
+  EXPECT_EQ(j.progress().step(), 5);
+  auto logs = coord_->ReadLogs(*id, 0, 10);
+  ASSERT_TRUE(logs.ok());
+  ASSERT_EQ(logs->size(), 2u);
+  EXPECT_EQ((*logs)[1].seq(), 2);
+  EXPECT_EQ((*logs)[1].text(), "loss 0.5");
+  EXPECT_EQ((*logs)[1].worker_id(), "w-1");
+  EXPECT_EQ((*logs)[1].attempt(), 1);
+
+  v1::AttemptStatus done = Status(*id, 1, v1::AttemptStatus::EXITED);
+  done.set_exit_code(0);
+  done.mutable_result()->set_test_accuracy(0.875);
+  v1::EpochResult* e = done.add_epochs();
+  e->set_epoch(1);
+  e->set_test_accuracy(0.875);
+  r = Beat(w, {done});
+  EXPECT_EQ(r.desired_size(), 0);  // recorded: the worker may forget it
+  j = Job(*id);
+  EXPECT_EQ(j.state(), v1::JOB_SUCCEEDED);
+  EXPECT_DOUBLE_EQ(j.result().test_accuracy(), 0.875);
+  ASSERT_EQ(j.history_size(), 1);
+  EXPECT_EQ(j.attempts(0).state(), v1::ATTEMPT_SUCCEEDED);
+  EXPECT_GT(j.end_time_ms(), 0);
+  // The stored copy is the final one, and the rendezvous namespace is gone.
+  EXPECT_EQ(store_.Get(*id)->state(), v1::JOB_SUCCEEDED);
+  EXPECT_EQ(coord_->rendezvous()->num_namespaces(), 0);
+  // A second job now gets the freed device.
+  auto next = coord_->Submit(Spec(), 0);
+  EXPECT_EQ(Job(*next).state(), v1::JOB_SCHEDULED);
+}
+
+TEST_F(CoordinatorTest, GangWaitsForAllWorkersAndReportsWhy) {
+  const std::string w1 = Register(1);
+  const std::string w2 = Register(1);
+  auto small = coord_->Submit(Spec(), 0);  // takes w-1
+  auto id = coord_->Submit(Spec({"distribution.workers=2"}), 0);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(Job(*id).reason(),
+            "needs 2 workers with 1 cpu device each; free: 1 worker (w-2: 1 cpu)");
+  EXPECT_EQ(Beat(w2).desired_size(), 0);
+  Beat(w1, {Status(*small, 1, v1::AttemptStatus::EXITED)});
+  v1::HeartbeatResponse r1 = Beat(w1);
+  v1::HeartbeatResponse r2 = Beat(w2);
+  ASSERT_EQ(r1.desired_size(), 1);
+  ASSERT_EQ(r2.desired_size(), 1);
+  EXPECT_EQ(r1.desired(0).job_id(), *id);
+  EXPECT_EQ(r1.desired(0).first_rank(), 0);
+  EXPECT_EQ(r2.desired(0).first_rank(), 1);
+  EXPECT_EQ(r2.desired(0).world_size(), 2);
+  // RUNNING only once both shares reported in.
+  Beat(w1, {Status(*id, 1, v1::AttemptStatus::RUNNING)});
+  EXPECT_EQ(Job(*id).state(), v1::JOB_SCHEDULED);
+  Beat(w2, {Status(*id, 1, v1::AttemptStatus::RUNNING)});
+  EXPECT_EQ(Job(*id).state(), v1::JOB_RUNNING);
+  // One share exiting 0 is not the end; both are.
+  Beat(w2, {Status(*id, 1, v1::AttemptStatus::EXITED)});
+  EXPECT_EQ(Job(*id).state(), v1::JOB_RUNNING);
+  v1::AttemptStatus rank0 = Status(*id, 1, v1::AttemptStatus::EXITED);
+  rank0.mutable_result()->set_steps(42);
+  Beat(w1, {rank0});
+  EXPECT_EQ(Job(*id).state(), v1::JOB_SUCCEEDED);
+  EXPECT_EQ(Job(*id).result().steps(), 42);
+}
+
+TEST_F(CoordinatorTest, TrainerFailureFailsTheJobWithItsReason) {
+  const std::string w = Register(1);
+  auto id = coord_->Submit(Spec(), 0);
+  Beat(w, {Status(*id, 1, v1::AttemptStatus::RUNNING)});
+  v1::AttemptStatus bad = Status(*id, 1, v1::AttemptStatus::EXITED);
+  bad.set_exit_code(2);
+  bad.set_reason("data.train.images: file not found");
+  Beat(w, {bad});
+  v1::Job j = Job(*id);
+  EXPECT_EQ(j.state(), v1::JOB_FAILED);
+  EXPECT_EQ(j.reason(), "trainer on w-1 exited with code 2: data.train.images: file not found");
+  EXPECT_EQ(j.attempts(0).state(), v1::ATTEMPT_FAILED);
+}
+
+TEST_F(CoordinatorTest, CancelStopsTheTrainerAndHoldsDevicesUntilItIsGone) {
+  const std::string w = Register(1);
+  auto a = coord_->Submit(Spec(), 0);
+  auto b = coord_->Submit(Spec(), 0);
+  EXPECT_EQ(Job(*b).state(), v1::JOB_PENDING);
+  Beat(w, {Status(*a, 1, v1::AttemptStatus::RUNNING)});
+  auto cancelled = coord_->Cancel(*a);
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(cancelled->state(), v1::JOB_CANCELLED);
+  EXPECT_EQ(cancelled->attempts(0).state(), v1::ATTEMPT_CANCELLED);
+  EXPECT_EQ(store_.Get(*a)->state(), v1::JOB_CANCELLED);
+  // Still running on the worker: not desired any more, and b must not start
+  // on the same device yet.
+  v1::HeartbeatResponse r = Beat(w, {Status(*a, 1, v1::AttemptStatus::RUNNING)});
+  EXPECT_EQ(r.desired_size(), 0);
+  EXPECT_EQ(Job(*b).state(), v1::JOB_PENDING);
+  v1::AttemptStatus gone = Status(*a, 1, v1::AttemptStatus::EXITED);
+  gone.set_exit_code(128 + 15);
+  r = Beat(w, {gone});
+  ASSERT_EQ(r.desired_size(), 1);
+  EXPECT_EQ(r.desired(0).job_id(), *b);
+  EXPECT_EQ(Job(*a).state(), v1::JOB_CANCELLED);  // the exit changes nothing
+  // Cancelling again returns it unchanged; an unknown job is NOT_FOUND.
+  EXPECT_EQ(coord_->Cancel(*a)->state(), v1::JOB_CANCELLED);
+  EXPECT_EQ(coord_->Cancel("job-999999").status().code(), absl::StatusCode::kNotFound);
+  // A pending job cancels at once.
+  auto c = coord_->Submit(Spec(), 0);
+  EXPECT_EQ(coord_->Cancel(*c)->state(), v1::JOB_CANCELLED);
+}
+
+TEST_F(CoordinatorTest, LostWorkerFailsTheAttemptThenRetriesFromTheCheckpoint) {
+  const std::string dir = std::filesystem::temp_directory_path() /
+                          ("yoke_coord_ckpt_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/ckpt-0000000010.yoke") << "x";
+  std::ofstream(dir + "/ckpt-0000000200.yoke") << "x";
+  std::ofstream(dir + "/ckpt-0000000030.yoke") << "x";
+
+  const std::string w1 = Register(1);
+  auto id = coord_->Submit(Spec({"restart.max_restarts=1", "checkpoint.dir=" + dir}), 0);
+  Beat(w1, {Status(*id, 1, v1::AttemptStatus::RUNNING)});
+  clock_.Advance(absl::Seconds(11));
+  const std::string w2 = Register(1);
+  coord_->Tick();
+  v1::Job j = Job(*id);
+  EXPECT_EQ(j.attempts(0).state(), v1::ATTEMPT_FAILED);
+  EXPECT_EQ(j.attempts(0).reason(), "worker w-1 missed heartbeats for 10s");
+  // Retried at once on w-2, resuming from the newest checkpoint.
+  EXPECT_EQ(j.state(), v1::JOB_SCHEDULED);
+  ASSERT_EQ(j.attempts_size(), 2);
+  v1::HeartbeatResponse r = Beat(w2);
+  ASSERT_EQ(r.desired_size(), 1);
+  EXPECT_EQ(r.desired(0).attempt(), 2);
+  EXPECT_EQ(r.desired(0).resume_checkpoint(), dir + "/ckpt-0000000200.yoke");
+  // The lost worker must register again; its old attempt is not desired.
+  v1::HeartbeatRequest hb;
+  hb.set_worker_id(w1);
+  EXPECT_EQ(coord_->Heartbeat(hb).status().code(), absl::StatusCode::kNotFound);
+  // Out of restarts: the second loss fails the job.
+  Beat(w2, {Status(*id, 2, v1::AttemptStatus::RUNNING)});
+  clock_.Advance(absl::Seconds(11));
+  coord_->Tick();
+  j = Job(*id);
+  EXPECT_EQ(j.state(), v1::JOB_FAILED);
+  EXPECT_EQ(j.reason(), "worker w-2 missed heartbeats for 10s (after 1 restarts of 1)");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(CoordinatorTest, RestartReloadsJobsAndWorkersReconnectUndisturbed) {
+  const std::string w = Register(2);
+  auto running = coord_->Submit(Spec(), 0);
+  auto done = coord_->Submit(Spec(), 0);
+  auto queued = coord_->Submit(Spec({"distribution.devices_per_worker=2"}), 0);
+  v1::AttemptStatus st = Status(*running, 1, v1::AttemptStatus::RUNNING);
+  st.add_logs()->set_text("before the restart");
+  v1::AttemptStatus st2 = Status(*done, 1, v1::AttemptStatus::EXITED);
+  Beat(w, {st, st2});
+  ASSERT_EQ(Job(*done).state(), v1::JOB_SUCCEEDED);
+  ASSERT_EQ(Job(*running).state(), v1::JOB_RUNNING);
+  ASSERT_EQ(Job(*queued).state(), v1::JOB_PENDING);
+
+  Restart();
+  EXPECT_EQ(Job(*running).state(), v1::JOB_RUNNING);
+  EXPECT_EQ(Job(*queued).state(), v1::JOB_PENDING);
+  EXPECT_EQ(Job(*done).state(), v1::JOB_SUCCEEDED);
+  // The worker's heartbeat is refused until it registers again.
+  v1::HeartbeatRequest hb;
+  hb.set_worker_id(w);
+  EXPECT_EQ(coord_->Heartbeat(hb).status().code(), absl::StatusCode::kNotFound);
+  clock_.Advance(absl::Seconds(5));
+  coord_->Tick();
+  v1::RegisterWorkerRequest again = Reg(2, w);
+  *again.add_attempts() = Status(*running, 1, v1::AttemptStatus::RUNNING);
+  ASSERT_TRUE(coord_->RegisterWorker(again).ok());
+  v1::HeartbeatResponse r = Beat(w, {Status(*running, 1, v1::AttemptStatus::RUNNING)});
+  ASSERT_EQ(r.desired_size(), 1);
+  EXPECT_EQ(r.desired(0).job_id(), *running);
+  EXPECT_EQ(r.desired(0).attempt(), 1);  // the same attempt, undisturbed
+  clock_.Advance(absl::Seconds(8));      // 13 s after the restart
+  Beat(w, {Status(*running, 1, v1::AttemptStatus::RUNNING)});
+  coord_->Tick();
+  v1::Job j = Job(*running);
+  EXPECT_EQ(j.state(), v1::JOB_RUNNING);
+  EXPECT_EQ(j.attempts_size(), 1);
+  EXPECT_EQ((*coord_->ReadLogs(*running, 0, 10))[0].text(), "before the restart");
+}
+
+TEST_F(CoordinatorTest, WorkerThatNeverComesBackAfterARestartFailsItsAttempts) {
+  const std::string w = Register(1);
+  auto id = coord_->Submit(Spec(), 0);
+  Beat(w, {Status(*id, 1, v1::AttemptStatus::RUNNING)});
+  Restart();
+  clock_.Advance(absl::Seconds(9));
+  coord_->Tick();
+  EXPECT_EQ(Job(*id).state(), v1::JOB_RUNNING);  // still within the grace
+  clock_.Advance(absl::Seconds(2));
+  coord_->Tick();
+  v1::Job j = Job(*id);
+  EXPECT_EQ(j.state(), v1::JOB_FAILED);
+  EXPECT_EQ(j.reason(), "worker w-1 did not register again within 10s of the coordinator's restart");
+}
+
+TEST_F(CoordinatorTest, ProgressIsNotWrittenOnEveryHeartbeat) {
+  const std::string w = Register(1);
+  auto id = coord_->Submit(Spec(), 0);
+  Beat(w, {Status(*id, 1, v1::AttemptStatus::RUNNING)});
+  const int64_t writes = store_.writes();
+  for (int i = 1; i <= 4; ++i) {
+    v1::AttemptStatus st = Status(*id, 1, v1::AttemptStatus::RUNNING);
+    st.mutable_progress()->set_step(i);
+    Beat(w, {st});
+    clock_.Advance(absl::Seconds(1));
+    coord_->Tick();
+  }
+  EXPECT_EQ(store_.writes(), writes);
+  EXPECT_EQ(Job(*id).progress().step(), 4);
+  clock_.Advance(absl::Seconds(2));
+  coord_->Tick();  // 6 s since the last write: flushed
+  EXPECT_EQ(store_.writes(), writes + 1);
+  EXPECT_EQ(store_.Get(*id)->progress().step(), 4);
+}
+
+TEST_F(CoordinatorTest, WatchersSeeChangesAndTheEnd) {
+  const std::string w = Register(1);
+  auto id = coord_->Submit(Spec(), 0);
+  auto first = coord_->WaitForJob(*id, 0, absl::ZeroDuration());
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->changed);
+  EXPECT_EQ(first->job.state(), v1::JOB_SCHEDULED);
+  auto idle = coord_->WaitForJob(*id, first->version, absl::Milliseconds(50));
+  ASSERT_TRUE(idle.ok());
+  EXPECT_FALSE(idle->changed);
+
+  std::thread finisher([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    Beat(w, {Status(*id, 1, v1::AttemptStatus::EXITED)});
+  });
+  std::vector<v1::JobState> seen;
+  uint64_t v = first->version;
+  while (true) {
+    auto s = coord_->WaitForJob(*id, v, absl::Seconds(10));
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(s->changed);
+    v = s->version;
+    seen.push_back(s->job.state());
+    if (IsTerminal(s->job.state())) break;
+  }
+  finisher.join();
+  EXPECT_EQ(seen.back(), v1::JOB_SUCCEEDED);
+  EXPECT_EQ(coord_->WaitForJob("job-777777", 0, absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kNotFound);
+  auto ended = coord_->WaitForLogs(*id, 0, absl::Seconds(10));
+  ASSERT_TRUE(ended.ok());
+  EXPECT_TRUE(*ended);
+}
+
+TEST_F(CoordinatorTest, RegistrationRejectsBadDevices) {
+  v1::RegisterWorkerRequest r = Reg(2);
+  r.mutable_devices(1)->set_index(0);
+  auto dup = coord_->RegisterWorker(r);
+  ASSERT_EQ(dup.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(dup.status().message().find("devices[1].index"), std::string::npos);
+  r = Reg(1);
+  r.mutable_devices(0)->set_kind("tpu");
+  EXPECT_EQ(coord_->RegisterWorker(r).status().code(), absl::StatusCode::kInvalidArgument);
+  v1::HeartbeatRequest hb;
+  EXPECT_EQ(coord_->Heartbeat(hb).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(CoordinatorTest, ListWorkersShowsFreeDevicesAndRunningAttempts) {
+  const std::string w = Register(2);
+  auto id = coord_->Submit(Spec(), 0);
+  std::vector<v1::Worker> ws = coord_->ListWorkers();
+  ASSERT_EQ(ws.size(), 1u);
+  EXPECT_TRUE(ws[0].alive());
+  EXPECT_EQ(ws[0].free_cpu(), 1);
+  ASSERT_EQ(ws[0].running_size(), 1);
+  EXPECT_EQ(ws[0].running(0), *id + "/1");
+  clock_.Advance(absl::Seconds(11));
+  coord_->Tick();
+  ws = coord_->ListWorkers();
+  EXPECT_FALSE(ws[0].alive());
+  EXPECT_EQ(ws[0].reason(), "worker w-1 missed heartbeats for 10s");
+}
+
+}  // namespace
+}  // namespace yoke
