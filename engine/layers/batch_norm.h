@@ -33,7 +33,6 @@ class BatchNormLayer final : public Layer {
   absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out,
                         const Tensor& dout, const std::vector<Tensor*>& din,
                         const LayerContext& ctx) override;
-  int64_t ForwardMacsPerExample() const override { return 2 * per_example_; }
 
  private:
   struct Cached {

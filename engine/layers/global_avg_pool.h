@@ -20,7 +20,6 @@ class GlobalAvgPoolLayer final : public Layer {
   absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out,
                         const Tensor& dout, const std::vector<Tensor*>& din,
                         const LayerContext& ctx) override;
-  int64_t ForwardMacsPerExample() const override { return hw_ * c_; }
 
  private:
   int64_t hw_ = 0, c_ = 0;
