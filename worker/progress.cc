@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_format.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace yoke {
 
@@ -78,6 +79,55 @@ void ConsoleProgress::OnFinish(const v1::TrainResult& r) {
                r.peak_memory_bytes() / 1048576.0,
                r.checkpoint().empty() ? "" : " | checkpoint ", r.checkpoint().c_str());
   std::fflush(out_);
+}
+
+std::string TrainerEventToJson(const v1::TrainerEvent& event) {
+  google::protobuf::util::JsonPrintOptions jo;
+  jo.preserve_proto_field_names = true;
+  // Every field of the set message appears, so readers need no defaults.
+  jo.always_print_primitive_fields = true;
+  std::string json;
+  // Printing a well-formed message cannot fail; an empty object would still
+  // parse on the reading side.
+  if (!google::protobuf::util::MessageToJsonString(event, &json, jo).ok()) json = "{}";
+  return json;
+}
+
+void EventProgress::Write(const v1::TrainerEvent& event) {
+  std::string line = TrainerEventToJson(event);
+  line.push_back('\n');
+  std::fwrite(line.data(), 1, line.size(), out_);
+  std::fflush(out_);
+}
+
+void EventProgress::OnInfo(const std::string& line) {
+  v1::TrainerEvent ev;
+  ev.set_info(line);
+  Write(ev);
+}
+
+void EventProgress::OnStep(const v1::StepProgress& p) {
+  v1::TrainerEvent ev;
+  *ev.mutable_step() = p;
+  Write(ev);
+}
+
+void EventProgress::OnEpoch(const v1::EpochResult& e) {
+  v1::TrainerEvent ev;
+  *ev.mutable_epoch() = e;
+  Write(ev);
+}
+
+void EventProgress::OnFinish(const v1::TrainResult& r) {
+  v1::TrainerEvent ev;
+  *ev.mutable_result() = r;
+  Write(ev);
+}
+
+void EventProgress::OnError(const std::string& message) {
+  v1::TrainerEvent ev;
+  ev.set_error(message);
+  Write(ev);
 }
 
 }  // namespace yoke

@@ -1,23 +1,33 @@
 // yoke-trainer: trains one job in this process.
 //
 //   yoke-trainer JOB.yaml [--set path=value ...] [--resume CKPT]
-//                [--output text|json] [--log-level LEVEL]
+//                [--output text|json|events] [--log-level LEVEL]
+//                [--rank R --world-size N]
 //   yoke-trainer --resume CKPT [...]      (spec taken from the checkpoint)
 //
-// `yoke train` runs this binary. Human-readable progress goes to stdout (a
-// redrawn bar on a terminal, log lines otherwise); with --output json it goes
-// to stderr instead and stdout's last line is the TrainResult as one JSON
-// object. Exit status: 0 on success, 2 for a bad command line, spec or input
-// file, 1 when training fails, 130/143 when stopped by SIGINT/SIGTERM.
+// `yoke train` runs this binary, and the worker daemon runs it once per
+// attempt. Human-readable progress goes to stdout (a redrawn bar on a
+// terminal, log lines otherwise); with --output json or events it goes to
+// stderr instead. json: stdout's last line is the TrainResult as one JSON
+// object. events: stdout carries one v1::TrainerEvent per line as JSON
+// ({"info": ...}, {"step": ...}, {"epoch": ...}, {"result": ...}, and
+// {"error": "message"} before a non-zero exit), which is what the worker
+// daemon parses. --rank/--world-size place this process in a multi-replica
+// job; until the collectives exist (issue 4) only a world of 1 is accepted.
+// Exit status: 0 on success, 2 for a bad command line, spec or input file,
+// 1 when training fails, 130/143 when stopped by SIGINT/SIGTERM.
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "engine/checkpoint.h"
@@ -38,20 +48,38 @@ void OnSignal(int sig) {
 void Usage(FILE* f) {
   std::fputs(
       "usage: yoke train JOB.yaml [--set path=value ...] [--resume CHECKPOINT]\n"
-      "                  [--output text|json] [--log-level debug|info|warn|error]\n"
+      "                  [--output text|json|events] [--log-level debug|info|warn|error]\n"
+      "                  [--rank R --world-size N]\n"
       "       yoke train --resume CHECKPOINT   (continue with the checkpoint's own spec)\n",
       f);
 }
 
-int Fail(const absl::Status& s, int code) {
-  std::fprintf(stderr, "yoke train: %s\n", std::string(s.message()).c_str());
+// Set with --output events: failures are reported on stdout too.
+yoke::EventProgress* g_events = nullptr;
+
+int Fail(const std::string& message, int code) {
+  std::fprintf(stderr, "yoke train: %s\n", message.c_str());
+  if (g_events) g_events->OnError(message);
   return code;
+}
+int Fail(const absl::Status& s, int code) { return Fail(std::string(s.message()), code); }
+
+// Parses a non-negative decimal int flag value; false if malformed.
+bool ParseInt(const char* text, int* out) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < 0 || v > 1 << 30) return false;
+  *out = static_cast<int>(v);
+  return true;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string job_file, resume, output = "text", log_level = "warn";
+  int rank = 0, world_size = 1;
+  bool bad_number = false;
   std::vector<std::string> overrides;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -81,6 +109,14 @@ int main(int argc, char** argv) {
       output = v;
     } else if (a.rfind("--output=", 0) == 0) {
       output = a.substr(9);
+    } else if (a == "--rank" || a == "--world-size") {
+      const char* v = value(a.c_str());
+      if (!v) return 2;
+      if (!ParseInt(v, a == "--rank" ? &rank : &world_size)) {
+        std::fprintf(stderr, "yoke train: %s must be a non-negative integer, got '%s'\n",
+                     a.c_str(), v);
+        bad_number = true;
+      }
     } else if (a == "--log-level") {
       const char* v = value("--log-level");
       if (!v) return 2;
@@ -97,10 +133,25 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (output != "text" && output != "json") {
-    std::fprintf(stderr, "yoke train: --output must be text or json, got '%s'\n",
+  if (output != "text" && output != "json" && output != "events") {
+    std::fprintf(stderr, "yoke train: --output must be text, json or events, got '%s'\n",
                  output.c_str());
     return 2;
+  }
+  yoke::EventProgress events(stdout);
+  if (output == "events") g_events = &events;
+  if (bad_number) return Fail("--rank and --world-size must be non-negative integers", 2);
+  if (world_size < 1) return Fail(absl::StrCat("--world-size: must be >= 1, got ", world_size), 2);
+  if (rank >= world_size) {
+    return Fail(absl::StrCat("--rank: must be in [0, ", world_size, "), got ", rank), 2);
+  }
+  // Training N replicas as if each were alone would silently produce N
+  // different models; refuse until gradients can be exchanged.
+  if (world_size > 1) {
+    return Fail(absl::StrCat("--world-size ", world_size,
+                             ": multi-replica training arrives with the collectives "
+                             "(issue 4)"),
+                2);
   }
   if (job_file.empty() && resume.empty()) {
     Usage(stderr);
@@ -123,11 +174,12 @@ int main(int argc, char** argv) {
     }
   }
 
-  FILE* human = output == "json" ? stderr : stdout;
-  yoke::ConsoleProgress progress(human, isatty(fileno(human)) != 0);
+  FILE* human = output == "text" ? stdout : stderr;
+  yoke::ConsoleProgress console(human, isatty(fileno(human)) != 0);
+  yoke::TeeProgress tee(&console, &events);
   yoke::TrainerOptions opts;
   opts.resume = resume;
-  opts.progress = &progress;
+  opts.progress = output == "events" ? static_cast<yoke::ProgressSink*>(&tee) : &console;
   auto trainer_or = yoke::Trainer::Create(spec, opts);
   if (!trainer_or.ok()) return Fail(trainer_or.status(), 2);
   std::unique_ptr<yoke::Trainer> trainer = *std::move(trainer_or);
