@@ -63,9 +63,23 @@ std::vector<float> State(Trainer& t) {
   return std::vector<float>(v.data<float>(), v.data<float>() + v.numel());
 }
 
-// Train N steps, checkpoint, resume, train M more: bit-identical to N + M
-// straight. N = 50 stops mid-epoch (42 steps per epoch), so the data position
-// inside an epoch is exercised as well as the epoch boundary after it.
+// Stops its trainer once `stop_at` steps are done, as SIGTERM would.
+class StopAt final : public ProgressSink {
+ public:
+  explicit StopAt(int64_t stop_at) : stop_at_(stop_at) {}
+  void OnStep(const v1::StepProgress& p) override {
+    if (p.step() >= stop_at_ && trainer != nullptr) trainer->RequestStop();
+  }
+  Trainer* trainer = nullptr;
+
+ private:
+  int64_t stop_at_;
+};
+
+// Train N steps, get interrupted (checkpoint), resume, train the rest:
+// bit-identical to training straight through. N = 50 stops mid-epoch (42
+// steps per epoch), so the data position inside an epoch is exercised as
+// well as the epoch boundary after it.
 TEST(TrainerTest, ResumeIsBitIdentical) {
   const int64_t n = 50, total = 110;
   auto straight = Trainer::Create(SmallJob("", total), {});
@@ -75,8 +89,14 @@ TEST(TrainerTest, ResumeIsBitIdentical) {
   EXPECT_EQ(r0->steps(), total);
 
   std::string dir = TempDir();
-  auto first = Trainer::Create(SmallJob(dir, n), {});
+  StopAt stopper(n);
+  TrainerOptions stop_opts;
+  stop_opts.progress = &stopper;
+  v1::JobSpec interrupted = SmallJob(dir, total);
+  interrupted.mutable_training()->set_log_every_steps(1);
+  auto first = Trainer::Create(interrupted, stop_opts);
   ASSERT_TRUE(first.ok()) << first.status();
+  stopper.trainer = first->get();
   auto r1 = (*first)->Run();
   ASSERT_TRUE(r1.ok()) << r1.status();
   ASSERT_EQ(r1->steps(), n);
