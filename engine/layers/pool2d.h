@@ -6,8 +6,9 @@
 // a padded position; average pooling averages only the real inputs of each
 // window (PyTorch's count_include_pad=False). No parameters.
 //
-// oneDNN primitives (and max pooling's argmax workspace) are cached per batch
-// size. Backward uses the workspace of the preceding Forward.
+// Kernels: engine/kernels/cpu/pool.h. A plan (with max pooling's argmax
+// workspace) is cached per batch size; Backward uses the workspace of the
+// preceding Forward.
 #ifndef YOKE_ENGINE_LAYERS_POOL2D_H_
 #define YOKE_ENGINE_LAYERS_POOL2D_H_
 

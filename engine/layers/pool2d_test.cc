@@ -122,7 +122,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Cfg{false, 8, 8, 3, 2, 2, false},
                       Cfg{false, 7, 9, 2, 3, 2, true},   // padding excluded from counts
                       Cfg{false, 5, 5, 3, 3, 1, true},
-                      Cfg{false, 9, 7, 2, 3, 2, false}));
+                      Cfg{false, 9, 7, 2, 3, 2, false},
+                      // Large enough for the multi-threaded path.
+                      Cfg{true, 28, 28, 32, 2, 2, false},
+                      Cfg{false, 15, 15, 64, 3, 2, true}));
 
 TEST(Pool2dTest, HandComputedMaxAndAvg) {
   // One 3x3 single-channel image, 2x2 window stride 2, same padding: output

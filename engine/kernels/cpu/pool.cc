@@ -1,13 +1,14 @@
 #include "engine/kernels/cpu/pool.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
-#include "engine/kernels/cpu/dnnl_context.h"
 
 namespace yoke::cpu {
 
-using dnnl::memory;
-using tag = dnnl::memory::format_tag;
-using dt = dnnl::memory::data_type;
+// Batches smaller than this many input elements run on one thread.
+constexpr int64_t kParallelThreshold = 1 << 15;
 
 std::string Pool2dGeometry::DebugString() const {
   return absl::StrCat(max ? "max" : "avg", " pool x(", n, ",", h, ",", w, ",", c,
@@ -16,79 +17,105 @@ std::string Pool2dGeometry::DebugString() const {
                       pad_right, " -> (", oh, ",", ow, ")");
 }
 
-namespace {
+absl::StatusOr<std::unique_ptr<Pool2dPlan>> Pool2dPlan::Create(const Pool2dGeometry& g) {
+  if (g.pad_top >= g.kh || g.pad_bottom >= g.kh || g.pad_left >= g.kw ||
+      g.pad_right >= g.kw || g.h * g.w > INT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pooling: some window covers only padding in ", g.DebugString()));
+  }
+  std::unique_ptr<Pool2dPlan> p(new Pool2dPlan());
+  p->g_ = g;
+  if (g.max) p->argmax_.resize(g.n * g.oh * g.ow * g.c);
+  return p;
+}
 
-// oneDNN's C++ API reports failures as exceptions; none may leave the kernel.
-template <typename F>
-absl::Status DnnlTry(const char* what, const Pool2dGeometry& g, F&& body) {
-  try {
-    body();
-  } catch (const dnnl::error& e) {
-    return absl::InternalError(
-        absl::StrCat(what, " failed for ", g.DebugString(), ": ", e.what()));
+absl::Status Pool2dPlan::Forward(const float* x, float* y) {
+  const Pool2dGeometry g = g_;
+  const int64_t c = g.c;
+  int32_t* argmax = argmax_.data();
+#pragma omp parallel for collapse(2) if (g.n * g.h * g.w * c > kParallelThreshold)
+  for (int64_t i = 0; i < g.n; ++i) {
+    for (int64_t r = 0; r < g.oh; ++r) {
+      const float* xi = x + i * g.h * g.w * c;
+      const int64_t r0 = std::max<int64_t>(r * g.stride_h - g.pad_top, 0);
+      const int64_t r1 = std::min<int64_t>(r * g.stride_h - g.pad_top + g.kh, g.h);
+      for (int64_t q = 0; q < g.ow; ++q) {
+        const int64_t q0 = std::max<int64_t>(q * g.stride_w - g.pad_left, 0);
+        const int64_t q1 = std::min<int64_t>(q * g.stride_w - g.pad_left + g.kw, g.w);
+        const int64_t o = ((i * g.oh + r) * g.ow + q) * c;
+        float* yo = y + o;
+        if (g.max) {
+          int32_t* ao = argmax + o;
+          const int32_t first = static_cast<int32_t>(r0 * g.w + q0);
+          const float* x0 = xi + first * c;
+          for (int64_t j = 0; j < c; ++j) {
+            yo[j] = x0[j];
+            ao[j] = first;
+          }
+          for (int64_t u = r0; u < r1; ++u) {
+            for (int64_t v = q0; v < q1; ++v) {
+              const int32_t pos = static_cast<int32_t>(u * g.w + v);
+              if (pos == first) continue;
+              const float* xp = xi + pos * c;
+              // Strict '>' keeps the first maximum, like oneDNN and PyTorch.
+              for (int64_t j = 0; j < c; ++j) {
+                const bool win = xp[j] > yo[j];
+                yo[j] = win ? xp[j] : yo[j];
+                ao[j] = win ? pos : ao[j];
+              }
+            }
+          }
+        } else {
+          for (int64_t j = 0; j < c; ++j) yo[j] = 0.0f;
+          for (int64_t u = r0; u < r1; ++u) {
+            for (int64_t v = q0; v < q1; ++v) {
+              const float* xp = xi + (u * g.w + v) * c;
+              for (int64_t j = 0; j < c; ++j) yo[j] += xp[j];
+            }
+          }
+          const float inv = 1.0f / static_cast<float>((r1 - r0) * (q1 - q0));
+          for (int64_t j = 0; j < c; ++j) yo[j] *= inv;
+        }
+      }
+    }
   }
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<Pool2dPlan>> Pool2dPlan::Create(const Pool2dGeometry& g) {
-  std::unique_ptr<Pool2dPlan> p(new Pool2dPlan());
-  p->g_ = g;
-  absl::Status s = DnnlTry("building pooling", g, [&] { p->Build(); });
-  if (!s.ok()) return s;
-  return p;
-}
-
-void Pool2dPlan::Build() {
-  const Pool2dGeometry& g = g_;
-  dnnl::engine& eng = CpuEngine();
-  memory::desc x_md({g.n, g.c, g.h, g.w}, dt::f32, tag::nhwc);
-  memory::desc y_md({g.n, g.c, g.oh, g.ow}, dt::f32, tag::nhwc);
-  const dnnl::algorithm alg = g.max ? dnnl::algorithm::pooling_max
-                                    : dnnl::algorithm::pooling_avg_exclude_padding;
-  memory::dims strides{g.stride_h, g.stride_w}, kernel{g.kh, g.kw};
-  memory::dims pad_l{g.pad_top, g.pad_left}, pad_r{g.pad_bottom, g.pad_right};
-  auto fwd_pd = dnnl::pooling_forward::primitive_desc(
-      dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, alg, x_md, y_md,
-                                  strides, kernel, pad_l, pad_r),
-      eng);
-  auto bwd_pd = dnnl::pooling_backward::primitive_desc(
-      dnnl::pooling_backward::desc(alg, x_md, y_md, strides, kernel, pad_l, pad_r), eng,
-      fwd_pd);
-  fwd_ = dnnl::pooling_forward(fwd_pd);
-  bwd_ = dnnl::pooling_backward(bwd_pd);
-  x_mem_ = memory(x_md, eng, nullptr);
-  y_mem_ = memory(y_md, eng, nullptr);
-  dx_mem_ = memory(x_md, eng, nullptr);
-  dy_mem_ = memory(y_md, eng, nullptr);
-  fwd_args_ = {{DNNL_ARG_SRC, x_mem_}, {DNNL_ARG_DST, y_mem_}};
-  bwd_args_ = {{DNNL_ARG_DIFF_DST, dy_mem_}, {DNNL_ARG_DIFF_SRC, dx_mem_}};
-  if (fwd_pd.workspace_desc().get_size() > 0) {
-    ws_mem_ = memory(fwd_pd.workspace_desc(), eng);
-    fwd_args_[DNNL_ARG_WORKSPACE] = ws_mem_;
-    bwd_args_[DNNL_ARG_WORKSPACE] = ws_mem_;
-  }
-}
-
-absl::Status Pool2dPlan::Forward(const float* x, float* y) {
-  return DnnlTry("pooling forward", g_, [&] {
-    dnnl::stream& s = CpuStream();
-    x_mem_.set_data_handle(const_cast<float*>(x));
-    y_mem_.set_data_handle(y);
-    fwd_.execute(s, fwd_args_);
-    s.wait();
-  });
-}
-
 absl::Status Pool2dPlan::Backward(const float* dy, float* dx) {
-  return DnnlTry("pooling backward", g_, [&] {
-    dnnl::stream& s = CpuStream();
-    dy_mem_.set_data_handle(const_cast<float*>(dy));
-    dx_mem_.set_data_handle(dx);
-    bwd_.execute(s, bwd_args_);
-    s.wait();
-  });
+  const Pool2dGeometry g = g_;
+  const int64_t c = g.c;
+  const int32_t* argmax = argmax_.data();
+  // One image per iteration: windows may overlap, so each image's dx has a
+  // single writer.
+#pragma omp parallel for if (g.n * g.h * g.w * c > kParallelThreshold)
+  for (int64_t i = 0; i < g.n; ++i) {
+    float* dxi = dx + i * g.h * g.w * c;
+    std::memset(dxi, 0, sizeof(float) * g.h * g.w * c);
+    for (int64_t r = 0; r < g.oh; ++r) {
+      const int64_t r0 = std::max<int64_t>(r * g.stride_h - g.pad_top, 0);
+      const int64_t r1 = std::min<int64_t>(r * g.stride_h - g.pad_top + g.kh, g.h);
+      for (int64_t q = 0; q < g.ow; ++q) {
+        const int64_t o = ((i * g.oh + r) * g.ow + q) * c;
+        const float* dyo = dy + o;
+        if (g.max) {
+          const int32_t* ao = argmax + o;
+          for (int64_t j = 0; j < c; ++j) dxi[ao[j] * c + j] += dyo[j];
+        } else {
+          const int64_t q0 = std::max<int64_t>(q * g.stride_w - g.pad_left, 0);
+          const int64_t q1 = std::min<int64_t>(q * g.stride_w - g.pad_left + g.kw, g.w);
+          const float inv = 1.0f / static_cast<float>((r1 - r0) * (q1 - q0));
+          for (int64_t u = r0; u < r1; ++u) {
+            for (int64_t v = q0; v < q1; ++v) {
+              float* dp = dxi + (u * g.w + v) * c;
+              for (int64_t j = 0; j < c; ++j) dp[j] += dyo[j] * inv;
+            }
+          }
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace yoke::cpu

@@ -1,11 +1,16 @@
-// 2-D max and average pooling on the CPU through oneDNN, for one fixed
-// geometry (batch size included).
+// 2-D max and average pooling on the CPU, for one fixed geometry (batch size
+// included).
 //
 // x: (N, H, W, C) -> y: (N, OH, OW, C), channels-last. Max pooling ignores
 // padded positions (they never win); average pooling divides by the number of
 // real (unpadded) inputs in each window. Max pooling's Forward records, in a
 // workspace owned by the plan, which input won each window; Backward routes
 // dy there, so Backward must follow the Forward of the same inputs.
+//
+// Plain OpenMP loops over channel-contiguous rows, not oneDNN: on channels-
+// last data, Debian's oneDNN 2.6 pooling measured 5.6 ms (forward) and 4.0 ms
+// (backward) for the CNN's 2x2 pool of (64, 28, 28, 32) on one AVX2 core,
+// against 0.23 ms and 1.3 ms for these loops.
 //
 // Thread-safety: a plan belongs to one layer of one replica; not thread-safe.
 #ifndef YOKE_ENGINE_KERNELS_CPU_POOL_H_
@@ -14,11 +19,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "dnnl.hpp"
 
 namespace yoke::cpu {
 
@@ -27,7 +31,8 @@ struct Pool2dGeometry {
   int64_t n = 0, h = 0, w = 0, c = 0;  // input (N, H, W, C)
   int64_t kh = 2, kw = 2;              // window
   int64_t stride_h = 2, stride_w = 2;
-  // As in Conv2dGeometry: after-padding may fall short of the last column.
+  // Zero padding before (top/left) and after (bottom/right). After-padding may
+  // fall short of the last column: inputs no window covers get dx = 0.
   int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
   int64_t oh = 0, ow = 0;
 
@@ -36,7 +41,7 @@ struct Pool2dGeometry {
 
 class Pool2dPlan {
  public:
-  // INTERNAL when oneDNN rejects the geometry.
+  // INVALID_ARGUMENT when a window holds no real input (padding >= window).
   static absl::StatusOr<std::unique_ptr<Pool2dPlan>> Create(const Pool2dGeometry& g);
 
   // x: (N, H, W, C) -> y: (N, OH, OW, C)
@@ -46,13 +51,11 @@ class Pool2dPlan {
 
  private:
   Pool2dPlan() = default;
-  void Build();
 
   Pool2dGeometry g_;
-  dnnl::pooling_forward fwd_;
-  dnnl::pooling_backward bwd_;
-  dnnl::memory x_mem_, y_mem_, dx_mem_, dy_mem_, ws_mem_;
-  std::unordered_map<int, dnnl::memory> fwd_args_, bwd_args_;
+  // Max pooling: for each output element, the winning input's spatial index
+  // (row * W + column) within its image. (N, OH, OW, C).
+  std::vector<int32_t> argmax_;
 };
 
 }  // namespace yoke::cpu
