@@ -43,11 +43,12 @@ absl::Status Pool2dPlan::Forward(const float* x, float* y) {
         const int64_t q0 = std::max<int64_t>(q * g.stride_w - g.pad_left, 0);
         const int64_t q1 = std::min<int64_t>(q * g.stride_w - g.pad_left + g.kw, g.w);
         const int64_t o = ((i * g.oh + r) * g.ow + q) * c;
-        float* yo = y + o;
+        // Outputs never alias inputs; saying so lets the channel loops vectorise.
+        float* __restrict__ yo = y + o;
         if (g.max) {
-          int32_t* ao = argmax + o;
+          int32_t* __restrict__ ao = argmax + o;
           const int32_t first = static_cast<int32_t>(r0 * g.w + q0);
-          const float* x0 = xi + first * c;
+          const float* __restrict__ x0 = xi + first * c;
           for (int64_t j = 0; j < c; ++j) {
             yo[j] = x0[j];
             ao[j] = first;
@@ -56,12 +57,15 @@ absl::Status Pool2dPlan::Forward(const float* x, float* y) {
             for (int64_t v = q0; v < q1; ++v) {
               const int32_t pos = static_cast<int32_t>(u * g.w + v);
               if (pos == first) continue;
-              const float* xp = xi + pos * c;
+              const float* __restrict__ xp = xi + pos * c;
               // Strict '>' keeps the first maximum, like oneDNN and PyTorch.
+              // Written as unconditional stores of a mask blend: GCC turns a
+              // conditional update into an unpredictable branch per element.
               for (int64_t j = 0; j < c; ++j) {
-                const bool win = xp[j] > yo[j];
-                yo[j] = win ? xp[j] : yo[j];
-                ao[j] = win ? pos : ao[j];
+                const float cur = yo[j], v = xp[j];
+                const int32_t mask = -static_cast<int32_t>(v > cur);
+                yo[j] = v > cur ? v : cur;
+                ao[j] = (ao[j] & ~mask) | (pos & mask);
               }
             }
           }
@@ -69,7 +73,7 @@ absl::Status Pool2dPlan::Forward(const float* x, float* y) {
           for (int64_t j = 0; j < c; ++j) yo[j] = 0.0f;
           for (int64_t u = r0; u < r1; ++u) {
             for (int64_t v = q0; v < q1; ++v) {
-              const float* xp = xi + (u * g.w + v) * c;
+              const float* __restrict__ xp = xi + (u * g.w + v) * c;
               for (int64_t j = 0; j < c; ++j) yo[j] += xp[j];
             }
           }
