@@ -1,0 +1,448 @@
+#include "worker/daemon.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/config.h"
+#include "common/logging.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/yoke/v1/coordinator.grpc.pb.h"
+#include "worker/devices.h"
+
+namespace yoke {
+namespace {
+
+// ------------------------------------------------------------ gRPC client
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  // grpc::StatusCode and absl::StatusCode share the canonical numbering.
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+class GrpcCoordinatorClient final : public CoordinatorClient {
+ public:
+  GrpcCoordinatorClient(const std::string& address, absl::Duration rpc_timeout)
+      : timeout_(rpc_timeout) {
+    grpc::ChannelArguments args;
+    // gRPC's default reconnect backoff grows to two minutes; a restarted
+    // coordinator must see its workers again within a heartbeat deadline.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+    stub_ = v1::WorkerControl::NewStub(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  }
+
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
+      const v1::RegisterWorkerRequest& request) override {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline());
+    v1::RegisterWorkerResponse response;
+    absl::Status s = FromGrpc(stub_->RegisterWorker(&ctx, request, &response));
+    if (!s.ok()) return s;
+    return response;
+  }
+
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request) override {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline());
+    v1::HeartbeatResponse response;
+    absl::Status s = FromGrpc(stub_->Heartbeat(&ctx, request, &response));
+    if (!s.ok()) return s;
+    return response;
+  }
+
+ private:
+  std::chrono::system_clock::time_point Deadline() const {
+    return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout_);
+  }
+  absl::Duration timeout_;
+  std::unique_ptr<v1::WorkerControl::Stub> stub_;
+};
+
+// Job ids become directory names: allow only what cannot escape work_dir.
+bool IsSafePathComponent(const std::string& s) {
+  if (s.empty() || s == "." || s == ".." || s.size() > 200) return false;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// A trainer that could not be started reports this exit code (as a shell
+// does for a command it cannot run).
+constexpr int kExitCannotStart = 127;
+
+}  // namespace
+
+std::unique_ptr<CoordinatorClient> NewGrpcCoordinatorClient(const std::string& address,
+                                                            absl::Duration rpc_timeout) {
+  return std::make_unique<GrpcCoordinatorClient>(address, rpc_timeout);
+}
+
+// ------------------------------------------------------------ daemon
+
+struct WorkerDaemon::Attempt {
+  v1::DesiredAttempt desired;
+  std::string key;                       // "job_id/attempt"
+  std::unique_ptr<TrainerProcess> proc;  // null if it could not be started
+  std::string start_error;
+  // Why the daemon stopped it; replaces the reason of a non-zero exit.
+  std::string stop_reason;
+  bool stop_sent = false;
+  bool exit_logged = false;
+  // What the coordinator has acknowledged, and what the heartbeat in flight
+  // carries (acknowledged when its reply arrives).
+  size_t acked_epochs = 0, sent_epochs = 0;
+  int64_t acked_log_seq = 0, sent_log_seq = 0;
+  bool sent_exit = false, exit_acked = false;
+
+  bool exited() const { return !proc || proc->State().exited; }
+};
+
+WorkerDaemon::WorkerDaemon(WorkerDaemonOptions options, CoordinatorClient* client)
+    : options_(std::move(options)),
+      client_(client),
+      interval_(options_.heartbeat_interval),
+      backoff_(options_.initial_backoff) {}
+
+WorkerDaemon::~WorkerDaemon() = default;
+
+std::string WorkerDaemon::worker_id() const {
+  absl::MutexLock l(&mu_);
+  return worker_id_;
+}
+
+void WorkerDaemon::Shutdown() {
+  absl::MutexLock l(&mu_);
+  shutdown_ = true;
+}
+
+bool WorkerDaemon::SleepUnlessShutdown(absl::Duration d) {
+  absl::MutexLock l(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&shutdown_), d);
+}
+
+void WorkerDaemon::NoteRpc(const absl::Status& s) {
+  if (s.ok()) {
+    if (outage_) {
+      spdlog::info("coordinator {} reachable again after {}", options_.coordinator_address,
+                   absl::FormatDuration(absl::Trunc(absl::Now() - outage_start_,
+                                                    absl::Milliseconds(100))));
+    }
+    outage_ = false;
+    backoff_ = options_.initial_backoff;
+    return;
+  }
+  if (!outage_) {
+    outage_ = true;
+    outage_start_ = absl::Now();
+    spdlog::warn(
+        "coordinator {} unreachable: {}; trainers keep running, retrying every {} at most",
+        options_.coordinator_address, s.ToString(), absl::FormatDuration(options_.max_backoff));
+  }
+}
+
+void WorkerDaemon::FillStatus(Attempt* a, bool for_heartbeat, v1::AttemptStatus* out) {
+  out->set_job_id(a->desired.job_id());
+  out->set_attempt(a->desired.attempt());
+  if (!a->proc) {
+    out->set_phase(v1::AttemptStatus::EXITED);
+    out->set_exit_code(kExitCannotStart);
+    out->set_reason(a->start_error);
+    if (for_heartbeat) a->sent_exit = true;
+    return;
+  }
+  TrainerState st = a->proc->State();
+  out->set_pid(st.pid);
+  if (st.has_progress) *out->mutable_progress() = st.progress;
+  bool all_sent = true;
+  if (for_heartbeat) {
+    for (size_t i = a->acked_epochs; i < st.epochs.size(); ++i) {
+      *out->add_epochs() = st.epochs[i];
+    }
+    a->sent_epochs = st.epochs.size();
+    std::string id = worker_id();
+    a->sent_log_seq = a->acked_log_seq;
+    for (const TrainerLogLine& l :
+         a->proc->LogsSince(a->acked_log_seq, options_.max_log_lines_per_heartbeat)) {
+      v1::LogLine* ll = out->add_logs();
+      ll->set_seq(l.seq);
+      ll->set_time_ms(l.time_ms);
+      ll->set_attempt(a->desired.attempt());
+      ll->set_rank(a->desired.first_rank());
+      ll->set_worker_id(id);
+      ll->set_text(l.text);
+      a->sent_log_seq = l.seq;
+    }
+    all_sent = a->sent_log_seq == st.last_log_seq;
+  }
+  // EXITED goes out only with the attempt's last log lines, so the
+  // coordinator may treat it as final; until then the attempt reads as
+  // running (its output is still being delivered).
+  const bool exited = st.exited && all_sent;
+  if (for_heartbeat) a->sent_exit = exited;
+  out->set_phase(exited        ? v1::AttemptStatus::EXITED
+                 : st.reported ? v1::AttemptStatus::RUNNING
+                               : v1::AttemptStatus::STARTING);
+  if (!exited) return;
+  out->set_exit_code(st.exit_code);
+  out->set_reason(st.exit_code != 0 && !a->stop_reason.empty()
+                      ? absl::StrCat(a->stop_reason, " (", st.reason, ")")
+                      : st.reason);
+  if (st.exit_code == 0 && st.has_result) *out->mutable_result() = st.result;
+  if (!a->exit_logged) {
+    a->exit_logged = true;
+    if (st.exit_code == 0) {
+      spdlog::info("{} finished (exit 0)", a->key);
+    } else {
+      spdlog::warn("{} exited with code {}: {}", a->key, st.exit_code, out->reason());
+    }
+  }
+}
+
+std::vector<v1::AttemptStatus> WorkerDaemon::ObservedAttempts() {
+  std::vector<v1::AttemptStatus> out;
+  for (auto& [key, a] : attempts_) {
+    out.emplace_back();
+    FillStatus(a.get(), false, &out.back());
+  }
+  return out;
+}
+
+absl::Status WorkerDaemon::Register() {
+  v1::RegisterWorkerRequest req;
+  req.set_hostname(options_.hostname);
+  for (const v1::Device& d : options_.devices) *req.add_devices() = d;
+  req.set_worker_id(worker_id());
+  for (auto& [key, a] : attempts_) {
+    if (!a->exited()) FillStatus(a.get(), false, req.add_attempts());
+  }
+  auto resp = client_->RegisterWorker(req);
+  if (!resp.ok()) return resp.status();
+  if (resp->worker_id().empty()) {
+    return absl::InternalError("RegisterWorker: the coordinator returned an empty worker id");
+  }
+  {
+    absl::MutexLock l(&mu_);
+    worker_id_ = resp->worker_id();
+  }
+  if (resp->heartbeat_interval_ms() > 0) {
+    interval_ = absl::Milliseconds(resp->heartbeat_interval_ms());
+  }
+  registered_ = true;
+  const bool first = !registered_once_;
+  registered_once_ = true;
+  if (first) {
+    spdlog::info("registered as {} with {} ({} cpu, {} cuda devices), heartbeat every {}",
+                 resp->worker_id(), options_.coordinator_address,
+                 CountDevices(options_.devices, "cpu"), CountDevices(options_.devices, "cuda"),
+                 absl::FormatDuration(interval_));
+  } else {
+    spdlog::info("registered again as {} with {}, listing {} running attempts",
+                 resp->worker_id(), options_.coordinator_address, req.attempts_size());
+  }
+  if (on_registered) on_registered(resp->worker_id(), first);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerDaemon::Tick() {
+  if (!registered_) {
+    absl::Status s = Register();
+    NoteRpc(s);
+    if (!s.ok()) return s;
+  }
+  v1::HeartbeatRequest req;
+  req.set_worker_id(worker_id());
+  for (auto& [key, a] : attempts_) FillStatus(a.get(), true, req.add_attempts());
+  auto resp = client_->Heartbeat(req);
+  if (!resp.ok() && resp.status().code() == absl::StatusCode::kNotFound) {
+    spdlog::info("coordinator {} does not know worker {} ({}); registering again",
+                 options_.coordinator_address, worker_id(), std::string(resp.status().message()));
+    NoteRpc(absl::OkStatus());  // it answered: not an outage
+    registered_ = false;
+    absl::Status s = Register();
+    NoteRpc(s);
+    return s;
+  }
+  NoteRpc(resp.status());
+  if (!resp.ok()) return resp.status();
+  for (auto& [key, a] : attempts_) {
+    a->acked_epochs = a->sent_epochs;
+    a->acked_log_seq = a->sent_log_seq;
+    if (a->sent_exit) a->exit_acked = true;
+  }
+  Reconcile(*resp);
+  return absl::OkStatus();
+}
+
+void WorkerDaemon::Reconcile(const v1::HeartbeatResponse& response) {
+  std::set<std::string> desired;
+  for (const v1::DesiredAttempt& d : response.desired()) {
+    std::string key = absl::StrCat(d.job_id(), "/", d.attempt());
+    if (!desired.insert(key).second) continue;  // listed twice: start once
+    if (attempts_.count(key) || draining_) continue;
+    StartAttempt(d);
+  }
+  for (auto it = attempts_.begin(); it != attempts_.end();) {
+    Attempt& a = *it->second;
+    if (desired.count(it->first)) {
+      ++it;
+      continue;
+    }
+    if (a.exited()) {
+      if (a.exit_acked) {
+        it = attempts_.erase(it);  // the coordinator has recorded its end
+        continue;
+      }
+    } else if (!a.stop_sent) {
+      spdlog::info("stopping {} (pid {}): no longer desired; SIGKILL after {}", a.key,
+                   a.proc->pid(), absl::FormatDuration(options_.stop_grace));
+      a.stop_reason = "stopped: no longer desired by the coordinator";
+      a.proc->Stop(options_.stop_grace);
+      a.stop_sent = true;
+    }
+    ++it;
+  }
+}
+
+absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerProcessOptions* opts) {
+  const v1::DesiredAttempt& d = a->desired;
+  if (!IsSafePathComponent(d.job_id())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job_id: must be letters, digits, '-', '_' or '.', got '", d.job_id(),
+                     "'"));
+  }
+  if (d.attempt() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("attempt: must be >= 1, got ", d.attempt()));
+  }
+  const int world = d.world_size() > 0 ? d.world_size() : 1;
+  if (d.first_rank() < 0 || d.first_rank() >= world) {
+    return absl::InvalidArgumentError(absl::StrCat("first_rank: must be in [0, ", world,
+                                                   "), got ", d.first_rank()));
+  }
+  std::filesystem::path dir = std::filesystem::path(options_.work_dir) / d.job_id() /
+                              absl::StrCat("attempt-", d.attempt());
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create ", dir.string(), ": ", ec.message()));
+  }
+  const std::string spec_path = (dir / "job.yaml").string();
+  {
+    std::ofstream f(spec_path, std::ios::trunc);
+    f << JobSpecToYaml(d.spec());
+    if (!f.good()) return absl::FailedPreconditionError("cannot write " + spec_path);
+  }
+  opts->binary = options_.trainer_path;
+  opts->args = {spec_path,   "--output", "events", "--rank", absl::StrCat(d.first_rank()),
+                "--world-size", absl::StrCat(world)};
+  if (!d.resume_checkpoint().empty()) {
+    opts->args.push_back("--resume");
+    opts->args.push_back(d.resume_checkpoint());
+  }
+  opts->args.insert(opts->args.end(), options_.trainer_args.begin(),
+                    options_.trainer_args.end());
+  opts->work_dir = dir.string();
+  opts->log_path = (dir / "trainer.log").string();
+  opts->max_log_lines = options_.max_log_lines_buffered;
+  opts->env = {absl::StrCat("YOKE_JOB_ID=", d.job_id()),
+               absl::StrCat("YOKE_ATTEMPT=", d.attempt()),
+               absl::StrCat("YOKE_WORKER_ID=", worker_id())};
+  if (d.spec().distribution().device() == "cuda") {
+    // The trainer numbers its GPUs from 0 in assignment order.
+    opts->env.push_back(absl::StrCat("CUDA_VISIBLE_DEVICES=", absl::StrJoin(d.devices(), ",")));
+  }
+  return absl::OkStatus();
+}
+
+void WorkerDaemon::StartAttempt(const v1::DesiredAttempt& desired) {
+  auto a = std::make_unique<Attempt>();
+  a->desired = desired;
+  a->key = absl::StrCat(desired.job_id(), "/", desired.attempt());
+  TrainerProcessOptions opts;
+  absl::Status s = PrepareAttempt(a.get(), &opts);
+  if (s.ok()) {
+    auto proc = TrainerProcess::Start(opts);
+    if (proc.ok()) {
+      a->proc = *std::move(proc);
+    } else {
+      s = proc.status();
+    }
+  }
+  if (!s.ok()) {
+    a->start_error = absl::StrCat("cannot start the trainer: ", s.message());
+    spdlog::error("{}: {}", a->key, a->start_error);
+  } else {
+    spdlog::info("started {} (ranks {}..{} of {}) as pid {} in {}", a->key,
+                 desired.first_rank(),
+                 desired.first_rank() + std::max(desired.num_replicas(), 1) - 1,
+                 std::max(desired.world_size(), 1), a->proc->pid(), opts.work_dir);
+  }
+  std::string key = a->key;
+  attempts_[key] = std::move(a);
+}
+
+bool WorkerDaemon::AnyRunning() const {
+  for (const auto& [key, a] : attempts_) {
+    if (!a->exited()) return true;
+  }
+  return false;
+}
+
+void WorkerDaemon::StopAll(const std::string& why) {
+  for (auto& [key, a] : attempts_) {
+    if (a->exited() || a->stop_sent) continue;
+    spdlog::info("stopping {} (pid {}): {}", key, a->proc->pid(), why);
+    a->stop_reason = absl::StrCat("stopped: ", why);
+    a->proc->Stop(options_.stop_grace);
+    a->stop_sent = true;
+  }
+}
+
+absl::Status WorkerDaemon::Run() {
+  while (true) {
+    {
+      absl::MutexLock l(&mu_);
+      if (shutdown_) break;
+    }
+    absl::Status s = Tick();
+    absl::Duration wait = interval_;
+    if (!s.ok()) {
+      wait = backoff_;
+      backoff_ = std::min(backoff_ * 2, options_.max_backoff);
+    }
+    if (SleepUnlessShutdown(wait)) break;
+  }
+
+  // Graceful shutdown: no new attempts; stop ours and keep reporting until
+  // they are gone, so the coordinator learns how each one ended.
+  draining_ = true;
+  StopAll("worker shutting down");
+  const absl::Time deadline = absl::Now() + options_.stop_grace + absl::Seconds(5);
+  absl::Time next_tick = absl::Now() + interval_;
+  while (AnyRunning() && absl::Now() < deadline) {
+    if (absl::Now() >= next_tick) {
+      absl::Status s = Tick();
+      next_tick = absl::Now() + (s.ok() ? interval_ : backoff_);
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  if (registered_) {
+    absl::Status s = Tick();
+    if (!s.ok()) spdlog::warn("last heartbeat failed: {}", s.ToString());
+  }
+  const std::string id = worker_id();
+  spdlog::info("worker {}shut down", id.empty() ? "" : id + " ");
+  return absl::OkStatus();
+}
+
+}  // namespace yoke

@@ -1,0 +1,411 @@
+// WorkerDaemon's register / heartbeat / reconcile logic against an in-memory
+// coordinator (FakeCoordinator below), with real child processes: a small
+// shell script stands in for yoke-trainer and acts as the job's name says.
+#include "worker/daemon.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "common/config.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+
+namespace yoke {
+namespace {
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/yoke_daemon_XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Speaks the trainer's event protocol. Every run appends its arguments to
+// runs.txt in its working directory (the attempt's directory).
+constexpr char kFakeTrainer[] = R"SH(#!/bin/sh
+echo "$@" >> runs.txt
+case "$(grep '^name:' "$1")" in
+  *quick*)
+    echo '{"info": "model: fake"}'
+    echo 'log 1' >&2
+    echo '{"step": {"step": "5", "total_steps": "10"}}'
+    echo '{"epoch": {"epoch": 1, "test_accuracy": 0.5}}'
+    echo 'log 2' >&2
+    echo '{"epoch": {"epoch": 2, "test_accuracy": 0.75}}'
+    echo '{"result": {"steps": 10, "epochs": 2, "test_accuracy": 0.75}}'
+    exit 0 ;;
+  *chatty*)
+    i=1; while [ $i -le 30 ]; do echo "line $i" >&2; i=$((i+1)); done
+    exit 0 ;;
+  *long*)
+    trap 'echo stopping >&2; exit 143' TERM
+    echo '{"info": "started"}'
+    while :; do sleep 0.05; done ;;
+  *fail*)
+    echo '{"error": "data.train.images: cannot open /nowhere"}'
+    exit 2 ;;
+esac
+exit 99
+)SH";
+
+// An in-memory WorkerControl. It records every request, answers heartbeats
+// with `desired`, and keeps what successful heartbeats delivered per
+// attempt ("job/attempt"), the way the coordinator would store it.
+class FakeCoordinator final : public CoordinatorClient {
+ public:
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
+      const v1::RegisterWorkerRequest& request) override {
+    absl::MutexLock l(&mu);
+    if (unreachable) return absl::UnavailableError("connection refused");
+    registers.push_back(request);
+    known = true;
+    v1::RegisterWorkerResponse r;
+    r.set_worker_id(request.worker_id().empty() ? "w-1" : request.worker_id());
+    r.set_heartbeat_interval_ms(interval_ms);
+    return r;
+  }
+
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request) override {
+    absl::MutexLock l(&mu);
+    heartbeats.push_back(request);
+    if (unreachable) return absl::UnavailableError("connection refused");
+    if (fail_every_other && heartbeats.size() % 2 == 0) {
+      return absl::DeadlineExceededError("deadline exceeded");
+    }
+    if (!known) return absl::NotFoundError("unknown worker " + request.worker_id());
+    for (const v1::AttemptStatus& a : request.attempts()) {
+      std::string key = a.job_id() + "/" + std::to_string(a.attempt());
+      for (const v1::LogLine& line : a.logs()) logs[key].push_back(line);
+      for (const v1::EpochResult& e : a.epochs()) epochs[key].push_back(e);
+      last[key] = a;
+    }
+    v1::HeartbeatResponse r;
+    for (const v1::DesiredAttempt& d : desired) *r.add_desired() = d;
+    return r;
+  }
+
+  // Accessors that copy under the lock.
+  v1::AttemptStatus Last(const std::string& key) {
+    absl::MutexLock l(&mu);
+    return last.count(key) ? last[key] : v1::AttemptStatus();
+  }
+  v1::HeartbeatRequest LastHeartbeat() {
+    absl::MutexLock l(&mu);
+    return heartbeats.empty() ? v1::HeartbeatRequest() : heartbeats.back();
+  }
+
+  absl::Mutex mu;
+  std::vector<v1::DesiredAttempt> desired;
+  bool unreachable = false;
+  bool fail_every_other = false;
+  bool known = false;  // false: heartbeats get NOT_FOUND (a restarted coordinator)
+  int64_t interval_ms = 1000;
+  std::vector<v1::RegisterWorkerRequest> registers;
+  std::vector<v1::HeartbeatRequest> heartbeats;
+  std::map<std::string, std::vector<v1::LogLine>> logs;
+  std::map<std::string, std::vector<v1::EpochResult>> epochs;
+  std::map<std::string, v1::AttemptStatus> last;
+};
+
+v1::DesiredAttempt Desired(const std::string& job, int attempt, const std::string& name) {
+  v1::DesiredAttempt d;
+  d.set_job_id(job);
+  d.set_attempt(attempt);
+  d.mutable_spec()->set_name(name);
+  d.mutable_spec()->mutable_training()->set_epochs(2);
+  d.set_world_size(1);
+  d.set_num_replicas(1);
+  d.add_devices(0);
+  return d;
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir();
+    trainer_ = dir_ + "/fake-trainer.sh";
+    std::ofstream(trainer_) << kFakeTrainer;
+    chmod(trainer_.c_str(), 0755);
+    options_.hostname = "test-host";
+    v1::Device cpu;
+    cpu.set_kind("cpu");
+    cpu.set_name("cpu replica");
+    options_.devices = {cpu};
+    options_.coordinator_address = "fake";
+    options_.work_dir = dir_ + "/work";
+    options_.trainer_path = trainer_;
+    options_.stop_grace = absl::Seconds(5);
+  }
+
+  std::unique_ptr<WorkerDaemon> NewDaemon() {
+    return std::make_unique<WorkerDaemon>(options_, &fake_);
+  }
+
+  // Ticks every 20 ms until `cond` holds (true) or `timeout` passes (false).
+  bool TickUntil(WorkerDaemon& d, const std::function<bool()>& cond,
+                 absl::Duration timeout = absl::Seconds(10)) {
+    absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      (void)d.Tick();
+      if (cond()) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+
+  bool Exited(const std::string& key) {
+    return fake_.Last(key).phase() == v1::AttemptStatus::EXITED;
+  }
+
+  std::string dir_, trainer_;
+  WorkerDaemonOptions options_;
+  FakeCoordinator fake_;
+};
+
+TEST_F(DaemonTest, RegistersWithItsDevicesThenHeartbeats) {
+  auto d = NewDaemon();
+  std::string seen_id;
+  bool seen_first = false;
+  d->on_registered = [&](const std::string& id, bool first) { seen_id = id, seen_first = first; };
+  EXPECT_EQ(d->worker_id(), "");
+  ASSERT_TRUE(d->Tick().ok());
+  EXPECT_EQ(d->worker_id(), "w-1");
+  EXPECT_EQ(seen_id, "w-1");
+  EXPECT_TRUE(seen_first);
+  ASSERT_EQ(fake_.registers.size(), 1u);
+  EXPECT_EQ(fake_.registers[0].hostname(), "test-host");
+  EXPECT_EQ(fake_.registers[0].worker_id(), "");
+  ASSERT_EQ(fake_.registers[0].devices_size(), 1);
+  EXPECT_EQ(fake_.registers[0].devices(0).kind(), "cpu");
+  // The first heartbeat follows the registration at once.
+  ASSERT_EQ(fake_.heartbeats.size(), 1u);
+  EXPECT_EQ(fake_.heartbeats[0].worker_id(), "w-1");
+  ASSERT_TRUE(d->Tick().ok());
+  EXPECT_EQ(fake_.registers.size(), 1u);
+  EXPECT_EQ(fake_.heartbeats.size(), 2u);
+}
+
+TEST_F(DaemonTest, RunsADesiredAttemptAndReportsEachEpochAndLineOnce) {
+  v1::DesiredAttempt want = Desired("job-1", 1, "quick");
+  fake_.desired = {want};
+  auto d = NewDaemon();
+  ASSERT_TRUE(TickUntil(*d, [&] { return Exited("job-1/1"); }));
+  v1::AttemptStatus s = fake_.Last("job-1/1");
+  EXPECT_EQ(s.exit_code(), 0) << s.reason();
+  EXPECT_EQ(s.reason(), "");
+  EXPECT_EQ(s.result().steps(), 10);
+  EXPECT_DOUBLE_EQ(s.result().test_accuracy(), 0.75);
+  EXPECT_GT(s.pid(), 0);
+  ASSERT_EQ(fake_.epochs["job-1/1"].size(), 2u);
+  EXPECT_EQ(fake_.epochs["job-1/1"][0].epoch(), 1);
+  EXPECT_EQ(fake_.epochs["job-1/1"][1].epoch(), 2);
+  const auto& logs = fake_.logs["job-1/1"];
+  ASSERT_EQ(logs.size(), 2u);
+  EXPECT_EQ(logs[0].text(), "log 1");
+  EXPECT_EQ(logs[0].seq(), 1);
+  EXPECT_EQ(logs[1].text(), "log 2");
+  EXPECT_EQ(logs[1].seq(), 2);
+  EXPECT_EQ(logs[1].worker_id(), "w-1");
+  EXPECT_EQ(logs[1].attempt(), 1);
+
+  // The trainer ran once, in its attempt directory, with the spec the
+  // coordinator sent and the event protocol.
+  const std::string attempt_dir = options_.work_dir + "/job-1/attempt-1";
+  auto spec = LoadJobSpecFile(attempt_dir + "/job.yaml", {});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*spec, want.spec()));
+  EXPECT_EQ(ReadFile(attempt_dir + "/runs.txt"),
+            attempt_dir + "/job.yaml --output events --rank 0 --world-size 1\n");
+  EXPECT_EQ(ReadFile(attempt_dir + "/trainer.log"), "log 1\nlog 2\n");
+
+  // Still listed after its exit: reported again, never restarted.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(d->Tick().ok());
+  EXPECT_EQ(fake_.LastHeartbeat().attempts_size(), 1);
+  EXPECT_EQ(fake_.LastHeartbeat().attempts(0).phase(), v1::AttemptStatus::EXITED);
+  EXPECT_EQ(fake_.logs["job-1/1"].size(), 2u);
+  EXPECT_EQ(ReadFile(attempt_dir + "/runs.txt"),
+            attempt_dir + "/job.yaml --output events --rank 0 --world-size 1\n");
+
+  // Once the coordinator stops listing it, it is forgotten.
+  fake_.desired.clear();
+  ASSERT_TRUE(d->Tick().ok());
+  ASSERT_TRUE(d->Tick().ok());
+  EXPECT_EQ(fake_.LastHeartbeat().attempts_size(), 0);
+}
+
+TEST_F(DaemonTest, ResendsWhatAFailedHeartbeatCarried) {
+  options_.max_log_lines_per_heartbeat = 7;
+  fake_.desired = {Desired("job-2", 1, "chatty")};
+  fake_.fail_every_other = true;
+  auto d = NewDaemon();
+  ASSERT_TRUE(TickUntil(*d, [&] { return Exited("job-2/1"); }));
+  // Every line arrived exactly once, in order, though half the heartbeats
+  // failed and each carried at most 7 lines.
+  const auto& logs = fake_.logs["job-2/1"];
+  ASSERT_EQ(logs.size(), 30u);
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_EQ(logs[i].seq(), i + 1);
+    EXPECT_EQ(logs[i].text(), "line " + std::to_string(i + 1));
+  }
+  for (const auto& hb : fake_.heartbeats) {
+    for (const auto& a : hb.attempts()) EXPECT_LE(a.logs_size(), 7);
+  }
+}
+
+TEST_F(DaemonTest, StopsAttemptsNoLongerDesired) {
+  fake_.desired = {Desired("job-3", 1, "long")};
+  auto d = NewDaemon();
+  ASSERT_TRUE(TickUntil(*d, [&] {
+    return fake_.Last("job-3/1").phase() == v1::AttemptStatus::RUNNING;
+  }));
+  const pid_t pid = fake_.Last("job-3/1").pid();
+  fake_.desired.clear();  // cancelled
+  ASSERT_TRUE(TickUntil(*d, [&] { return Exited("job-3/1"); }));
+  v1::AttemptStatus s = fake_.Last("job-3/1");
+  EXPECT_EQ(s.exit_code(), 143);  // its own SIGTERM handler's exit
+  EXPECT_NE(s.reason().find("no longer desired"), std::string::npos) << s.reason();
+  EXPECT_EQ(s.result().steps(), 0);  // no result for a non-zero exit
+  EXPECT_EQ(kill(pid, 0), -1);
+  EXPECT_EQ(fake_.logs["job-3/1"].back().text(), "stopping");
+  ASSERT_TRUE(d->Tick().ok());
+  EXPECT_EQ(fake_.LastHeartbeat().attempts_size(), 0);
+}
+
+TEST_F(DaemonTest, ReRegistersAfterNotFoundWhileTrainersKeepRunning) {
+  fake_.desired = {Desired("job-4", 1, "long")};
+  auto d = NewDaemon();
+  ASSERT_TRUE(TickUntil(*d, [&] {
+    return fake_.Last("job-4/1").phase() == v1::AttemptStatus::RUNNING;
+  }));
+  const pid_t pid = fake_.Last("job-4/1").pid();
+  {
+    absl::MutexLock l(&fake_.mu);
+    fake_.known = false;  // the coordinator restarted without this worker
+  }
+  ASSERT_TRUE(d->Tick().ok());
+  ASSERT_EQ(fake_.registers.size(), 2u);
+  const v1::RegisterWorkerRequest& again = fake_.registers[1];
+  EXPECT_EQ(again.worker_id(), "w-1");
+  ASSERT_EQ(again.attempts_size(), 1);
+  EXPECT_EQ(again.attempts(0).job_id(), "job-4");
+  EXPECT_EQ(again.attempts(0).phase(), v1::AttemptStatus::RUNNING);
+  EXPECT_EQ(again.attempts(0).pid(), pid);
+  EXPECT_EQ(kill(pid, 0), 0);  // untouched
+  ASSERT_TRUE(d->Tick().ok());
+  EXPECT_EQ(fake_.Last("job-4/1").phase(), v1::AttemptStatus::RUNNING);
+  EXPECT_EQ(fake_.Last("job-4/1").pid(), pid);
+}
+
+TEST_F(DaemonTest, KeepsTrainingWhileTheCoordinatorIsUnreachable) {
+  fake_.desired = {Desired("job-5", 1, "quick")};
+  auto d = NewDaemon();
+  ASSERT_TRUE(d->Tick().ok());  // registered and started the attempt
+  {
+    absl::MutexLock l(&fake_.mu);
+    fake_.unreachable = true;
+  }
+  // The trainer finishes on its own while every heartbeat fails.
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  bool exited = false;
+  while (!exited && absl::Now() < deadline) {
+    absl::Status s = d->Tick();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+    auto obs = d->ObservedAttempts();
+    exited = obs.size() == 1 && obs[0].phase() == v1::AttemptStatus::EXITED;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(exited);
+  EXPECT_TRUE(fake_.logs["job-5/1"].empty());
+  {
+    absl::MutexLock l(&fake_.mu);
+    fake_.unreachable = false;
+  }
+  // Back: the first heartbeat delivers everything that was held back.
+  ASSERT_TRUE(d->Tick().ok());
+  EXPECT_TRUE(Exited("job-5/1"));
+  EXPECT_EQ(fake_.Last("job-5/1").exit_code(), 0);
+  EXPECT_EQ(fake_.logs["job-5/1"].size(), 2u);
+  EXPECT_EQ(fake_.epochs["job-5/1"].size(), 2u);
+}
+
+TEST_F(DaemonTest, FailedTrainerReportsItsError) {
+  fake_.desired = {Desired("job-6", 1, "fail")};
+  auto d = NewDaemon();
+  ASSERT_TRUE(TickUntil(*d, [&] { return Exited("job-6/1"); }));
+  EXPECT_EQ(fake_.Last("job-6/1").exit_code(), 2);
+  EXPECT_EQ(fake_.Last("job-6/1").reason(), "data.train.images: cannot open /nowhere");
+}
+
+TEST_F(DaemonTest, BadDesiredAttemptsAreReportedAsExitsNotCrashes) {
+  fake_.desired = {Desired("../escape", 1, "quick"), Desired("job-7", 0, "quick")};
+  auto d = NewDaemon();
+  ASSERT_TRUE(TickUntil(*d, [&] { return Exited("../escape/1") && Exited("job-7/0"); }));
+  EXPECT_EQ(fake_.Last("../escape/1").exit_code(), 127);
+  EXPECT_NE(fake_.Last("../escape/1").reason().find("job_id"), std::string::npos);
+  EXPECT_NE(fake_.Last("job-7/0").reason().find("attempt: must be >= 1"), std::string::npos);
+  EXPECT_NE(access((dir_ + "/escape").c_str(), F_OK), 0);
+
+  options_.trainer_path = dir_ + "/no-such-trainer";
+  fake_.desired = {Desired("job-8", 1, "quick")};
+  auto d2 = NewDaemon();
+  ASSERT_TRUE(TickUntil(*d2, [&] { return Exited("job-8/1"); }));
+  EXPECT_EQ(fake_.Last("job-8/1").exit_code(), 127);
+  EXPECT_NE(fake_.Last("job-8/1").reason().find("cannot run"), std::string::npos)
+      << fake_.Last("job-8/1").reason();
+}
+
+TEST_F(DaemonTest, PassesRanksAndResumeCheckpoint) {
+  v1::DesiredAttempt want = Desired("job-9", 2, "quick");
+  want.set_resume_checkpoint("/ckpt/step-100.ckpt");
+  fake_.desired = {want};
+  auto d = NewDaemon();
+  ASSERT_TRUE(TickUntil(*d, [&] { return Exited("job-9/2"); }));
+  const std::string attempt_dir = options_.work_dir + "/job-9/attempt-2";
+  EXPECT_EQ(ReadFile(attempt_dir + "/runs.txt"),
+            attempt_dir +
+                "/job.yaml --output events --rank 0 --world-size 1 --resume "
+                "/ckpt/step-100.ckpt\n");
+}
+
+TEST_F(DaemonTest, ShutdownStopsTrainersAndReportsTheirExit) {
+  fake_.interval_ms = 50;
+  fake_.desired = {Desired("job-10", 1, "long")};
+  auto d = NewDaemon();
+  absl::Status run_status = absl::UnknownError("not returned");
+  std::thread t([&] { run_status = d->Run(); });
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (fake_.Last("job-10/1").phase() != v1::AttemptStatus::RUNNING &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(fake_.Last("job-10/1").phase(), v1::AttemptStatus::RUNNING);
+  const pid_t pid = fake_.Last("job-10/1").pid();
+  absl::Time t0 = absl::Now();
+  d->Shutdown();
+  t.join();
+  EXPECT_TRUE(run_status.ok()) << run_status;
+  EXPECT_LT(absl::Now() - t0, options_.stop_grace);
+  EXPECT_EQ(kill(pid, 0), -1);
+  // The last heartbeat told the coordinator how the attempt ended.
+  v1::HeartbeatRequest last = fake_.LastHeartbeat();
+  ASSERT_EQ(last.attempts_size(), 1);
+  EXPECT_EQ(last.attempts(0).phase(), v1::AttemptStatus::EXITED);
+  EXPECT_EQ(last.attempts(0).exit_code(), 143);
+  EXPECT_NE(last.attempts(0).reason().find("worker shutting down"), std::string::npos)
+      << last.attempts(0).reason();
+}
+
+}  // namespace
+}  // namespace yoke

@@ -1,0 +1,249 @@
+// yoke-worker: the worker daemon. It discovers this machine's devices,
+// registers with the coordinator, heartbeats, and runs each attempt it is
+// given as a `yoke-trainer` child process (worker/daemon.h has the protocol).
+//
+//   yoke-worker [--config FILE] [--coordinator HOST:PORT] [--cpu-replicas N]
+//               [--work-dir DIR] [--trainer PATH] [--stop-grace DURATION]
+//               [--heartbeat-interval DURATION] [--log-level LEVEL] [--no-cuda]
+//
+// The config file is a yoke.v1.WorkerConfig in YAML; flags override it.
+// Durations are "10s", "500ms" or plain milliseconds. Once registered it
+// prints "yoke-worker <id> registered with <address>" on stdout (scripts wait
+// for that line); logs go to stderr. SIGTERM or SIGINT shut it down
+// gracefully (trainers are stopped with the grace period, the coordinator is
+// told, exit 0); a second signal exits at once, killing the trainers.
+// Exit status: 0 after a graceful shutdown, 2 for a bad command line or
+// config.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/config.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "proto/yoke/v1/config.pb.h"
+#include "worker/daemon.h"
+#include "worker/devices.h"
+#include "yaml-cpp/yaml.h"
+
+namespace {
+
+constexpr char kDefaultCoordinator[] = "127.0.0.1:7070";
+
+void Usage(FILE* f) {
+  std::fputs(
+      "usage: yoke-worker [--config FILE] [--coordinator HOST:PORT] [--cpu-replicas N]\n"
+      "                   [--work-dir DIR] [--trainer PATH] [--stop-grace DURATION]\n"
+      "                   [--heartbeat-interval DURATION] [--log-level LEVEL] [--no-cuda]\n",
+      f);
+}
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "yoke-worker: %s\n", message.c_str());
+  return 2;
+}
+
+std::string SelfDir() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  buf[n] = '\0';
+  std::string p(buf);
+  return p.substr(0, p.rfind('/'));
+}
+
+// "10s", "250ms", "1m" or a plain number of milliseconds.
+bool ParseDurationFlag(const std::string& text, absl::Duration* out) {
+  int64_t ms;
+  if (absl::SimpleAtoi(text, &ms)) {
+    *out = absl::Milliseconds(ms);
+  } else if (!absl::ParseDuration(text, out)) {
+    return false;
+  }
+  return *out >= absl::ZeroDuration();
+}
+
+absl::Status LoadConfig(const std::string& path, yoke::v1::WorkerConfig* cfg) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open config file"));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ":", e.mark.line + 1, ":",
+                                                   e.mark.column + 1,
+                                                   ": YAML syntax error: ", e.msg));
+  }
+  return yoke::Annotate(yoke::YamlToProto(root, cfg, ""), path);
+}
+
+// Turns SIGTERM/SIGINT into a graceful shutdown. The signals are blocked in
+// every thread (set before any thread starts) and taken here synchronously,
+// so no async-signal-safety rules apply.
+void WaitForSignals(sigset_t set, yoke::WorkerDaemon* daemon) {
+  int sig = 0;
+  if (sigwait(&set, &sig) != 0) return;
+  spdlog::info("received {}; stopping trainers and shutting down", strsignal(sig));
+  daemon->Shutdown();
+  if (sigwait(&set, &sig) != 0) return;
+  spdlog::warn("received {} again; exiting now", strsignal(sig));
+  // Trainers die with the daemon (PR_SET_PDEATHSIG).
+  std::_Exit(128 + sig);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path, coordinator, work_dir, trainer, log_level;
+  int cpu_replicas = -1;
+  bool no_cuda = false;
+  absl::Duration stop_grace = absl::InfiniteDuration();
+  absl::Duration heartbeat = absl::InfiniteDuration();
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::string v;
+    bool has_inline = false;
+    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
+      v = a.substr(a.find('=') + 1);
+      a = a.substr(0, a.find('='));
+      has_inline = true;
+    }
+    auto value = [&]() -> bool {
+      if (has_inline) return true;
+      if (i + 1 >= argc) return false;
+      v = argv[++i];
+      return true;
+    };
+    if (a == "-h" || a == "--help") {
+      Usage(stdout);
+      return 0;
+    } else if (a == "--no-cuda") {
+      no_cuda = true;
+      continue;
+    }
+    if (a != "--config" && a != "--coordinator" && a != "--cpu-replicas" && a != "--work-dir" &&
+        a != "--trainer" && a != "--stop-grace" && a != "--heartbeat-interval" &&
+        a != "--log-level") {
+      Usage(stderr);
+      return Fail(absl::StrCat("unknown argument '", argv[i], "'"));
+    }
+    if (!value()) return Fail(a + " needs a value");
+    if (a == "--config") {
+      config_path = v;
+    } else if (a == "--coordinator") {
+      coordinator = v;
+    } else if (a == "--cpu-replicas") {
+      if (!absl::SimpleAtoi(v, &cpu_replicas) || cpu_replicas < 0 || cpu_replicas > 1024) {
+        return Fail(absl::StrCat("--cpu-replicas: must be an integer in [0, 1024], got '", v,
+                                 "'"));
+      }
+    } else if (a == "--work-dir") {
+      work_dir = v;
+    } else if (a == "--trainer") {
+      trainer = v;
+    } else if (a == "--stop-grace") {
+      if (!ParseDurationFlag(v, &stop_grace)) {
+        return Fail(absl::StrCat("--stop-grace: expected a duration like 10s, got '", v, "'"));
+      }
+    } else if (a == "--heartbeat-interval") {
+      if (!ParseDurationFlag(v, &heartbeat) || heartbeat <= absl::ZeroDuration()) {
+        return Fail(absl::StrCat(
+            "--heartbeat-interval: expected a positive duration like 1s, got '", v, "'"));
+      }
+    } else if (a == "--log-level") {
+      log_level = v;
+    }
+  }
+
+  yoke::v1::WorkerConfig cfg;
+  if (!config_path.empty()) {
+    absl::Status s = LoadConfig(config_path, &cfg);
+    if (!s.ok()) return Fail(std::string(s.message()));
+  }
+  if (!coordinator.empty()) cfg.set_coordinator(coordinator);
+  if (cpu_replicas >= 0) cfg.set_cpu_replicas(cpu_replicas);
+  if (!work_dir.empty()) cfg.set_work_dir(work_dir);
+  if (!trainer.empty()) cfg.set_trainer_path(trainer);
+  if (!log_level.empty()) cfg.set_log_level(log_level);
+  if (stop_grace != absl::InfiniteDuration()) {
+    cfg.set_stop_grace_ms(absl::ToInt64Milliseconds(stop_grace));
+  }
+  if (heartbeat != absl::InfiniteDuration()) {
+    cfg.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(heartbeat));
+  }
+  // Defaults (proto3 cannot tell unset from zero; a flag can still set 0
+  // CPU replicas for a GPU-only worker).
+  if (cfg.coordinator().empty()) cfg.set_coordinator(kDefaultCoordinator);
+  if (cfg.cpu_replicas() == 0 && cpu_replicas != 0) cfg.set_cpu_replicas(1);
+  if (cfg.work_dir().empty()) cfg.set_work_dir("yoke-work");
+  if (cfg.trainer_path().empty()) cfg.set_trainer_path(SelfDir() + "/yoke-trainer");
+  if (cfg.log_level().empty()) cfg.set_log_level("info");
+  if (cfg.heartbeat_interval_ms() <= 0) cfg.set_heartbeat_interval_ms(1000);
+  if (cfg.stop_grace_ms() <= 0 && stop_grace == absl::InfiniteDuration()) {
+    cfg.set_stop_grace_ms(10000);
+  }
+  if (cfg.cpu_replicas() < 0) {
+    return Fail(absl::StrCat("cpu_replicas: must be >= 0, got ", cfg.cpu_replicas()));
+  }
+  if (::access(cfg.trainer_path().c_str(), X_OK) != 0) {
+    return Fail(absl::StrCat("trainer_path: cannot execute ", cfg.trainer_path(),
+                             " (set --trainer)"));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(cfg.work_dir(), ec);
+  if (ec) return Fail(absl::StrCat("work_dir: cannot create ", cfg.work_dir(), ": ", ec.message()));
+  std::string abs_work_dir = std::filesystem::absolute(cfg.work_dir(), ec).string();
+
+  // Block the shutdown signals before any thread exists (gRPC starts some),
+  // so only the signal thread ever takes them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  yoke::InitLogging("yoke-worker", cfg.log_level());
+
+  yoke::DeviceOptions dev_opts;
+  dev_opts.cpu_replicas = cfg.cpu_replicas();
+  dev_opts.discover_cuda = !no_cuda;
+  yoke::DeviceInventory inv = yoke::DiscoverDevices(dev_opts);
+  spdlog::info("devices: {} cpu replicas; {}", yoke::CountDevices(inv.devices, "cpu"),
+               inv.cuda_note);
+  if (inv.devices.empty()) return Fail("no devices: set --cpu-replicas or install a GPU driver");
+
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+
+  yoke::WorkerDaemonOptions opts;
+  opts.hostname = host;
+  opts.devices = inv.devices;
+  opts.coordinator_address = cfg.coordinator();
+  opts.work_dir = abs_work_dir;
+  opts.trainer_path = cfg.trainer_path();
+  opts.trainer_args = {"--log-level", cfg.log_level() == "debug" ? "debug" : "info"};
+  opts.heartbeat_interval = absl::Milliseconds(cfg.heartbeat_interval_ms());
+  opts.stop_grace = absl::Milliseconds(cfg.stop_grace_ms());
+
+  std::unique_ptr<yoke::CoordinatorClient> client =
+      yoke::NewGrpcCoordinatorClient(cfg.coordinator());
+  yoke::WorkerDaemon daemon(opts, client.get());
+  daemon.on_registered = [&](const std::string& id, bool first) {
+    if (!first) return;
+    std::printf("yoke-worker %s registered with %s\n", id.c_str(), cfg.coordinator().c_str());
+    std::fflush(stdout);
+  };
+  std::thread(WaitForSignals, signals, &daemon).detach();
+  spdlog::info("yoke-worker on {}: coordinator {}, work dir {}, trainer {}", host,
+               cfg.coordinator(), abs_work_dir, cfg.trainer_path());
+  absl::Status s = daemon.Run();
+  return s.ok() ? 0 : 1;
+}
