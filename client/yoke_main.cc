@@ -2,12 +2,14 @@
 //
 //   yoke train JOB.yaml [--set path=value ...] [--resume CKPT] [--output json]
 //   yoke validate JOB.yaml [--set path=value ...] [--output yaml]
+//   yoke submit | jobs | get | watch | logs | cancel | workers   (commands.h)
+//   yoke up | down                                               (local_cluster.h)
 //   yoke version
 //
 // The client depends only on proto/ and common/ (see ARCHITECTURE.md), so
 // `train` runs the trainer binary `yoke-trainer`, found next to this one,
-// rather than linking the engine. The control-plane commands (submit, watch,
-// logs, cancel, jobs, workers, up) arrive with the coordinator.
+// rather than linking the engine; likewise `up` runs yoke-coordinator and
+// yoke-worker from the same directory.
 #include <unistd.h>
 
 #include <climits>
@@ -16,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "client/commands.h"
+#include "client/local_cluster.h"
 #include "common/config.h"
 #include "common/job_validate.h"
 
@@ -24,25 +28,23 @@ namespace {
 const char kUsage[] =
     "usage: yoke <command> [args]\n"
     "\n"
-    "commands:\n"
+    "single process:\n"
     "  train JOB.yaml [--set path=value ...] [--resume CKPT] [--output text|json]\n"
     "                      train a job in this process (no daemons)\n"
     "  validate JOB.yaml [--set path=value ...] [--output yaml]\n"
     "                      check a job file; print the effective spec with --output yaml\n"
     "  version             print the version\n"
     "\n"
-    "The cluster commands (submit, watch, logs, cancel, jobs, workers, up) need the\n"
-    "coordinator, which this build does not include yet.\n";
+    "cluster:\n";
 
-std::string SelfDir() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  buf[n] = '\0';
-  std::string p(buf);
-  size_t slash = p.rfind('/');
-  return slash == std::string::npos ? "." : p.substr(0, slash);
+void PrintUsage(FILE* f) {
+  std::fputs(kUsage, f);
+  std::fputs(yoke::kClusterCommandsUsage, f);
+  std::fputs("\nlocal cluster:\n", f);
+  std::fputs(yoke::kUpDownUsage, f);
 }
+
+using yoke::SelfDir;
 
 int Train(int argc, char** argv) {
   std::string trainer = SelfDir() + "/yoke-trainer";
@@ -100,20 +102,25 @@ int Validate(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fputs(kUsage, stderr);
+    PrintUsage(stderr);
     return 2;
   }
   std::string cmd = argv[1];
   if (cmd == "train") return Train(argc, argv);
   if (cmd == "validate") return Validate(argc, argv);
+  std::vector<std::string> rest(argv + 2, argv + argc);
+  if (yoke::IsClusterCommand(cmd)) return yoke::RunClusterCommand(cmd, rest, stdout, stderr);
+  if (cmd == "up") return yoke::RunUp(rest, stdout, stderr);
+  if (cmd == "down") return yoke::RunDown(rest, stdout, stderr);
   if (cmd == "version" || cmd == "--version") {
     std::puts("yoke 0.1.0");
     return 0;
   }
   if (cmd == "help" || cmd == "-h" || cmd == "--help") {
-    std::fputs(kUsage, stdout);
+    PrintUsage(stdout);
     return 0;
   }
-  std::fprintf(stderr, "yoke: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+  std::fprintf(stderr, "yoke: unknown command '%s'\n\n", cmd.c_str());
+  PrintUsage(stderr);
   return 2;
 }

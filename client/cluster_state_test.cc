@@ -1,0 +1,67 @@
+#include "client/cluster_state.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "gtest/gtest.h"
+
+namespace yoke {
+namespace {
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/yoke_state_test_XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+TEST(ClusterStateTest, RoundTripsThroughTheFileAndCreatesTheDirectory) {
+  std::string path = TempDir() + "/nested/dir/cluster.json";
+  ClusterState st;
+  st.address = "127.0.0.1:41234";
+  st.dir = "/tmp/somewhere";
+  st.coordinator_pid = 4321;
+  st.worker_pids = {11, 22, 33};
+  st.up_pid = 99;
+  ASSERT_TRUE(WriteClusterState(st, path).ok());
+  auto back = ReadClusterState(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->address, "127.0.0.1:41234");
+  EXPECT_EQ(back->dir, "/tmp/somewhere");
+  EXPECT_EQ(back->coordinator_pid, 4321);
+  EXPECT_EQ(back->worker_pids, (std::vector<int>{11, 22, 33}));
+  EXPECT_EQ(back->up_pid, 99);
+}
+
+TEST(ClusterStateTest, MissingFileIsNotFoundAndGarbageNamesTheProblem) {
+  std::string dir = TempDir();
+  EXPECT_EQ(ReadClusterState(dir + "/none.json").status().code(), absl::StatusCode::kNotFound);
+
+  std::ofstream(dir + "/garbage.json") << "this is not json";
+  auto s = ReadClusterState(dir + "/garbage.json").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("garbage.json"), absl::string_view::npos) << s;
+
+  std::ofstream(dir + "/noaddr.json") << R"({"coordinator_pid": 5})";
+  s = ReadClusterState(dir + "/noaddr.json").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("address"), absl::string_view::npos) << s;
+
+  std::ofstream(dir + "/badpid.json") << R"({"address": "a:1", "coordinator_pid": -3})";
+  s = ReadClusterState(dir + "/badpid.json").status();
+  EXPECT_NE(s.message().find("coordinator_pid"), absl::string_view::npos) << s;
+}
+
+TEST(ClusterStateTest, StateDirEnvironmentVariableWins) {
+  std::string dir = TempDir();
+  setenv("YOKE_STATE_DIR", dir.c_str(), 1);
+  EXPECT_EQ(DefaultClusterStatePath(), dir + "/cluster.json");
+  unsetenv("YOKE_STATE_DIR");
+  setenv("XDG_RUNTIME_DIR", "/run/user/1234", 1);
+  EXPECT_EQ(DefaultClusterStatePath(), "/run/user/1234/yoke/cluster.json");
+  unsetenv("XDG_RUNTIME_DIR");
+  EXPECT_EQ(DefaultClusterStatePath(), "/tmp/yoke-up-" + std::to_string(getuid()) + "/cluster.json");
+}
+
+}  // namespace
+}  // namespace yoke

@@ -1,0 +1,393 @@
+#include "client/commands.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/client.h"
+#include "client/render.h"
+#include "common/config.h"
+#include "common/job_validate.h"
+
+namespace yoke {
+
+const char kClusterCommandsUsage[] =
+    "  submit JOB.yaml [--set path=value ...] [--priority N] [--watch]\n"
+    "                      submit a job to the coordinator; prints its id\n"
+    "  jobs [--state running,pending,...]\n"
+    "                      list jobs (newest first)\n"
+    "  get ID              a job's details: spec, attempts, progress, result\n"
+    "  watch ID            follow a job to its end (exit 0 if it succeeded, 1 if not)\n"
+    "  logs ID [-f]        a job's log lines; -f keeps following until the job ends\n"
+    "  cancel ID           stop a job's trainers and mark it CANCELLED\n"
+    "  workers             list the registered workers\n"
+    "  (all of these take --output text|json and --coordinator host:port;\n"
+    "   default: $YOKE_COORDINATOR, else the cluster `yoke up` started,\n"
+    "   else 127.0.0.1:7070)\n";
+
+namespace {
+
+// How long `watch` and `logs -f` keep trying to reconnect after the
+// coordinator went away mid-stream (a restart takes a few seconds).
+constexpr auto kReconnectFor = std::chrono::seconds(120);
+
+struct Flags {
+  bool json = false;
+  std::string coordinator;
+  std::vector<std::string> positional;
+  std::vector<std::string> sets;
+  int priority = 0;
+  bool watch = false;
+  bool follow = false;
+  std::string states;
+};
+
+// Parses `args`; flags outside `allowed` (beside --output and
+// --coordinator) are usage errors. Returns "" on success, else the error.
+std::string ParseFlags(const std::vector<std::string>& args, const std::set<std::string>& allowed,
+                       Flags* f) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i];
+    std::string value;
+    bool has_value = false;
+    if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
+      size_t eq = a.find('=');
+      if (eq != std::string::npos) {
+        value = a.substr(eq + 1);
+        a = a.substr(0, eq);
+        has_value = true;
+      }
+    }
+    auto take = [&](std::string* dst) -> std::string {
+      if (has_value) {
+        *dst = value;
+        return "";
+      }
+      if (i + 1 >= args.size()) return absl::StrCat(a, " needs a value");
+      *dst = args[++i];
+      return "";
+    };
+    std::string e;
+    if (a == "--output" || a == "-o") {
+      std::string o;
+      if (!(e = take(&o)).empty()) return e;
+      if (o != "json" && o != "text") return absl::StrCat("--output: expected text or json, got '", o, "'");
+      f->json = o == "json";
+    } else if (a == "--coordinator") {
+      if (!(e = take(&f->coordinator)).empty()) return e;
+    } else if (a == "--set" && allowed.count(a)) {
+      std::string s;
+      if (!(e = take(&s)).empty()) return e;
+      f->sets.push_back(s);
+    } else if (a == "--priority" && allowed.count(a)) {
+      std::string s;
+      if (!(e = take(&s)).empty()) return e;
+      if (!absl::SimpleAtoi(s, &f->priority)) {
+        return absl::StrCat("--priority: expected an integer, got '", s, "'");
+      }
+    } else if (a == "--state" && allowed.count(a)) {
+      if (!(e = take(&f->states)).empty()) return e;
+    } else if (a == "--watch" && allowed.count(a)) {
+      f->watch = true;
+    } else if ((a == "-f" || a == "--follow") && allowed.count("--follow")) {
+      f->follow = true;
+    } else if (!a.empty() && a[0] == '-' && a != "-") {
+      return absl::StrCat("unknown flag '", args[i], "'");
+    } else {
+      f->positional.push_back(a);
+    }
+  }
+  return "";
+}
+
+void PrintError(FILE* err, const std::string& cmd, const absl::Status& s) {
+  std::fprintf(err, "yoke %s: %s\n", cmd.c_str(), std::string(s.message()).c_str());
+}
+
+int Submit(CoordinatorClient& c, const Flags& f, FILE* out, FILE* err);
+int Watch(CoordinatorClient& c, const std::string& id, const Flags& f, FILE* out, FILE* err);
+
+int Jobs(CoordinatorClient& c, const Flags& f, FILE* out, FILE* err) {
+  std::vector<v1::JobState> states;
+  if (!f.states.empty()) {
+    for (absl::string_view s : absl::StrSplit(f.states, ',', absl::SkipEmpty())) {
+      v1::JobState st;
+      std::string e;
+      if (!ParseJobState(std::string(s), &st, &e)) {
+        std::fprintf(err, "yoke jobs: --state: %s\n", e.c_str());
+        return 2;
+      }
+      states.push_back(st);
+    }
+  }
+  auto jobs = c.ListJobs(states);
+  if (!jobs.ok()) {
+    PrintError(err, "jobs", jobs.status());
+    return ExitCodeFor(jobs.status());
+  }
+  if (f.json) {
+    std::fprintf(out, "%s\n", ToJsonArray(*jobs).c_str());
+  } else {
+    std::fputs(JobsTable(*jobs, NowMs()).c_str(), out);
+  }
+  return 0;
+}
+
+int Get(CoordinatorClient& c, const std::string& id, const Flags& f, FILE* out, FILE* err) {
+  auto job = c.GetJob(id);
+  if (!job.ok()) {
+    PrintError(err, "get", job.status());
+    return ExitCodeFor(job.status());
+  }
+  if (f.json) {
+    std::fprintf(out, "%s\n", ToJson(*job).c_str());
+  } else {
+    std::fputs(JobDetails(*job, NowMs()).c_str(), out);
+  }
+  return 0;
+}
+
+int Cancel(CoordinatorClient& c, const std::string& id, const Flags& f, FILE* out, FILE* err) {
+  auto job = c.CancelJob(id);
+  if (!job.ok()) {
+    PrintError(err, "cancel", job.status());
+    return ExitCodeFor(job.status());
+  }
+  if (f.json) {
+    std::fprintf(out, "%s\n", ToJson(*job).c_str());
+  } else {
+    std::fprintf(out, "%s %s%s%s\n", job->id().c_str(), JobStateName(job->state()).c_str(),
+                 job->reason().empty() ? "" : ": ", job->reason().c_str());
+  }
+  return 0;
+}
+
+int Workers(CoordinatorClient& c, const Flags& f, FILE* out, FILE* err) {
+  auto ws = c.ListWorkers();
+  if (!ws.ok()) {
+    PrintError(err, "workers", ws.status());
+    return ExitCodeFor(ws.status());
+  }
+  if (f.json) {
+    std::fprintf(out, "%s\n", ToJsonArray(*ws).c_str());
+  } else {
+    std::fputs(WorkersTable(*ws, NowMs()).c_str(), out);
+  }
+  return 0;
+}
+
+// A stream broke after it had delivered something: the coordinator
+// restarted or the network hiccupped, so reconnecting is worth it.
+bool Transient(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kUnavailable || s.code() == absl::StatusCode::kCancelled ||
+         s.code() == absl::StatusCode::kUnknown || s.code() == absl::StatusCode::kInternal;
+}
+
+int Logs(CoordinatorClient& c, const std::string& id, const Flags& f, FILE* out, FILE* err) {
+  int64_t last_seq = 0;
+  bool connected = false;
+  auto lost_since = std::chrono::steady_clock::now();
+  bool reported = false;
+  while (true) {
+    absl::Status s = c.GetJobLogs(id, f.follow, last_seq, [&](const v1::LogLine& l) {
+      connected = true;
+      reported = false;
+      if (l.seq() <= last_seq) return true;  // re-sent after a reconnect
+      last_seq = l.seq();
+      if (f.json) {
+        std::fprintf(out, "%s\n", ToJson(l).c_str());
+      } else {
+        std::fprintf(out, "%s\n", l.text().c_str());
+      }
+      std::fflush(out);
+      return true;
+    });
+    if (s.ok()) {
+      if (!f.follow) return 0;
+      // The follow stream ends when the job ends; a stream cut short by a
+      // restarting coordinator also ends "OK" on some transports, so check.
+      auto job = c.GetJob(id);
+      if (!job.ok() || IsTerminal(job->state())) return 0;
+      continue;
+    }
+    if (!(f.follow && connected && Transient(s))) {
+      PrintError(err, "logs", s);
+      return ExitCodeFor(s);
+    }
+    if (!reported) {
+      lost_since = std::chrono::steady_clock::now();
+      std::fprintf(err, "yoke logs: lost the coordinator (%s); reconnecting\n",
+                   std::string(s.message()).c_str());
+      reported = true;
+    }
+    if (std::chrono::steady_clock::now() - lost_since > kReconnectFor) {
+      PrintError(err, "logs", s);
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+int Watch(CoordinatorClient& c, const std::string& id, const Flags& f, FILE* out, FILE* err) {
+  // With --output json the live view goes to stderr, so stdout is only the
+  // final job.
+  FILE* view_out = f.json ? err : out;
+  WatchView view(view_out, ::isatty(::fileno(view_out)) == 1);
+  v1::Job last;
+  bool connected = false;
+  bool reported = false;
+  auto lost_since = std::chrono::steady_clock::now();
+  while (true) {
+    absl::Status s = c.WatchJob(id, [&](const v1::JobEvent& ev) {
+      if (reported) view.Note("reconnected to the coordinator at " + c.address());
+      connected = true;
+      reported = false;
+      last = ev.job();
+      view.OnEvent(ev);
+      return true;
+    });
+    if (s.ok() && connected && IsTerminal(last.state())) break;
+    if (s.ok()) {
+      // The stream ended without a terminal event; ask directly.
+      auto job = c.GetJob(id);
+      if (job.ok() && IsTerminal(job->state())) {
+        last = *job;
+        break;
+      }
+      if (!job.ok()) s = job.status();
+    }
+    if (!s.ok() && !(connected && Transient(s))) {
+      view.Close();
+      PrintError(err, "watch", s);
+      return ExitCodeFor(s);
+    }
+    if (!s.ok() && !reported) {
+      lost_since = std::chrono::steady_clock::now();
+      view.Note(absl::StrCat("lost the coordinator (", s.message(), "); reconnecting"));
+      reported = true;
+    }
+    if (reported && std::chrono::steady_clock::now() - lost_since > kReconnectFor) {
+      view.Close();
+      PrintError(err, "watch", s);
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  view.Close();
+  // The terminal event carries the job, but ask once more so the printed
+  // result is the stored one (it may have been recorded just after).
+  if (auto job = c.GetJob(id); job.ok()) last = *job;
+  if (f.json) std::fprintf(out, "%s\n", ToJson(last).c_str());
+  if (last.state() == v1::JOB_SUCCEEDED) {
+    std::fprintf(view_out, "%s\n", ResultSummary(last.result()).c_str());
+    return 0;
+  }
+  std::fprintf(err, "yoke watch: job %s %s%s%s\n", last.id().c_str(),
+               JobStateName(last.state()).c_str(), last.reason().empty() ? "" : ": ",
+               last.reason().c_str());
+  return 1;
+}
+
+int Submit(CoordinatorClient& c, const Flags& f, FILE* out, FILE* err) {
+  const std::string& file = f.positional[0];
+  // Load and validate here first: the errors then carry file:line and need
+  // no coordinator. The coordinator validates again (with its path roots).
+  auto spec = LoadJobSpecFile(file, f.sets);
+  absl::Status s = spec.ok() ? ValidateJobSpec(*spec) : spec.status();
+  if (!s.ok()) {
+    PrintError(err, "submit", s);
+    return 2;
+  }
+  auto id = c.SubmitJob(*spec, f.priority);
+  if (!id.ok()) {
+    PrintError(err, "submit", id.status());
+    return ExitCodeFor(id.status());
+  }
+  if (f.json) {
+    v1::SubmitJobResponse r;
+    r.set_job_id(*id);
+    std::fprintf(out, "%s\n", ToJson(r).c_str());
+  } else {
+    std::fprintf(out, "%s\n", id->c_str());
+  }
+  std::fflush(out);
+  if (!f.watch) return 0;
+  return Watch(c, *id, f, out, err);
+}
+
+}  // namespace
+
+int ExitCodeFor(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kOk:
+      return 0;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kOutOfRange:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+bool IsClusterCommand(const std::string& command) {
+  static const std::set<std::string> kCommands = {"submit", "jobs",   "get",    "watch",
+                                                  "logs",   "cancel", "workers"};
+  return kCommands.count(command) > 0;
+}
+
+int RunClusterCommand(const std::string& command, const std::vector<std::string>& args,
+                      FILE* out, FILE* err) {
+  std::set<std::string> allowed;
+  size_t want_positional = 1;
+  std::string usage;
+  if (command == "submit") {
+    allowed = {"--set", "--priority", "--watch"};
+    usage = "submit JOB.yaml [--set path=value ...] [--priority N] [--watch]";
+  } else if (command == "jobs") {
+    allowed = {"--state"};
+    want_positional = 0;
+    usage = "jobs [--state running,pending,...]";
+  } else if (command == "workers") {
+    want_positional = 0;
+    usage = "workers";
+  } else if (command == "logs") {
+    allowed = {"--follow"};
+    usage = "logs ID [-f]";
+  } else if (command == "get" || command == "watch" || command == "cancel") {
+    usage = command + " ID";
+  } else {
+    std::fprintf(err, "yoke: unknown command '%s'\n", command.c_str());
+    return 2;
+  }
+  Flags f;
+  std::string e = ParseFlags(args, allowed, &f);
+  if (e.empty() && f.positional.size() != want_positional) {
+    e = f.positional.size() > want_positional
+            ? absl::StrCat("unexpected argument '", f.positional[want_positional], "'")
+            : "missing argument";
+  }
+  if (!e.empty()) {
+    std::fprintf(err, "yoke %s: %s\nusage: yoke %s [--output text|json] [--coordinator host:port]\n",
+                 command.c_str(), e.c_str(), usage.c_str());
+    return 2;
+  }
+  CoordinatorClient client(ResolveCoordinatorAddress(f.coordinator));
+  if (command == "submit") return Submit(client, f, out, err);
+  if (command == "jobs") return Jobs(client, f, out, err);
+  if (command == "workers") return Workers(client, f, out, err);
+  const std::string& id = f.positional[0];
+  if (command == "get") return Get(client, id, f, out, err);
+  if (command == "watch") return Watch(client, id, f, out, err);
+  if (command == "logs") return Logs(client, id, f, out, err);
+  return Cancel(client, id, f, out, err);
+}
+
+}  // namespace yoke

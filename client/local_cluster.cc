@@ -1,0 +1,562 @@
+#include "client/local_cluster.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/client.h"
+#include "client/cluster_state.h"
+#include "common/status.h"
+
+extern char** environ;
+
+namespace yoke {
+
+const char kUpDownUsage[] =
+    "  up [--workers N] [--devices-per-worker K] [--dir DIR] [--port P]\n"
+    "     [--data-root DIR ...] [--checkpoint-root DIR ...] [--detach]\n"
+    "                      start a local coordinator and N workers (default 1 worker,\n"
+    "                      1 cpu replica each); Ctrl-C stops them\n"
+    "  down [--dir DIR] [--grace SECONDS]\n"
+    "                      stop the cluster `yoke up --detach` started\n";
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// True once `pid` no longer runs. Reaps it when it is our child; for a
+// process we did not start (`yoke down`) a zombie counts as gone, since its
+// parent (init, after `yoke up --detach` exited) reaps it soon.
+bool Gone(pid_t pid) {
+  int st;
+  pid_t r = ::waitpid(pid, &st, WNOHANG);
+  if (r == pid) return true;
+  if (r == 0) return false;
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  std::getline(stat, line);
+  size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+}
+
+// SIGTERM to all of `pids`, SIGKILL (to each one's process group too, which
+// catches a trainer its worker could not stop) to those left after
+// `grace`. Returns false if any survived SIGKILL for 5 s.
+bool StopAll(const std::vector<pid_t>& pids, std::chrono::milliseconds grace) {
+  std::vector<pid_t> left;
+  for (pid_t p : pids) {
+    if (p > 0 && !Gone(p)) {
+      ::kill(p, SIGTERM);
+      left.push_back(p);
+    }
+  }
+  auto wait_until = [&](Clock::time_point deadline) {
+    while (!left.empty() && Clock::now() < deadline) {
+      std::vector<pid_t> still;
+      for (pid_t p : left) {
+        if (!Gone(p)) still.push_back(p);
+      }
+      left.swap(still);
+      if (!left.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  };
+  wait_until(Clock::now() + grace);
+  for (pid_t p : left) {
+    ::kill(-p, SIGKILL);
+    ::kill(p, SIGKILL);
+  }
+  wait_until(Clock::now() + std::chrono::seconds(5));
+  return left.empty();
+}
+
+// Sleeps up to `d`, returning early (true) when SIGINT or SIGTERM arrives;
+// both are blocked in `yoke up`, so they queue until taken here.
+bool SleepOrSignal(std::chrono::milliseconds d) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  timespec ts{static_cast<time_t>(d.count() / 1000), static_cast<long>(d.count() % 1000) * 1000000};
+  return ::sigtimedwait(&set, nullptr, &ts) > 0;
+}
+
+int64_t FileSize(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? st.st_size : 0;
+}
+
+// The text of `path` from byte `offset` on.
+std::string ReadFrom(const std::string& path, int64_t offset) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  in.seekg(offset);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string DescribeExit(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exited with status ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return absl::StrCat("was killed by signal ", WTERMSIG(status));
+  return "stopped";
+}
+
+// A child that exited already: "<what> exited with status 2; its log (PATH) ends: ...".
+std::string DiedMessage(const std::string& what, int status, const std::string& log) {
+  return absl::StrCat(what, " ", DescribeExit(status), "; the end of its log (", log, "):\n",
+                      LogTail(log));
+}
+
+struct Daemon {
+  std::string what;  // "the coordinator", "worker 2"
+  pid_t pid = 0;
+  std::string log;
+  int64_t log_offset = 0;  // where this run's output starts (logs append)
+  bool dead = false;
+};
+
+// Non-blocking: true (and *status) when `d` has exited since we started it.
+bool Exited(Daemon& d, int* status) {
+  if (d.dead) return false;
+  if (::waitpid(d.pid, status, WNOHANG) == d.pid) {
+    d.dead = true;
+    return true;
+  }
+  return false;
+}
+
+struct UpFlags {
+  int workers = 1;
+  int devices = 1;
+  std::string dir;
+  int port = 0;
+  std::vector<std::string> data_roots;
+  std::vector<std::string> checkpoint_roots;
+  bool detach = false;
+  bool json = false;
+  int timeout_s = 90;
+};
+
+std::string ParseUpFlags(const std::vector<std::string>& args, UpFlags* f) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i], v;
+    size_t eq = a.find('=');
+    bool inline_value = a.compare(0, 2, "--") == 0 && eq != std::string::npos;
+    if (inline_value) {
+      v = a.substr(eq + 1);
+      a = a.substr(0, eq);
+    }
+    auto value = [&]() -> bool {
+      if (inline_value) return true;
+      if (i + 1 >= args.size()) return false;
+      v = args[++i];
+      return true;
+    };
+    auto int_flag = [&](int* dst, int min) -> std::string {
+      if (!value()) return absl::StrCat(a, " needs a value");
+      if (!absl::SimpleAtoi(v, dst) || *dst < min) {
+        return absl::StrCat(a, ": expected an integer >= ", min, ", got '", v, "'");
+      }
+      return "";
+    };
+    std::string e;
+    if (a == "--workers") {
+      e = int_flag(&f->workers, 1);
+    } else if (a == "--devices-per-worker") {
+      e = int_flag(&f->devices, 1);
+    } else if (a == "--port") {
+      e = int_flag(&f->port, 0);
+      if (e.empty() && f->port > 65535) e = absl::StrCat("--port: must be <= 65535, got ", f->port);
+    } else if (a == "--timeout") {
+      e = int_flag(&f->timeout_s, 1);
+    } else if (a == "--dir" || a == "--data-root" || a == "--checkpoint-root") {
+      if (!value()) return absl::StrCat(a, " needs a value");
+      if (a == "--dir") f->dir = v;
+      if (a == "--data-root") f->data_roots.push_back(v);
+      if (a == "--checkpoint-root") f->checkpoint_roots.push_back(v);
+    } else if (a == "--detach" || a == "-d") {
+      f->detach = true;
+    } else if (a == "--output" || a == "-o") {
+      if (!value() || (v != "json" && v != "text")) return "--output: expected text or json";
+      f->json = v == "json";
+    } else {
+      return absl::StrCat("unexpected argument '", args[i], "'");
+    }
+    if (!e.empty()) return e;
+  }
+  return "";
+}
+
+std::string AbsolutePath(const std::string& p) {
+  char buf[PATH_MAX];
+  if (::realpath(p.c_str(), buf) != nullptr) return buf;
+  return p;
+}
+
+// True when the state at `path` still describes a coordinator that runs.
+bool RecordedClusterRuns(const std::string& path, ClusterState* st) {
+  auto s = ReadClusterState(path);
+  if (!s.ok()) return false;
+  *st = *s;
+  return ProcessIsNamed(s->coordinator_pid, "yoke-coordinator");
+}
+
+void RemoveStateIfOurs(const std::string& path, int coordinator_pid) {
+  auto s = ReadClusterState(path);
+  if (s.ok() && s->coordinator_pid == coordinator_pid) ::unlink(path.c_str());
+}
+
+}  // namespace
+
+std::string SelfDir() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  buf[n] = '\0';
+  std::string p(buf);
+  size_t slash = p.rfind('/');
+  return slash == std::string::npos ? "." : p.substr(0, slash);
+}
+
+absl::StatusOr<pid_t> SpawnDaemon(const std::vector<std::string>& argv,
+                                  const std::string& log_path) {
+  // Open the log here first: a bad path is then our error message, not a
+  // child that dies silently.
+  int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot open the log ", log_path, ": ", std::strerror(errno)));
+  }
+  ::close(fd);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // The parent blocks SIGINT/SIGTERM to take them with sigtimedwait; the
+  // daemons must get them normally.
+  sigset_t empty, defaults;
+  sigemptyset(&empty);
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGINT);
+  sigaddset(&defaults, SIGTERM);
+  sigaddset(&defaults, SIGPIPE);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
+                                      POSIX_SPAWN_SETSIGDEF);
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = ::posix_spawn(&pid, argv[0].c_str(), &fa, &attr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    return absl::InternalError(absl::StrCat("cannot start ", argv[0], ": ", std::strerror(rc)));
+  }
+  return pid;
+}
+
+bool StopProcess(pid_t pid, std::chrono::milliseconds grace) { return StopAll({pid}, grace); }
+
+bool ProcessIsNamed(pid_t pid, const std::string& name) {
+  if (pid <= 0) return false;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"), std::ios::binary);
+  std::string argv0;
+  if (!in || !std::getline(in, argv0, '\0')) return false;
+  size_t slash = argv0.rfind('/');
+  return (slash == std::string::npos ? argv0 : argv0.substr(slash + 1)) == name;
+}
+
+std::string LogTail(const std::string& path, int lines) {
+  std::ifstream in(path);
+  if (!in) return "";
+  std::deque<std::string> tail;
+  std::string line;
+  while (std::getline(in, line)) {
+    tail.push_back(line);
+    if (static_cast<int>(tail.size()) > lines) tail.pop_front();
+  }
+  std::string out;
+  for (const auto& l : tail) absl::StrAppend(&out, "  | ", l, "\n");
+  return out;
+}
+
+int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err) {
+  UpFlags f;
+  if (std::string e = ParseUpFlags(args, &f); !e.empty()) {
+    std::fprintf(err, "yoke up: %s\nusage: yoke%s", e.c_str(), kUpDownUsage);
+    return 2;
+  }
+  const std::string bin = SelfDir();
+  const std::string coord_bin = bin + "/yoke-coordinator";
+  const std::string worker_bin = bin + "/yoke-worker";
+  for (const auto& b : {coord_bin, worker_bin}) {
+    if (::access(b.c_str(), X_OK) != 0) {
+      std::fprintf(err, "yoke up: cannot find %s (it is built beside yoke: `make build`)\n",
+                   b.c_str());
+      return 1;
+    }
+  }
+  const std::string state_path = DefaultClusterStatePath();
+  if (ClusterState running; RecordedClusterRuns(state_path, &running)) {
+    std::fprintf(err,
+                 "yoke up: a local cluster is already running at %s (coordinator pid %d, "
+                 "recorded in %s); stop it with `yoke down`\n",
+                 running.address.c_str(), running.coordinator_pid, state_path.c_str());
+    return 1;
+  }
+  if (f.dir.empty()) {
+    char tmpl[] = "/tmp/yoke-cluster-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) {
+      std::fprintf(err, "yoke up: cannot create a directory in /tmp: %s\n", std::strerror(errno));
+      return 1;
+    }
+    f.dir = tmpl;
+  } else if (::mkdir(f.dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    std::fprintf(err, "yoke up: --dir: cannot create %s: %s\n", f.dir.c_str(),
+                 std::strerror(errno));
+    return 1;
+  }
+  f.dir = AbsolutePath(f.dir);
+
+  // Before any thread exists (gRPC starts some), so that every thread
+  // inherits the mask and the signals wait for sigtimedwait.
+  sigset_t block;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  ::pthread_sigmask(SIG_BLOCK, &block, nullptr);
+
+  std::vector<Daemon> daemons;  // [0] is the coordinator
+  auto stop_everything = [&]() {
+    std::vector<pid_t> workers;
+    for (size_t i = 1; i < daemons.size(); ++i) {
+      if (!daemons[i].dead) workers.push_back(daemons[i].pid);
+    }
+    StopAll(workers, std::chrono::seconds(10));
+    if (!daemons.empty() && !daemons[0].dead) StopAll({daemons[0].pid}, std::chrono::seconds(10));
+  };
+  auto fail = [&](const std::string& msg) {
+    std::fprintf(err, "yoke up: %s\n", msg.c_str());
+    stop_everything();
+    return 1;
+  };
+  auto start = [&](const std::string& what, std::vector<std::string> argv,
+                   const std::string& log) -> absl::Status {
+    Daemon d{what, 0, log, FileSize(log)};
+    ASSIGN_OR_RETURN(d.pid, SpawnDaemon(argv, log));
+    daemons.push_back(d);
+    return absl::OkStatus();
+  };
+
+  std::vector<std::string> cargv = {coord_bin, "--listen", absl::StrCat("127.0.0.1:", f.port),
+                                    "--store", f.dir + "/coordinator.db"};
+  for (const auto& r : f.data_roots) cargv.insert(cargv.end(), {"--data-root", r});
+  for (const auto& r : f.checkpoint_roots) cargv.insert(cargv.end(), {"--checkpoint-root", r});
+  if (auto s = start("the coordinator", cargv, f.dir + "/coordinator.log"); !s.ok()) {
+    return fail(std::string(s.message()));
+  }
+
+  const auto deadline = Clock::now() + std::chrono::seconds(f.timeout_s);
+  const std::string kListening = "listening on ";
+  std::string address;
+  while (address.empty()) {
+    std::string text = ReadFrom(daemons[0].log, daemons[0].log_offset);
+    if (size_t p = text.find(kListening); p != std::string::npos) {
+      size_t b = p + kListening.size();
+      size_t e = text.find_first_of(" \t\r\n", b);
+      if (e != std::string::npos) address = text.substr(b, e - b);
+      if (!address.empty()) break;
+    }
+    int status;
+    if (Exited(daemons[0], &status)) {
+      return fail(DiedMessage("the coordinator", status, daemons[0].log));
+    }
+    if (Clock::now() > deadline) {
+      return fail(absl::StrCat("the coordinator did not report its address within ", f.timeout_s,
+                               "s; the end of its log (", daemons[0].log, "):\n",
+                               LogTail(daemons[0].log)));
+    }
+    if (SleepOrSignal(std::chrono::milliseconds(50))) return fail("interrupted");
+  }
+
+  const int64_t started_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  for (int i = 1; i <= f.workers; ++i) {
+    std::string wdir = absl::StrCat(f.dir, "/worker-", i);
+    ::mkdir(wdir.c_str(), 0755);
+    auto s = start(absl::StrCat("worker ", i),
+                   {worker_bin, "--coordinator", address, "--cpu-replicas",
+                    std::to_string(f.devices), "--work-dir", wdir},
+                   absl::StrCat(f.dir, "/worker-", i, ".log"));
+    if (!s.ok()) return fail(std::string(s.message()));
+  }
+
+  // Registered workers, counting only registrations of this run: a reused
+  // --dir store still lists the workers of the last one.
+  CoordinatorClient client(address, ClientOptions{std::chrono::milliseconds(3000)});
+  while (true) {
+    auto ws = client.ListWorkers();
+    int ready = 0;
+    if (ws.ok()) {
+      for (const auto& w : *ws) {
+        if (w.alive() && w.register_time_ms() >= started_ms - 1000) ++ready;
+      }
+    }
+    if (ready >= f.workers) break;
+    for (auto& d : daemons) {
+      int status;
+      if (Exited(d, &status)) return fail(DiedMessage(d.what, status, d.log));
+    }
+    if (Clock::now() > deadline) {
+      std::string msg = absl::StrCat("only ", ready, " of ", f.workers,
+                                     " workers registered within ", f.timeout_s, "s");
+      if (!ws.ok()) absl::StrAppend(&msg, " (", ws.status().message(), ")");
+      for (size_t i = 1; i < daemons.size(); ++i) {
+        std::string text = ReadFrom(daemons[i].log, daemons[i].log_offset);
+        if (text.find("registered with") == std::string::npos) {
+          absl::StrAppend(&msg, "\n", daemons[i].what, " has not registered; the end of its log (",
+                          daemons[i].log, "):\n", LogTail(daemons[i].log));
+        }
+      }
+      return fail(msg);
+    }
+    if (SleepOrSignal(std::chrono::milliseconds(200))) return fail("interrupted");
+  }
+
+  ClusterState st;
+  st.address = address;
+  st.dir = f.dir;
+  st.coordinator_pid = daemons[0].pid;
+  for (size_t i = 1; i < daemons.size(); ++i) st.worker_pids.push_back(daemons[i].pid);
+  st.up_pid = f.detach ? 0 : ::getpid();
+  for (const auto& p : {state_path, f.dir + "/cluster.json"}) {
+    if (auto s = WriteClusterState(st, p); !s.ok()) return fail(std::string(s.message()));
+  }
+  if (f.json) {
+    std::ifstream in(state_path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::fprintf(out, "%s\n", ss.str().c_str());
+  } else {
+    std::fprintf(out,
+                 "yoke up: coordinator at %s, %d worker%s with %d cpu replica%s each\n"
+                 "  store, logs and work dirs in %s\n"
+                 "export YOKE_COORDINATOR=%s\n",
+                 address.c_str(), f.workers, f.workers == 1 ? "" : "s", f.devices,
+                 f.devices == 1 ? "" : "s", f.dir.c_str(), address.c_str());
+  }
+  std::fflush(out);
+  if (f.detach) {
+    if (!f.json) std::fputs("(running in the background; stop it with `yoke down`)\n", out);
+    return 0;
+  }
+  if (!f.json) std::fputs("(Ctrl-C stops the cluster)\n", out);
+  std::fflush(out);
+
+  int rc = 0;
+  while (!SleepOrSignal(std::chrono::milliseconds(500))) {
+    int status;
+    if (Exited(daemons[0], &status)) {
+      std::fprintf(err, "yoke up: %s\n", DiedMessage("the coordinator", status, daemons[0].log).c_str());
+      rc = 1;
+      break;
+    }
+    for (size_t i = 1; i < daemons.size(); ++i) {
+      if (Exited(daemons[i], &status)) {
+        std::fprintf(err, "yoke up: warning: %s\n",
+                     DiedMessage(daemons[i].what, status, daemons[i].log).c_str());
+      }
+    }
+  }
+  std::fputs("yoke up: stopping the workers, then the coordinator\n", out);
+  std::fflush(out);
+  stop_everything();
+  RemoveStateIfOurs(state_path, st.coordinator_pid);
+  RemoveStateIfOurs(f.dir + "/cluster.json", st.coordinator_pid);
+  std::fprintf(out, "yoke up: stopped; logs are in %s\n", f.dir.c_str());
+  return rc;
+}
+
+int RunDown(const std::vector<std::string>& args, FILE* out, FILE* err) {
+  std::string dir;
+  int grace_s = 10;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--dir" && i + 1 < args.size()) {
+      dir = args[++i];
+    } else if (args[i] == "--grace" && i + 1 < args.size()) {
+      if (!absl::SimpleAtoi(args[++i], &grace_s) || grace_s < 0) {
+        std::fprintf(err, "yoke down: --grace: expected seconds >= 0, got '%s'\n",
+                     args[i].c_str());
+        return 2;
+      }
+    } else {
+      std::fprintf(err, "yoke down: unexpected argument '%s'\nusage: yoke%s", args[i].c_str(),
+                   kUpDownUsage);
+      return 2;
+    }
+  }
+  const std::string global = DefaultClusterStatePath();
+  const std::string path = dir.empty() ? global : AbsolutePath(dir) + "/cluster.json";
+  auto st = ReadClusterState(path);
+  if (!st.ok()) {
+    if (st.status().code() == absl::StatusCode::kNotFound) {
+      std::fprintf(out, "yoke down: no local cluster is recorded in %s; nothing to stop\n",
+                   path.c_str());
+      return 0;
+    }
+    std::fprintf(err, "yoke down: %s\n", std::string(st.status().message()).c_str());
+    return 1;
+  }
+  const auto grace = std::chrono::seconds(grace_s);
+  // A foreground `yoke up` owns the daemons: ask it, so it exits too.
+  if (ProcessIsNamed(st->up_pid, "yoke")) {
+    ::kill(st->up_pid, SIGTERM);
+    auto deadline = Clock::now() + 2 * grace + std::chrono::seconds(10);
+    while (!Gone(st->up_pid) && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  std::vector<pid_t> workers;
+  for (int p : st->worker_pids) {
+    if (ProcessIsNamed(p, "yoke-worker")) workers.push_back(p);
+  }
+  bool ok = StopAll(workers, grace);
+  if (ProcessIsNamed(st->coordinator_pid, "yoke-coordinator")) {
+    ok = StopAll({st->coordinator_pid}, grace) && ok;
+  }
+  RemoveStateIfOurs(global, st->coordinator_pid);
+  if (!st->dir.empty()) RemoveStateIfOurs(st->dir + "/cluster.json", st->coordinator_pid);
+  if (!ok) {
+    std::fprintf(err, "yoke down: some processes of the cluster at %s survived SIGKILL\n",
+                 st->address.c_str());
+    return 1;
+  }
+  std::fprintf(out, "yoke down: stopped the cluster at %s (%zu workers); logs are in %s\n",
+               st->address.c_str(), st->worker_pids.size(), st->dir.c_str());
+  return 0;
+}
+
+}  // namespace yoke

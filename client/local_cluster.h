@@ -1,0 +1,72 @@
+// `yoke up` and `yoke down`: a local cluster on loopback, one coordinator
+// and N workers, for a laptop, a single box, `make demo` and the tests.
+//
+// `yoke up [--workers N] [--devices-per-worker K] [--dir DIR] [--port P]
+//          [--data-root D ...] [--checkpoint-root D ...] [--detach]`
+//   1. starts yoke-coordinator (found beside the yoke binary) with
+//      --listen 127.0.0.1:P (P=0: a free port), its store DIR/coordinator.db
+//      and its log DIR/coordinator.log, and reads the address it prints;
+//   2. starts N yoke-worker processes (--cpu-replicas K, work dir
+//      DIR/worker-I, log DIR/worker-I.log);
+//   3. waits until all N workers have registered (ListWorkers), or fails
+//      after the start timeout, stopping what it started and showing the
+//      tail of the failing process's log;
+//   4. writes the state file (cluster_state.h) and prints the address and an
+//      `export YOKE_COORDINATOR=...` line.
+// In the foreground it then waits for SIGINT/SIGTERM (or a daemon's death)
+// and stops everything: workers first (so they do not fail their attempts
+// against a vanished coordinator), then the coordinator. With --detach it
+// returns after startup and `yoke down` stops the daemons later.
+//
+// The daemons run in their own sessions (setsid): a Ctrl-C on the terminal
+// reaches only `yoke up`, which then stops them in order, and a detached
+// cluster outlives the shell that started it. Restarting `yoke up` on the
+// same --dir reuses the store, so its jobs survive.
+//
+// Thread-safety: single-threaded command code; the process helpers are
+// safe from any thread.
+#ifndef YOKE_CLIENT_LOCAL_CLUSTER_H_
+#define YOKE_CLIENT_LOCAL_CLUSTER_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace yoke {
+
+// Starts `argv[0]` (a path) in a new session with stdin from /dev/null and
+// stdout+stderr appended to `log_path`. Returns its pid, or INTERNAL naming
+// the binary.
+absl::StatusOr<pid_t> SpawnDaemon(const std::vector<std::string>& argv,
+                                  const std::string& log_path);
+
+// Stops `pid`: SIGTERM, then SIGKILL once `grace` has passed, and waits for
+// it to be gone (reaping it when it is our child). Returns true when the
+// process is gone, false when it survived SIGKILL for 5 s more.
+bool StopProcess(pid_t pid, std::chrono::milliseconds grace);
+
+// True when `pid` runs a program whose file name is `name` (from
+// /proc/PID/cmdline), so that `yoke down` never signals a recycled pid.
+bool ProcessIsNamed(pid_t pid, const std::string& name);
+
+// The last `lines` lines of the file at `path` ("" if it cannot be read).
+std::string LogTail(const std::string& path, int lines = 20);
+
+// The directory holding the running executable.
+std::string SelfDir();
+
+// `yoke up ARGS...` / `yoke down ARGS...`; return the exit code.
+int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err);
+int RunDown(const std::vector<std::string>& args, FILE* out, FILE* err);
+
+extern const char kUpDownUsage[];
+
+}  // namespace yoke
+
+#endif  // YOKE_CLIENT_LOCAL_CLUSTER_H_

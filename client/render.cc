@@ -1,0 +1,302 @@
+#include "client/render.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace yoke {
+namespace {
+
+std::string StripPrefix(const std::string& name, const std::string& prefix) {
+  return name.compare(0, prefix.size(), prefix) == 0 ? name.substr(prefix.size()) : name;
+}
+
+// Table cells are one line; a multi-line reason would break the columns.
+std::string OneLine(const std::string& s, size_t max_len = 80) {
+  std::string out;
+  for (char c : s) out.push_back(c == '\n' || c == '\t' ? ' ' : c);
+  if (out.size() > max_len) out = out.substr(0, max_len - 3) + "...";
+  return out;
+}
+
+std::string ModelSummary(const v1::ModelSpec& m) {
+  if (!m.zoo().empty()) return absl::StrCat("zoo ", m.zoo());
+  return absl::StrCat(m.layers_size(), " layers");
+}
+
+}  // namespace
+
+std::string JobStateName(v1::JobState s) { return StripPrefix(v1::JobState_Name(s), "JOB_"); }
+
+std::string AttemptStateName(v1::AttemptState s) {
+  return StripPrefix(v1::AttemptState_Name(s), "ATTEMPT_");
+}
+
+bool ParseJobState(const std::string& text, v1::JobState* out, std::string* error) {
+  std::string up;
+  for (char c : text) up.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  if (up.compare(0, 4, "JOB_") != 0) up = "JOB_" + up;
+  if (up != "JOB_STATE_UNSPECIFIED" && v1::JobState_Parse(up, out)) return true;
+  std::vector<std::string> known;
+  for (int i = v1::JobState_MIN; i <= v1::JobState_MAX; ++i) {
+    if (v1::JobState_IsValid(i) && i != v1::JOB_STATE_UNSPECIFIED) {
+      std::string n = JobStateName(static_cast<v1::JobState>(i));
+      for (auto& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      known.push_back(n);
+    }
+  }
+  *error = absl::StrCat("unknown job state '", text, "' (known: ", absl::StrJoin(known, ", "),
+                        ")");
+  return false;
+}
+
+bool IsTerminal(v1::JobState s) {
+  return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED || s == v1::JOB_CANCELLED;
+}
+
+std::string FormatDuration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  int64_t s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600) return absl::StrFormat("%d:%02d:%02d", s / 3600, (s / 60) % 60, s % 60);
+  return absl::StrFormat("%d:%02d", s / 60, s % 60);
+}
+
+std::string FormatAge(int64_t now_ms, int64_t then_ms) {
+  if (then_ms <= 0) return "-";
+  int64_t s = std::max<int64_t>(0, (now_ms - then_ms) / 1000);
+  if (s < 120) return absl::StrCat(s, "s");
+  if (s < 2 * 3600) return absl::StrCat(s / 60, "m");
+  if (s < 2 * 86400) return absl::StrCat(s / 3600, "h");
+  return absl::StrCat(s / 86400, "d");
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string FormatTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& r : rows) {
+    if (width.size() < r.size()) width.resize(r.size(), 0);
+    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  }
+  std::string out;
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) {
+      line += r[i];
+      if (i + 1 < r.size()) line.append(width[i] - r[i].size() + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string ProgressSummary(const v1::Job& job) {
+  const auto& p = job.progress();
+  if (p.steps_per_epoch() == 0 && p.step() == 0) {
+    if (job.state() == v1::JOB_SUCCEEDED && job.result().epochs() > 0) {
+      return absl::StrCat("epoch ", job.result().epochs(), " step ", job.result().steps());
+    }
+    return "-";
+  }
+  return absl::StrCat("epoch ", p.epoch() + 1, "/", p.epochs(), " step ", p.step_in_epoch(),
+                      "/", p.steps_per_epoch());
+}
+
+std::string JobsTable(const std::vector<v1::Job>& jobs, int64_t now_ms) {
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "NAME", "STATE", "PROGRESS", "ACCURACY", "AGE", "REASON"}};
+  for (const auto& j : jobs) {
+    std::string acc = "-";
+    if (j.state() == v1::JOB_SUCCEEDED) {
+      acc = absl::StrFormat("%.4f", j.result().test_accuracy());
+    } else if (j.history_size() > 0) {
+      acc = absl::StrFormat("%.4f", j.history(j.history_size() - 1).test_accuracy());
+    }
+    rows.push_back({j.id(), j.spec().name().empty() ? "-" : j.spec().name(),
+                    JobStateName(j.state()), ProgressSummary(j), acc,
+                    FormatAge(now_ms, j.create_time_ms()), OneLine(j.reason())});
+  }
+  return FormatTable(rows);
+}
+
+std::string WorkersTable(const std::vector<v1::Worker>& workers, int64_t now_ms) {
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "HOST", "DEVICES", "STATE", "RUNNING", "LAST HEARTBEAT"}};
+  for (const auto& w : workers) {
+    int cpu = 0, cuda = 0;
+    for (const auto& d : w.devices()) (d.kind() == "cuda" ? cuda : cpu)++;
+    std::vector<std::string> devs;
+    if (cpu > 0) devs.push_back(absl::StrCat(cpu, " cpu (", w.free_cpu(), " free)"));
+    if (cuda > 0) devs.push_back(absl::StrCat(cuda, " cuda (", w.free_cuda(), " free)"));
+    std::string state = w.alive() ? "alive" : OneLine(absl::StrCat("lost: ", w.reason()), 60);
+    std::string hb = w.last_heartbeat_ms() > 0
+                         ? absl::StrCat(FormatAge(now_ms, w.last_heartbeat_ms()), " ago")
+                         : "-";
+    rows.push_back({w.id(), w.hostname(), devs.empty() ? "-" : absl::StrJoin(devs, ", "), state,
+                    w.running().empty() ? "-" : absl::StrJoin(w.running(), ","), hb});
+  }
+  return FormatTable(rows);
+}
+
+std::string ResultSummary(const v1::TrainResult& r) {
+  return absl::StrFormat(
+      "finished: %d epochs, %d steps | test accuracy %.4f, test loss %.4f | %.0f samples/s "
+      "(training)%s%s",
+      r.epochs(), r.steps(), r.test_accuracy(), r.test_loss(), r.samples_per_second(),
+      r.checkpoint().empty() ? "" : " | checkpoint ", r.checkpoint());
+}
+
+std::string JobDetails(const v1::Job& job, int64_t now_ms) {
+  const auto& s = job.spec();
+  std::string out;
+  absl::StrAppend(&out, "job:       ", job.id(), s.name().empty() ? "" : "  (" + s.name() + ")",
+                  "\n");
+  absl::StrAppend(&out, "state:     ", JobStateName(job.state()),
+                  job.reason().empty() ? "" : " - " + job.reason(), "\n");
+  absl::StrAppend(&out, "priority:  ", job.priority(), "\n");
+  absl::StrAppend(&out, "created:   ", FormatAge(now_ms, job.create_time_ms()), " ago");
+  if (job.start_time_ms() > 0) {
+    absl::StrAppend(&out, ", started ", FormatAge(now_ms, job.start_time_ms()), " ago");
+  }
+  if (job.end_time_ms() > 0) {
+    absl::StrAppend(&out, ", ended ", FormatAge(now_ms, job.end_time_ms()), " ago");
+  }
+  absl::StrAppend(&out, "\n");
+  absl::StrAppend(&out, "spec:      model ", ModelSummary(s.model()), "; ", s.training().epochs(),
+                  " epochs, batch ", s.training().batch_size(), ", optimizer ",
+                  s.training().optimizer().type().empty() ? "-" : s.training().optimizer().type(),
+                  " lr ", s.training().optimizer().lr(), "\n");
+  const auto& p = job.progress();
+  if (p.step() > 0) {
+    absl::StrAppend(&out,
+                    absl::StrFormat("progress:  %s (global %d/%d), loss %.4f, acc %.4f, "
+                                    "%.0f samples/s, ETA %s\n",
+                                    ProgressSummary(job), p.step(), p.total_steps(), p.loss(),
+                                    p.accuracy(), p.samples_per_second(),
+                                    FormatDuration(p.eta_seconds())));
+  }
+  for (const auto& a : job.attempts()) {
+    absl::StrAppend(&out, "attempt ", a.number(), ": ", AttemptStateName(a.state()),
+                    ", world size ", a.world_size());
+    if (a.start_time_ms() > 0) {
+      absl::StrAppend(&out, ", started ", FormatAge(now_ms, a.start_time_ms()), " ago");
+    }
+    if (!a.reason().empty()) absl::StrAppend(&out, " - ", a.reason());
+    absl::StrAppend(&out, "\n");
+    for (const auto& as : a.assignments()) {
+      absl::StrAppend(&out, "  ranks ", as.first_rank(), "..",
+                      as.first_rank() + as.num_replicas() - 1, " on ", as.worker_id(),
+                      " devices [", absl::StrJoin(as.devices(), ","), "]\n");
+    }
+  }
+  for (const auto& e : job.history()) {
+    absl::StrAppend(&out, absl::StrFormat("epoch %d: train loss %.4f acc %.4f | test loss %.4f "
+                                          "acc %.4f | %.0f samples/s, %.1fs\n",
+                                          e.epoch(), e.train_loss(), e.train_accuracy(),
+                                          e.test_loss(), e.test_accuracy(),
+                                          e.samples_per_second(), e.seconds()));
+  }
+  if (job.state() == v1::JOB_SUCCEEDED) absl::StrAppend(&out, ResultSummary(job.result()), "\n");
+  return out;
+}
+
+std::string ToJson(const google::protobuf::Message& m) {
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  std::string out;
+  auto s = google::protobuf::util::MessageToJsonString(m, &out, opts);
+  if (!s.ok()) return "{}";
+  return out;
+}
+
+void WatchView::ClearBar() {
+  if (bar_visible_) {
+    std::fputs("\r\033[K", out_);
+    bar_visible_ = false;
+  }
+}
+
+void WatchView::Note(const std::string& line) {
+  ClearBar();
+  std::fprintf(out_, "%s\n", line.c_str());
+  std::fflush(out_);
+}
+
+void WatchView::Close() {
+  ClearBar();
+  std::fflush(out_);
+}
+
+void WatchView::OnEvent(const v1::JobEvent& ev) {
+  const v1::Job& job = ev.job();
+  if (!seen_ || job.state() != last_state_) {
+    ClearBar();
+    std::fprintf(out_, "%s %s%s%s\n", job.id().c_str(), JobStateName(job.state()).c_str(),
+                 job.reason().empty() ? "" : ": ", job.reason().c_str());
+    last_state_ = job.state();
+  } else if (!ev.message().empty() && !tty_) {
+    std::fprintf(out_, "%s\n", ev.message().c_str());
+  }
+  seen_ = true;
+  // Epochs that finished since the last event; a reconnect re-sends the
+  // whole history, which must not print twice.
+  for (int i = last_history_; i < job.history_size(); ++i) {
+    ClearBar();
+    const auto& e = job.history(i);
+    std::fprintf(out_,
+                 "epoch %d done: train loss %.4f acc %.4f | test loss %.4f acc %.4f | "
+                 "%.0f samples/s, %.1fs\n",
+                 e.epoch(), e.train_loss(), e.train_accuracy(), e.test_loss(),
+                 e.test_accuracy(), e.samples_per_second(), e.seconds());
+  }
+  last_history_ = std::max(last_history_, job.history_size());
+
+  const auto& p = job.progress();
+  if (job.state() == v1::JOB_RUNNING && p.steps_per_epoch() > 0 && p.step() != last_step_) {
+    auto now = std::chrono::steady_clock::now();
+    if (tty_) {
+      if (now - last_draw_ >= std::chrono::milliseconds(100)) {
+        last_draw_ = now;
+        last_step_ = p.step();
+        const int width = 24;
+        double frac = std::clamp(static_cast<double>(p.step_in_epoch()) / p.steps_per_epoch(),
+                                 0.0, 1.0);
+        int filled = static_cast<int>(frac * width);
+        std::string bar(filled, '#');
+        bar.append(width - filled, '.');
+        std::fprintf(out_,
+                     "\r\033[Kepoch %lld/%lld [%s] %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
+                     static_cast<long long>(p.epoch() + 1), static_cast<long long>(p.epochs()),
+                     bar.c_str(), static_cast<long long>(p.step_in_epoch()),
+                     static_cast<long long>(p.steps_per_epoch()), p.loss(),
+                     p.samples_per_second(), FormatDuration(p.eta_seconds()).c_str());
+        bar_visible_ = true;
+      }
+    } else if (last_step_ < 0 || now - last_draw_ >= plain_interval_) {
+      last_draw_ = now;
+      last_step_ = p.step();
+      std::fprintf(out_,
+                   "epoch %lld/%lld step %lld/%lld (global %lld/%lld)  loss %.4f  acc %.4f  "
+                   "%.0f samples/s  ETA %s\n",
+                   static_cast<long long>(p.epoch() + 1), static_cast<long long>(p.epochs()),
+                   static_cast<long long>(p.step_in_epoch()),
+                   static_cast<long long>(p.steps_per_epoch()),
+                   static_cast<long long>(p.step()), static_cast<long long>(p.total_steps()),
+                   p.loss(), p.accuracy(), p.samples_per_second(),
+                   FormatDuration(p.eta_seconds()).c_str());
+    }
+  }
+  std::fflush(out_);
+}
+
+}  // namespace yoke

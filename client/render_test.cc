@@ -1,0 +1,134 @@
+#include "client/render.h"
+
+#include <cstdio>
+
+#include "gtest/gtest.h"
+
+namespace yoke {
+namespace {
+
+std::string Drain(FILE* f) {
+  std::fflush(f);
+  std::rewind(f);
+  std::string s;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) s.append(buf, n);
+  return s;
+}
+
+TEST(RenderTest, TableColumnsAreAsWideAsTheirWidestCell) {
+  std::string t = FormatTable({{"ID", "STATE", "REASON"}, {"job-10", "RUNNING", ""},
+                               {"j", "PENDING", "needs 2 cpu"}});
+  EXPECT_EQ(t,
+            "ID      STATE    REASON\n"
+            "job-10  RUNNING\n"
+            "j       PENDING  needs 2 cpu\n");
+}
+
+TEST(RenderTest, AgesAndDurations) {
+  const int64_t now = 1'000'000'000;
+  EXPECT_EQ(FormatAge(now, 0), "-");
+  EXPECT_EQ(FormatAge(now, now - 5'400), "5s");
+  EXPECT_EQ(FormatAge(now, now - 119'000), "119s");
+  EXPECT_EQ(FormatAge(now, now - 180'000), "3m");
+  EXPECT_EQ(FormatAge(now, now - 3 * 3'600'000), "3h");
+  EXPECT_EQ(FormatAge(now, now - 3 * 86'400'000LL), "3d");
+  EXPECT_EQ(FormatAge(now, now + 5'000), "0s");  // clock skew never goes negative
+  EXPECT_EQ(FormatDuration(65), "1:05");
+  EXPECT_EQ(FormatDuration(3723), "1:02:03");
+  EXPECT_EQ(FormatDuration(-1), "?");
+}
+
+TEST(RenderTest, ParsesJobStatesAndListsTheKnownOnes) {
+  v1::JobState s;
+  std::string e;
+  ASSERT_TRUE(ParseJobState("running", &s, &e));
+  EXPECT_EQ(s, v1::JOB_RUNNING);
+  ASSERT_TRUE(ParseJobState("JOB_SUCCEEDED", &s, &e));
+  EXPECT_EQ(s, v1::JOB_SUCCEEDED);
+  EXPECT_FALSE(ParseJobState("runing", &s, &e));
+  EXPECT_NE(e.find("unknown job state 'runing'"), std::string::npos) << e;
+  EXPECT_NE(e.find("running"), std::string::npos) << e;
+  EXPECT_FALSE(ParseJobState("state_unspecified", &s, &e));
+}
+
+TEST(RenderTest, JobsTableShowsProgressAccuracyAndReason) {
+  v1::Job a;
+  a.set_id("job-2");
+  a.mutable_spec()->set_name("mlp");
+  a.set_state(v1::JOB_RUNNING);
+  a.set_create_time_ms(1000);
+  a.mutable_progress()->set_epoch(1);
+  a.mutable_progress()->set_epochs(5);
+  a.mutable_progress()->set_step_in_epoch(30);
+  a.mutable_progress()->set_steps_per_epoch(938);
+  a.mutable_progress()->set_step(968);
+  a.add_history()->set_test_accuracy(0.8512);
+  v1::Job b;
+  b.set_id("job-1");
+  b.set_state(v1::JOB_PENDING);
+  b.set_reason("needs 4 cpu devices on 1 worker;\nfree: 2");
+  b.set_create_time_ms(1000);
+  std::string t = JobsTable({a, b}, 61'000);
+  // Widths: ID 5, NAME 4, STATE 7, PROGRESS 21, ACCURACY 8, AGE 3; the
+  // reason's newline becomes a space so the row stays one line.
+  EXPECT_EQ(t,
+            "ID     NAME  STATE    PROGRESS" + std::string(15, ' ') + "ACCURACY  AGE  REASON\n"
+            "job-2  mlp   RUNNING  epoch 2/5 step 30/938  0.8512    60s\n"
+            "job-1  -     PENDING  -" + std::string(22, ' ') + "-" + std::string(9, ' ') +
+            "60s  needs 4 cpu devices on 1 worker; free: 2\n");
+}
+
+TEST(RenderTest, JsonUsesProtoFieldNames) {
+  v1::Job j;
+  j.set_id("job-1");
+  j.set_state(v1::JOB_SUCCEEDED);
+  j.mutable_result()->set_test_accuracy(0.875);
+  std::string s = ToJson(j);
+  EXPECT_NE(s.find("\"test_accuracy\":0.875"), std::string::npos) << s;
+  EXPECT_NE(s.find("\"state\":\"JOB_SUCCEEDED\""), std::string::npos) << s;
+  EXPECT_EQ(ToJsonArray(std::vector<v1::Job>{}), "[]");
+  EXPECT_EQ(ToJsonArray(std::vector<v1::Job>{j, j}), "[\n  " + s + ",\n  " + s + "\n]");
+}
+
+TEST(RenderTest, WatchViewPrintsStatesAndEachEpochOnce) {
+  FILE* f = std::tmpfile();
+  WatchView view(f, /*tty=*/false, std::chrono::milliseconds(0));
+  v1::JobEvent ev;
+  ev.mutable_job()->set_id("job-7");
+  ev.mutable_job()->set_state(v1::JOB_PENDING);
+  ev.mutable_job()->set_reason("needs 1 cpu");
+  view.OnEvent(ev);
+  ev.mutable_job()->set_state(v1::JOB_RUNNING);
+  ev.mutable_job()->clear_reason();
+  auto* p = ev.mutable_job()->mutable_progress();
+  p->set_epoch(0);
+  p->set_epochs(1);
+  p->set_step(10);
+  p->set_total_steps(20);
+  p->set_step_in_epoch(10);
+  p->set_steps_per_epoch(20);
+  p->set_loss(0.5);
+  view.OnEvent(ev);
+  auto* e = ev.mutable_job()->add_history();
+  e->set_epoch(1);
+  e->set_test_accuracy(0.9);
+  view.OnEvent(ev);
+  view.OnEvent(ev);  // the same history again (a reconnect) prints nothing new
+  ev.mutable_job()->set_state(v1::JOB_SUCCEEDED);
+  view.OnEvent(ev);
+  view.Close();
+  std::string out = Drain(f);
+  std::fclose(f);
+  EXPECT_EQ(out,
+            "job-7 PENDING: needs 1 cpu\n"
+            "job-7 RUNNING\n"
+            "epoch 1/1 step 10/20 (global 10/20)  loss 0.5000  acc 0.0000  0 samples/s  ETA 0:00\n"
+            "epoch 1 done: train loss 0.0000 acc 0.0000 | test loss 0.0000 acc 0.9000 | "
+            "0 samples/s, 0.0s\n"
+            "job-7 SUCCEEDED\n");
+}
+
+}  // namespace
+}  // namespace yoke
