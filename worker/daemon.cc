@@ -222,11 +222,13 @@ absl::Status WorkerDaemon::Register() {
   req.set_hostname(options_.hostname);
   for (const v1::Device& d : options_.devices) *req.add_devices() = d;
   req.set_worker_id(worker_id());
-  for (auto& [key, a] : attempts_) {
-    if (!a->exited()) FillStatus(a.get(), false, req.add_attempts());
-  }
+  // Exited attempts the coordinator has not recorded are listed too: one
+  // that finished while the coordinator was down must not read as a lost
+  // trainer. They carry their unacknowledged output like a heartbeat.
+  for (auto& [key, a] : attempts_) FillStatus(a.get(), true, req.add_attempts());
   auto resp = client_->RegisterWorker(req);
   if (!resp.ok()) return resp.status();
+  MarkSentAsAcked();
   if (resp->worker_id().empty()) {
     return absl::InternalError("RegisterWorker: the coordinator returned an empty worker id");
   }
@@ -246,11 +248,19 @@ absl::Status WorkerDaemon::Register() {
                  CountDevices(options_.devices, "cpu"), CountDevices(options_.devices, "cuda"),
                  absl::FormatDuration(interval_));
   } else {
-    spdlog::info("registered again as {} with {}, listing {} running attempts",
+    spdlog::info("registered again as {} with {}, listing {} attempts",
                  resp->worker_id(), options_.coordinator_address, req.attempts_size());
   }
   if (on_registered) on_registered(resp->worker_id(), first);
   return absl::OkStatus();
+}
+
+void WorkerDaemon::MarkSentAsAcked() {
+  for (auto& [key, a] : attempts_) {
+    a->acked_epochs = a->sent_epochs;
+    a->acked_log_seq = a->sent_log_seq;
+    if (a->sent_exit) a->exit_acked = true;
+  }
 }
 
 absl::Status WorkerDaemon::Tick() {
@@ -261,6 +271,7 @@ absl::Status WorkerDaemon::Tick() {
   }
   v1::HeartbeatRequest req;
   req.set_worker_id(worker_id());
+  req.set_draining(draining_);
   for (auto& [key, a] : attempts_) FillStatus(a.get(), true, req.add_attempts());
   auto resp = client_->Heartbeat(req);
   if (!resp.ok() && resp.status().code() == absl::StatusCode::kNotFound) {
@@ -274,11 +285,7 @@ absl::Status WorkerDaemon::Tick() {
   }
   NoteRpc(resp.status());
   if (!resp.ok()) return resp.status();
-  for (auto& [key, a] : attempts_) {
-    a->acked_epochs = a->sent_epochs;
-    a->acked_log_seq = a->sent_log_seq;
-    if (a->sent_exit) a->exit_acked = true;
-  }
+  MarkSentAsAcked();
   Reconcile(*resp);
   return absl::OkStatus();
 }

@@ -1,10 +1,13 @@
 // WorkerDaemon: the worker side of the coordinator <-> worker protocol
 // (proto/yoke/v1/coordinator.proto, docs/protocol.md).
 //
-//   1. Register: RegisterWorker with the hostname, the devices and the
-//      attempts still running (non-empty after a coordinator restart), and
-//      the worker id it had ("" the first time). The reply names the id and
-//      the heartbeat interval.
+//   1. Register: RegisterWorker with the hostname, the devices, the worker
+//      id it had ("" the first time) and every attempt it knows (non-empty
+//      after a coordinator restart): running ones, and exited ones the
+//      coordinator has not recorded yet (phase EXITED, as in a heartbeat),
+//      so an attempt that finished while the coordinator was down is not
+//      mistaken for a lost trainer. The reply names the id and the
+//      heartbeat interval.
 //   2. Every interval, Heartbeat with one AttemptStatus per attempt it knows:
 //      phase, latest progress, pid, and what the coordinator has not yet
 //      acknowledged: epochs finished and log lines since the last heartbeat
@@ -27,8 +30,9 @@
 //      registration): register again with the same id, listing the running
 //      attempts, which keep running.
 //   5. Shutdown(): stop every trainer (with the grace), keep heartbeating
-//      until they have exited, send a last heartbeat with their exits, and
-//      return from Run().
+//      (with `draining` set, so nothing new is scheduled here) until they
+//      have exited, send a last heartbeat with their exits, and return from
+//      Run().
 //
 // The gRPC stub sits behind CoordinatorClient, so the reconcile logic is
 // tested against an in-memory fake; the trainers are real child processes.
@@ -133,9 +137,11 @@ class WorkerDaemon {
   void Reconcile(const v1::HeartbeatResponse& response);
   void StartAttempt(const v1::DesiredAttempt& desired);
   absl::Status PrepareAttempt(Attempt* a, TrainerProcessOptions* opts);
-  // Fills `out` for attempt `a`; with `for_heartbeat` records what was sent,
-  // to be marked acknowledged by the reply.
+  // Fills `out` for attempt `a`; with `for_heartbeat` adds the output not
+  // yet acknowledged and records what was sent, for MarkSentAsAcked() once
+  // the RPC succeeded.
   void FillStatus(Attempt* a, bool for_heartbeat, v1::AttemptStatus* out);
+  void MarkSentAsAcked();
   bool AnyRunning() const;
   void StopAll(const std::string& why);
   void NoteRpc(const absl::Status& s);

@@ -71,6 +71,7 @@ class FakeCoordinator final : public CoordinatorClient {
     if (unreachable) return absl::UnavailableError("connection refused");
     registers.push_back(request);
     known = true;
+    for (const v1::AttemptStatus& a : request.attempts()) Apply(a);
     v1::RegisterWorkerResponse r;
     r.set_worker_id(request.worker_id().empty() ? "w-1" : request.worker_id());
     r.set_heartbeat_interval_ms(interval_ms);
@@ -85,15 +86,17 @@ class FakeCoordinator final : public CoordinatorClient {
       return absl::DeadlineExceededError("deadline exceeded");
     }
     if (!known) return absl::NotFoundError("unknown worker " + request.worker_id());
-    for (const v1::AttemptStatus& a : request.attempts()) {
-      std::string key = a.job_id() + "/" + std::to_string(a.attempt());
-      for (const v1::LogLine& line : a.logs()) logs[key].push_back(line);
-      for (const v1::EpochResult& e : a.epochs()) epochs[key].push_back(e);
-      last[key] = a;
-    }
+    for (const v1::AttemptStatus& a : request.attempts()) Apply(a);
     v1::HeartbeatResponse r;
     for (const v1::DesiredAttempt& d : desired) *r.add_desired() = d;
     return r;
+  }
+
+  void Apply(const v1::AttemptStatus& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::string key = a.job_id() + "/" + std::to_string(a.attempt());
+    for (const v1::LogLine& line : a.logs()) logs[key].push_back(line);
+    for (const v1::EpochResult& e : a.epochs()) epochs[key].push_back(e);
+    last[key] = a;
   }
 
   // Accessors that copy under the lock.
@@ -340,6 +343,40 @@ TEST_F(DaemonTest, KeepsTrainingWhileTheCoordinatorIsUnreachable) {
   EXPECT_EQ(fake_.epochs["job-5/1"].size(), 2u);
 }
 
+// The coordinator restarts while it is down, and the trainer finishes in
+// between: the re-registration must carry the exit (and the output held
+// back), or the coordinator would take the attempt for a lost trainer.
+TEST_F(DaemonTest, AttemptThatExitedDuringAnOutageIsListedWhenRegisteringAgain) {
+  fake_.desired = {Desired("job-11", 1, "quick")};
+  auto d = NewDaemon();
+  ASSERT_TRUE(d->Tick().ok());
+  {
+    absl::MutexLock l(&fake_.mu);
+    fake_.unreachable = true;
+  }
+  ASSERT_TRUE(TickUntil(*d, [&] {
+    auto obs = d->ObservedAttempts();
+    return obs.size() == 1 && obs[0].phase() == v1::AttemptStatus::EXITED;
+  }));
+  {
+    absl::MutexLock l(&fake_.mu);
+    fake_.unreachable = false;
+    fake_.known = false;  // restarted: the next heartbeat gets NOT_FOUND
+  }
+  ASSERT_TRUE(d->Tick().ok());
+  ASSERT_EQ(fake_.registers.size(), 2u);
+  const v1::RegisterWorkerRequest& again = fake_.registers[1];
+  ASSERT_EQ(again.attempts_size(), 1);
+  EXPECT_EQ(again.attempts(0).phase(), v1::AttemptStatus::EXITED);
+  EXPECT_EQ(again.attempts(0).exit_code(), 0);
+  EXPECT_EQ(again.attempts(0).result().steps(), 10);
+  // Its output was delivered by the registration, and only there.
+  ASSERT_TRUE(d->Tick().ok());
+  EXPECT_EQ(fake_.logs["job-11/1"].size(), 2u);
+  EXPECT_EQ(fake_.epochs["job-11/1"].size(), 2u);
+  EXPECT_EQ(fake_.LastHeartbeat().attempts(0).logs_size(), 0);
+}
+
 TEST_F(DaemonTest, FailedTrainerReportsItsError) {
   fake_.desired = {Desired("job-6", 1, "fail")};
   auto d = NewDaemon();
@@ -405,6 +442,9 @@ TEST_F(DaemonTest, ShutdownStopsTrainersAndReportsTheirExit) {
   EXPECT_EQ(last.attempts(0).exit_code(), 143);
   EXPECT_NE(last.attempts(0).reason().find("worker shutting down"), std::string::npos)
       << last.attempts(0).reason();
+  EXPECT_TRUE(last.draining());
+  absl::MutexLock l(&fake_.mu);
+  EXPECT_FALSE(fake_.heartbeats.front().draining());
 }
 
 }  // namespace
