@@ -171,8 +171,12 @@ void WorkerDaemon::FillStatus(Attempt* a, bool for_heartbeat, v1::AttemptStatus*
     a->sent_epochs = st.epochs.size();
     std::string id = worker_id();
     a->sent_log_seq = a->acked_log_seq;
+    size_t bytes = 0;
     for (const TrainerLogLine& l :
          a->proc->LogsSince(a->acked_log_seq, options_.max_log_lines_per_heartbeat)) {
+      // Stay far below gRPC's 4 MiB message limit; the rest follows.
+      bytes += l.text.size();
+      if (bytes > options_.max_log_bytes_per_heartbeat && out->logs_size() > 0) break;
       v1::LogLine* ll = out->add_logs();
       ll->set_seq(l.seq);
       ll->set_time_ms(l.time_ms);

@@ -12,7 +12,7 @@
 //      phase, latest progress, pid, and what the coordinator has not yet
 //      acknowledged: epochs finished and log lines since the last heartbeat
 //      that succeeded (a failed heartbeat's share is sent again; at most
-//      max_log_lines_per_heartbeat lines each). Once the trainer has exited
+//      max_log_lines/bytes_per_heartbeat each). Once the trainer has exited
 //      and its last lines go out: phase EXITED with the exit code and reason
 //      (and the result after a clean exit), repeated on every heartbeat
 //      until the coordinator stops listing the attempt. Nothing new follows
@@ -93,8 +93,10 @@ struct WorkerDaemonOptions {
   // Retry delays while the coordinator is unreachable.
   absl::Duration initial_backoff = absl::Milliseconds(200);
   absl::Duration max_backoff = absl::Seconds(3);
-  // Log lines per attempt per heartbeat; the rest follow on the next ones.
+  // Log lines (and their bytes) per attempt per heartbeat; the rest follow
+  // on the next ones.
   size_t max_log_lines_per_heartbeat = 1000;
+  size_t max_log_bytes_per_heartbeat = 512 * 1024;
   // Log lines each trainer keeps in memory until acknowledged.
   size_t max_log_lines_buffered = 10000;
 };

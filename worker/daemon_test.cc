@@ -267,6 +267,23 @@ TEST_F(DaemonTest, ResendsWhatAFailedHeartbeatCarried) {
   }
 }
 
+TEST_F(DaemonTest, LimitsLogBytesPerHeartbeat) {
+  options_.max_log_bytes_per_heartbeat = 20;  // "line N" is 6-7 bytes: 2 lines fit
+  fake_.desired = {Desired("job-12", 1, "chatty")};
+  auto d = NewDaemon();
+  ASSERT_TRUE(TickUntil(*d, [&] { return Exited("job-12/1"); }));
+  EXPECT_EQ(fake_.logs["job-12/1"].size(), 30u);
+  for (const auto& hb : fake_.heartbeats) {
+    size_t bytes = 0;
+    for (const auto& a : hb.attempts()) {
+      for (const auto& l : a.logs()) bytes += l.text().size();
+    }
+    EXPECT_LE(bytes, 20u);
+  }
+  // 30 lines at 2 per heartbeat: at least 15 heartbeats carried them.
+  EXPECT_GE(fake_.heartbeats.size(), 15u);
+}
+
 TEST_F(DaemonTest, StopsAttemptsNoLongerDesired) {
   fake_.desired = {Desired("job-3", 1, "long")};
   auto d = NewDaemon();
