@@ -142,7 +142,7 @@ absl::Status Coordinator::Persist(ActiveJob& aj) {
 std::vector<WorkerCapacity> Coordinator::Capacities(bool alive_only) {
   std::vector<WorkerCapacity> out;
   for (const auto& [id, w] : registry_.workers()) {
-    if (!w.registered || (alive_only && !w.alive)) continue;
+    if (!w.registered || (alive_only && (!w.alive || w.draining))) continue;
     WorkerCapacity c;
     c.id = id;
     c.devices = w.devices;
@@ -426,6 +426,7 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
   if (req.worker_id().empty()) return absl::InvalidArgumentError("worker_id: required");
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(registry_.Heartbeat(req.worker_id()));
+  if (req.draining()) registry_.SetDraining(req.worker_id());
   for (const v1::AttemptStatus& st : req.attempts()) ApplyStatus(req.worker_id(), st);
   ReleaseDrained(req.worker_id(), req.attempts());
   if (schedule_needed_) RunScheduler();

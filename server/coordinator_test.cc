@@ -217,6 +217,30 @@ TEST_F(CoordinatorTest, GangWaitsForAllWorkersAndReportsWhy) {
   EXPECT_EQ(Job(*id).result().steps(), 42);
 }
 
+TEST_F(CoordinatorTest, DrainingWorkerGetsNoNewAttempts) {
+  const std::string w1 = Register(1);
+  const std::string w2 = Register(1);
+  v1::HeartbeatRequest drain;
+  drain.set_worker_id(w1);
+  drain.set_draining(true);
+  ASSERT_TRUE(coord_->Heartbeat(drain).ok());
+  auto id = coord_->Submit(Spec(), 0);
+  ASSERT_TRUE(id.ok()) << id.status();
+  // The job lands on w-2, never on the draining w-1.
+  EXPECT_EQ(Beat(w1).desired_size(), 0);
+  v1::HeartbeatResponse r2 = Beat(w2);
+  ASSERT_EQ(r2.desired_size(), 1);
+  EXPECT_EQ(r2.desired(0).job_id(), *id);
+  // A second job waits: w-1 does not count as free.
+  auto second = coord_->Submit(Spec(), 0);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(Job(*second).state(), v1::JOB_PENDING);
+  EXPECT_EQ(Beat(w1).desired_size(), 0);
+  // Registering again (the worker came back) makes it eligible.
+  Register(1, w1);
+  EXPECT_EQ(Beat(w1).desired_size(), 1);
+}
+
 TEST_F(CoordinatorTest, TrainerFailureFailsTheJobWithItsReason) {
   const std::string w = Register(1);
   auto id = coord_->Submit(Spec(), 0);

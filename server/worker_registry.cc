@@ -25,10 +25,18 @@ std::string WorkerRegistry::Register(const std::string& requested_id, const std:
   w.devices = devices;
   w.registered = true;
   w.alive = true;
+  w.draining = false;
   w.reason.clear();
   w.last_heartbeat = now;
   w.register_time = now;
   return id;
+}
+
+void WorkerRegistry::SetDraining(const std::string& id) {
+  auto it = workers_.find(id);
+  if (it == workers_.end() || it->second.draining) return;
+  it->second.draining = true;
+  it->second.reason = "draining: the worker is shutting down";
 }
 
 void WorkerRegistry::Expect(const std::string& id) {

@@ -37,7 +37,8 @@ struct WorkerEntry {
   std::vector<v1::Device> devices;
   bool registered = false;  // false: only Expect()ed, devices unknown
   bool alive = false;
-  std::string reason;       // why it is not alive
+  bool draining = false;    // shutting down: gets no new attempts
+  std::string reason;       // why it is not alive (or draining)
   absl::Time last_heartbeat;
   absl::Time register_time;
   absl::Time lost_time;
@@ -66,6 +67,10 @@ class WorkerRegistry {
   // Records a heartbeat. NOT_FOUND (register again) when the id is unknown,
   // only expected, or lost.
   absl::Status Heartbeat(const std::string& id);
+
+  // Marks a worker as shutting down (its heartbeat said so): the scheduler
+  // places nothing new on it. Registering again clears it.
+  void SetDraining(const std::string& id);
 
   // Marks alive workers whose deadline passed as lost and returns them (each
   // worker once). Forgets workers lost for more than an hour.
