@@ -239,17 +239,9 @@ void WatchView::Close() {
 
 void WatchView::OnEvent(const v1::JobEvent& ev) {
   const v1::Job& job = ev.job();
-  if (!seen_ || job.state() != last_state_) {
-    ClearBar();
-    std::fprintf(out_, "%s %s%s%s\n", job.id().c_str(), JobStateName(job.state()).c_str(),
-                 job.reason().empty() ? "" : ": ", job.reason().c_str());
-    last_state_ = job.state();
-  } else if (!ev.message().empty() && !tty_) {
-    std::fprintf(out_, "%s\n", ev.message().c_str());
-  }
-  seen_ = true;
   // Epochs that finished since the last event; a reconnect re-sends the
-  // whole history, which must not print twice.
+  // whole history, which must not print twice. They come before the state
+  // line: the event that ends a job also carries its last epoch.
   for (int i = last_history_; i < job.history_size(); ++i) {
     ClearBar();
     const auto& e = job.history(i);
@@ -260,6 +252,16 @@ void WatchView::OnEvent(const v1::JobEvent& ev) {
                  e.test_accuracy(), e.samples_per_second(), e.seconds());
   }
   last_history_ = std::max(last_history_, job.history_size());
+
+  if (!seen_ || job.state() != last_state_) {
+    ClearBar();
+    std::fprintf(out_, "%s %s%s%s\n", job.id().c_str(), JobStateName(job.state()).c_str(),
+                 job.reason().empty() ? "" : ": ", job.reason().c_str());
+    last_state_ = job.state();
+  }
+  // ev.message() is not printed: it repeats what the state line, the epoch
+  // lines and the progress line already show ("progress", "epoch 1 done").
+  seen_ = true;
 
   const auto& p = job.progress();
   if (job.state() == v1::JOB_RUNNING && p.steps_per_epoch() > 0 && p.step() != last_step_) {

@@ -68,7 +68,7 @@ std::string ToJsonArray(const std::vector<M>& items) {
 }
 
 // The live view of `yoke watch`: feed it every JobEvent. It prints state
-// changes (with the event's message), finished epochs, and progress: on a
+// changes (with the reason), finished epochs, and progress: on a
 // terminal a bar redrawn in place (at most 10 times a second), otherwise a
 // plain line at most every `plain_interval`.
 class WatchView {

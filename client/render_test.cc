@@ -116,6 +116,8 @@ TEST(RenderTest, WatchViewPrintsStatesAndEachEpochOnce) {
   e->set_test_accuracy(0.9);
   view.OnEvent(ev);
   view.OnEvent(ev);  // the same history again (a reconnect) prints nothing new
+  // The last event carries both the last epoch and the terminal state.
+  ev.mutable_job()->add_history()->set_epoch(2);
   ev.mutable_job()->set_state(v1::JOB_SUCCEEDED);
   view.OnEvent(ev);
   view.Close();
@@ -126,6 +128,8 @@ TEST(RenderTest, WatchViewPrintsStatesAndEachEpochOnce) {
             "job-7 RUNNING\n"
             "epoch 1/1 step 10/20 (global 10/20)  loss 0.5000  acc 0.0000  0 samples/s  ETA 0:00\n"
             "epoch 1 done: train loss 0.0000 acc 0.0000 | test loss 0.0000 acc 0.9000 | "
+            "0 samples/s, 0.0s\n"
+            "epoch 2 done: train loss 0.0000 acc 0.0000 | test loss 0.0000 acc 0.0000 | "
             "0 samples/s, 0.0s\n"
             "job-7 SUCCEEDED\n");
 }

@@ -1,0 +1,218 @@
+// Helpers for the end-to-end tests of the control plane: run the real `yoke`
+// binary, and a local cluster (`yoke up --detach`) per test that is always
+// torn down, even when the test fails.
+//
+// Each TestCluster lives in its own temp dir with its own state dir
+// (YOKE_STATE_DIR), so tests may run in parallel without seeing each other's
+// clusters. Its destructor runs `yoke down`, then SIGKILLs whatever is left
+// (the daemons, their process groups and their children), so a failing test
+// leaks no process.
+#ifndef YOKE_TESTS_E2E_UTIL_H_
+#define YOKE_TESTS_E2E_UTIL_H_
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/cluster_state.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "proto/yoke/v1/coordinator.pb.h"
+
+namespace yoke::e2e {
+
+inline std::string BinDir() {
+  if (const char* d = std::getenv("YOKE_BIN_DIR")) return d;
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  buf[n > 0 ? n : 0] = '\0';
+  std::string p(buf);
+  return p.substr(0, p.rfind('/'));
+}
+
+inline std::string SourceDir() {
+  const char* d = std::getenv("YOKE_SOURCE_DIR");
+  return d ? d : ".";
+}
+
+inline std::string Config(const std::string& name) { return SourceDir() + "/configs/" + name; }
+
+inline std::string MakeTempDir(const std::string& prefix) {
+  std::string tmpl = "/tmp/" + prefix + "_XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  return mkdtemp(buf.data());
+}
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+};
+
+// Runs a shell command line; stdout (and stderr when merge_stderr) is
+// captured, stderr otherwise goes to the test's stderr for the log.
+inline RunResult Sh(const std::string& cmd, bool merge_stderr = false) {
+  RunResult r;
+  FILE* p = popen((cmd + (merge_stderr ? " 2>&1" : "")).c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// True while `pid` runs (a zombie counts as gone).
+inline bool Alive(pid_t pid) {
+  if (pid <= 0 || kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  size_t paren = line.rfind(')');
+  return !(paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z');
+}
+
+inline std::string ProgramName(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::string argv0;
+  std::getline(in, argv0, '\0');
+  size_t slash = argv0.rfind('/');
+  return slash == std::string::npos ? argv0 : argv0.substr(slash + 1);
+}
+
+// Pids whose parent is `parent`, optionally only those running `name`.
+inline std::vector<pid_t> ChildrenOf(pid_t parent, const std::string& name = "") {
+  std::vector<pid_t> kids;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return kids;
+  while (dirent* e = readdir(d)) {
+    pid_t pid = atoi(e->d_name);
+    if (pid <= 0) continue;
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    size_t paren = line.rfind(')');
+    if (paren == std::string::npos) continue;
+    char state;
+    int ppid = 0;
+    if (sscanf(line.c_str() + paren + 1, " %c %d", &state, &ppid) != 2) continue;
+    if (ppid == parent && state != 'Z' && (name.empty() || ProgramName(pid) == name)) {
+      kids.push_back(pid);
+    }
+  }
+  closedir(d);
+  return kids;
+}
+
+template <typename M>
+bool ParseJson(const std::string& json, M* msg) {
+  return google::protobuf::util::JsonStringToMessage(json, msg).ok();
+}
+
+// Polls `cond` every 200 ms until it holds or `timeout` passes.
+template <typename F>
+bool WaitFor(F cond, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return cond();
+}
+
+class TestCluster {
+ public:
+  // `yoke up --detach --workers N` in a fresh directory; `up_flags` are
+  // added to the command line. Check ok() (the up output is in up_output()).
+  explicit TestCluster(int workers, const std::string& up_flags = "") {
+    dir_ = MakeTempDir("yoke_e2e_cluster");
+    RunResult r = Sh(Env() + BinDir() + "/yoke up --detach --workers " + std::to_string(workers) +
+                         " --dir " + dir_ + " " + up_flags,
+                     true);
+    up_output_ = r.out;
+    auto st = ReadClusterState(dir_ + "/cluster.json");
+    if (r.exit_code == 0 && st.ok()) {
+      state_ = *st;
+      ok_ = true;
+    }
+  }
+
+  ~TestCluster() {
+    std::vector<pid_t> trainers;
+    for (int w : state_.worker_pids) {
+      for (pid_t t : ChildrenOf(w)) trainers.push_back(t);
+    }
+    Sh(Env() + BinDir() + "/yoke down --grace 5 --dir " + dir_ + " >/dev/null", true);
+    // Whatever survived `yoke down` (or a cluster half started).
+    std::vector<pid_t> all = state_.worker_pids;
+    all.push_back(state_.coordinator_pid);
+    all.insert(all.end(), trainers.begin(), trainers.end());
+    for (pid_t p : all) {
+      if (p > 0 && Alive(p)) {
+        kill(-p, SIGKILL);
+        kill(p, SIGKILL);
+      }
+    }
+    if (!::testing::Test::HasFailure()) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir_, ec);
+    } else {
+      std::fprintf(stderr, "cluster directory kept for inspection: %s\n", dir_.c_str());
+    }
+  }
+
+  bool ok() const { return ok_; }
+  const std::string& up_output() const { return up_output_; }
+  const std::string& dir() const { return dir_; }
+  const std::string& address() const { return state_.address; }
+  const ClusterState& state() const { return state_; }
+
+  // `yoke ARGS --coordinator ADDR`.
+  RunResult Yoke(const std::string& args, bool merge_stderr = false) const {
+    return Sh(Env() + BinDir() + "/yoke " + args + " --coordinator " + state_.address,
+              merge_stderr);
+  }
+
+  // The job as `yoke get ID --output json` prints it.
+  bool GetJob(const std::string& id, v1::Job* job) const {
+    RunResult r = Yoke("get " + id + " --output json");
+    return r.exit_code == 0 && ParseJson(r.out, job);
+  }
+
+  // Logs of every daemon, for failure messages.
+  std::string Logs() const {
+    std::string out;
+    for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+      if (e.path().extension() != ".log") continue;
+      std::ifstream in(e.path());
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (text.size() > 4000) text = "..." + text.substr(text.size() - 4000);
+      out += "==== " + e.path().string() + "\n" + text + "\n";
+    }
+    return out;
+  }
+
+ private:
+  std::string Env() const { return "YOKE_STATE_DIR=" + dir_ + "/state "; }
+
+  std::string dir_;
+  std::string up_output_;
+  ClusterState state_;
+  bool ok_ = false;
+};
+
+}  // namespace yoke::e2e
+
+#endif  // YOKE_TESTS_E2E_UTIL_H_
