@@ -22,9 +22,11 @@ build: deps $(BUILD)/build.ninja
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# The main job: trains the Fashion-MNIST CNN (configs/fashion_mnist_cnn.yaml).
+# The main job: a local cluster (`yoke up`: a coordinator and two workers),
+# the Fashion-MNIST CNN (configs/fashion_mnist_cnn.yaml) submitted and watched
+# to the end, then the cluster stopped (scripts/demo.sh).
 demo: build
-	@$(BUILD)/bin/yoke train configs/fashion_mnist_cnn.yaml
+	@scripts/demo.sh $(BUILD)
 
 # Yoke against PyTorch on the same recipes (installs the PyTorch peer).
 bench: build
