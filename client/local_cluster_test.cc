@@ -56,12 +56,14 @@ TEST(LocalClusterTest, SpawnedDaemonWritesItsLogInItsOwnSession) {
   std::string dir = TempDir();
   auto pid = SpawnDaemon({"/bin/sh", "-c", "echo out; echo err >&2; sleep 30"}, dir + "/d.log");
   ASSERT_TRUE(pid.ok()) << pid.status();
+  // The child's setsid and exec race with this thread; once the shell has
+  // written to the log, both have happened.
+  for (int i = 0; i < 250 && LogTail(dir + "/d.log").find("err") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   EXPECT_EQ(getsid(*pid), *pid);  // a session leader: terminal signals miss it
   EXPECT_TRUE(ProcessIsNamed(*pid, "sh"));
   EXPECT_FALSE(ProcessIsNamed(*pid, "yoke-worker"));
-  for (int i = 0; i < 100 && LogTail(dir + "/d.log").find("err") == std::string::npos; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
   EXPECT_EQ(LogTail(dir + "/d.log"), "  | out\n  | err\n");
   EXPECT_TRUE(StopProcess(*pid, std::chrono::seconds(5)));
   EXPECT_FALSE(Alive(*pid));
