@@ -1,0 +1,123 @@
+// Communicator: collective operations over flat buffers among the N ranks of
+// one attempt (every replica of a job is one rank, whether it is a thread in
+// this process or a process on another machine).
+//
+// collective/ sees tensors only as (pointer, count, dtype, device); it knows
+// nothing about layers or the engine's Tensor. Backends: Gloo (CPU buffers,
+// TCP) in gloo_communicator.h and NCCL (CUDA buffers) in nccl_communicator.h.
+//
+// Operations are asynchronous: each call enqueues the operation and returns a
+// Work handle. Operations on one Communicator run in the order they were
+// issued, and every rank must issue the same operations in the same order
+// (the same contract as MPI, NCCL and torch.distributed). Each operation gets
+// a sequence number (1, 2, ...) in issue order; with the op's name and the
+// caller's tag ("bucket 3") it identifies the op in errors and hang reports.
+//
+// Timeouts: every Options carries one. An op that has not completed within
+// it fails with DEADLINE_EXCEEDED, and the message names the op, its sequence
+// number, its tag and the ranks that never arrived, e.g.
+//   "allreduce #1234 (bucket 3) timed out after 30s on rank 0 of 4:
+//    ranks 2,5 never arrived"
+// After a timeout or an Abort() the communicator is broken: every pending and
+// later op fails with the same status. Recovery is a new attempt, with a new
+// communicator.
+//
+// Thread-safety: a Communicator belongs to one rank and is called from one
+// thread (that rank's replica thread); Work::Wait may be called from that
+// thread only. Abort() may be called from any thread.
+#ifndef YOKE_COLLECTIVE_COMMUNICATOR_H_
+#define YOKE_COLLECTIVE_COMMUNICATOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace yoke::collective {
+
+enum class DataType : uint8_t { kF32, kF16, kBF16, kI32, kI64, kU8 };
+size_t DataTypeSize(DataType t);
+const char* DataTypeName(DataType t);
+
+enum class DeviceKind : uint8_t { kCpu, kCuda };
+
+// A flat buffer: `count` elements of `dtype` at `data` on a device.
+struct Buffer {
+  void* data = nullptr;
+  int64_t count = 0;
+  DataType dtype = DataType::kF32;
+  DeviceKind device = DeviceKind::kCpu;
+  int device_index = 0;  // the CUDA ordinal for kCuda
+
+  size_t bytes() const { return static_cast<size_t>(count) * DataTypeSize(dtype); }
+};
+
+enum class ReduceOp : uint8_t {
+  kSum,
+  kAverage,  // the sum divided by size()
+};
+
+struct Options {
+  absl::Duration timeout = absl::Minutes(5);
+  // Names the op in errors and hang reports ("bucket 3"); may be empty.
+  std::string tag;
+};
+
+struct AllreduceOptions : Options {
+  ReduceOp op = ReduceOp::kSum;
+  // kF32 buffers may travel as kF16 or kBF16 (gradient compression): the
+  // buffer is converted, reduced in that type, and converted back. kF32 (the
+  // default) sends the buffer's own type.
+  DataType wire = DataType::kF32;
+};
+
+// A handle on an enqueued operation.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until the operation has completed (its result is in the buffer)
+  // or failed; returns its status.
+  virtual absl::Status Wait() = 0;
+  // Non-blocking: true once Wait() would return immediately.
+  virtual bool IsCompleted() = 0;
+  // The op's sequence number on its communicator.
+  virtual int64_t seq() const = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "gloo" or "nccl".
+  virtual const char* backend() const = 0;
+
+  // In place: every rank's `buf` becomes the elementwise reduction of all
+  // ranks' buffers. Counts and dtypes must match across ranks.
+  virtual std::unique_ptr<Work> Allreduce(Buffer buf, const AllreduceOptions& options) = 0;
+  // Every rank's `buf` becomes rank `root`'s.
+  virtual std::unique_ptr<Work> Broadcast(Buffer buf, int root, const Options& options) = 0;
+  // `out` (size() * in.count elements) receives every rank's `in`, in rank
+  // order.
+  virtual std::unique_ptr<Work> Allgather(Buffer in, Buffer out, const Options& options) = 0;
+  virtual std::unique_ptr<Work> Barrier(const Options& options) = 0;
+
+  // Breaks the communicator: pending and later ops fail with ABORTED and
+  // `reason`. Used by the watchdog and on shutdown; idempotent.
+  virtual void Abort(absl::string_view reason) = 0;
+
+  // Sequence numbers: the last op issued, and the last one completed
+  // successfully (0 before the first). Safe from any thread; the trainer
+  // reports them so that a hang can be attributed to the ranks behind.
+  virtual int64_t issued_seq() const = 0;
+  virtual int64_t completed_seq() const = 0;
+};
+
+}  // namespace yoke::collective
+
+#endif  // YOKE_COLLECTIVE_COMMUNICATOR_H_
