@@ -69,6 +69,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
     const size_t params_before = m->params_.entries().size();
     auto shape_or = node.layer->Build(in_shapes, &m->params_);
     node.needs_grad = m->params_.entries().size() > params_before;
+    node.param_begin = static_cast<int>(params_before);
+    node.param_end = static_cast<int>(m->params_.entries().size());
     for (int src : node.inputs) {
       if (src >= 0 && m->nodes_[src].needs_grad) node.needs_grad = true;
     }
@@ -126,7 +128,8 @@ absl::StatusOr<Tensor> Model::Forward(const Tensor& x, const LayerContext& ctx) 
   return nodes_.back().out;
 }
 
-absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx) {
+absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
+                             const GradReadyFn& on_grad_ready) {
   Node& last = nodes_.back();
   if (!last.grad.defined()) {
     // Evaluation-only Forwards never pay for gradient buffers.
@@ -168,6 +171,9 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx) {
     }
     RETURN_IF_ERROR(Annotate(node.layer->Backward(in, node.out, node.grad, din, ctx),
                              node.layer->name()));
+    if (on_grad_ready) {
+      for (int p = node.param_begin; p < node.param_end; ++p) on_grad_ready(p);
+    }
     size_t k = 0;
     for (size_t j = 0; j < node.inputs.size(); ++j) {
       int src = node.inputs[j];

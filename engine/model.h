@@ -13,6 +13,7 @@
 #ifndef YOKE_ENGINE_MODEL_H_
 #define YOKE_ENGINE_MODEL_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,9 +43,18 @@ class Model {
   // until the next Forward.
   absl::StatusOr<Tensor> Forward(const Tensor& x, const LayerContext& ctx);
 
+  // Called during Backward with a parameter id (ParamSet entry index, i.e.
+  // declaration order) as soon as that parameter's gradient is final: right
+  // after its layer's Backward. The data-parallel trainer starts reducing
+  // gradient buckets from here, while backward carries on.
+  using GradReadyFn = std::function<void(int param_id)>;
+
   // Backpropagates dlogits (N, K) through the last Forward; overwrites every
-  // parameter gradient.
-  absl::Status Backward(const Tensor& dlogits, const LayerContext& ctx);
+  // parameter gradient. `on_grad_ready`, if set, is called once per
+  // parameter, in the order the gradients become final (layers in reverse
+  // order; a layer's parameters in declaration order).
+  absl::Status Backward(const Tensor& dlogits, const LayerContext& ctx,
+                        const GradReadyFn& on_grad_ready = nullptr);
 
   const Shape& input_shape() const { return input_shape_; }
   const Shape& output_shape() const { return nodes_.back().shape; }
@@ -65,6 +75,8 @@ class Model {
     // or reads a node that needs one. Layers between the input and the first
     // parameterised layer (flatten, the first conv's input) skip dL/dx.
     bool needs_grad = false;
+    // The node's parameters: ParamSet entry ids [param_begin, param_end).
+    int param_begin = 0, param_end = 0;
   };
 
   Model() = default;

@@ -89,6 +89,39 @@ TEST(ModelTest, ResidualGraphGradientsMatchFiniteDifferences) {
   EXPECT_EQ(checked, model.params().num_parameters());
 }
 
+// The backward hook reports each parameter once, right after its layer's
+// Backward (layers in reverse order), and the gradient it announces is final:
+// the hook sees the same values the finished Backward leaves behind.
+TEST(ModelTest, GradReadyHookReportsEachParameterWhenFinal) {
+  auto m = Model::Create(ResidualSpec(), {6}, 3);
+  ASSERT_TRUE(m.ok()) << m.status();
+  Model& model = **m;
+  model.params().Initialize(3);
+  Tensor x = Tensor::Empty({2, 6});
+  for (int i = 0; i < x.numel(); ++i) x.data<float>()[i] = 0.1f * i - 0.5f;
+  LayerContext ctx;
+  auto logits = model.Forward(x, ctx);
+  ASSERT_TRUE(logits.ok());
+  Tensor dlogits = Tensor::Empty(logits->shape());
+  for (int i = 0; i < dlogits.numel(); ++i) dlogits.data<float>()[i] = 0.2f * i - 0.3f;
+
+  const auto& entries = model.params().entries();
+  std::vector<int> order;
+  std::vector<std::vector<float>> seen(entries.size());
+  ASSERT_TRUE(model.Backward(dlogits, ctx, [&](int id) {
+    order.push_back(id);
+    Tensor g = model.params().grad(id);
+    seen[id].assign(g.data<float>(), g.data<float>() + g.numel());
+  }).ok());
+  // out (kernel, bias) = ids 4, 5; d2 = 2, 3; d1 = 0, 1.
+  EXPECT_EQ(order, (std::vector<int>{4, 5, 2, 3, 0, 1}));
+  for (size_t id = 0; id < entries.size(); ++id) {
+    Tensor g = model.params().grad(static_cast<int>(id));
+    EXPECT_EQ(seen[id], std::vector<float>(g.data<float>(), g.data<float>() + g.numel()))
+        << entries[id].name;
+  }
+}
+
 TEST(ModelTest, GraphErrorsNameTheLayer) {
   v1::ModelSpec m = ResidualSpec();
   m.mutable_layers(4)->set_inputs(1, "nope");

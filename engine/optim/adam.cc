@@ -20,8 +20,9 @@ Adam::Adam(ParamSet* params, const AdamOptions& options)
   v_ = Tensor::Zeros(p.shape(), DType::kF32, p.device());
 }
 
-absl::Status Adam::Step(float lr) {
-  RETURN_IF_ERROR(CheckStep(lr));
+absl::Status Adam::Step(float lr, float grad_scale) {
+  RETURN_IF_ERROR(CheckStep(lr, grad_scale));
+  const float gs = grad_scale;
   const int64_t t = step_count_ + 1;
   const float b1 = options_.beta1, b2 = options_.beta2, eps = options_.epsilon;
   // Bias corrections in double: 1 - b2^t is ~1e-3 at t = 1 and would lose
@@ -41,7 +42,7 @@ absl::Status Adam::Step(float lr) {
   // One element of the update; the SSE body below is the same arithmetic
   // four lanes at a time.
   auto update = [&](int64_t i) {
-    const float g = grad[i] + l2 * p[i];
+    const float g = gs * grad[i] + l2 * p[i];
     const float mi = b1 * m[i] + (1.0f - b1) * g;
     const float vi = b2 * v[i] + (1.0f - b2) * g * g;
     m[i] = mi;
@@ -56,12 +57,12 @@ absl::Status Adam::Step(float lr) {
   const __m128 vc1 = _mm_set1_ps(1.0f - b1), vc2 = _mm_set1_ps(1.0f - b2);
   const __m128 vl2 = _mm_set1_ps(l2), vshrink = _mm_set1_ps(shrink);
   const __m128 vstep = _mm_set1_ps(step_size), vbc2 = _mm_set1_ps(inv_sqrt_bc2);
-  const __m128 veps = _mm_set1_ps(eps);
+  const __m128 veps = _mm_set1_ps(eps), vgs = _mm_set1_ps(gs);
 #pragma omp parallel for if (n > kParallelThreshold)
   for (int64_t q = 0; q < n4; ++q) {
     const int64_t i = 4 * q;
     const __m128 pi = _mm_loadu_ps(p + i);
-    const __m128 g = _mm_add_ps(_mm_loadu_ps(grad + i), _mm_mul_ps(vl2, pi));
+    const __m128 g = _mm_add_ps(_mm_mul_ps(vgs, _mm_loadu_ps(grad + i)), _mm_mul_ps(vl2, pi));
     const __m128 mi = _mm_add_ps(_mm_mul_ps(vb1, _mm_loadu_ps(m + i)), _mm_mul_ps(vc1, g));
     const __m128 vi = _mm_add_ps(_mm_mul_ps(vb2, _mm_loadu_ps(v + i)),
                                  _mm_mul_ps(_mm_mul_ps(vc2, g), g));

@@ -26,7 +26,8 @@ class Adam final : public Optimizer {
   // `params` must be finalized and outlive the optimizer.
   Adam(ParamSet* params, const AdamOptions& options);
   const char* type() const override { return options_.decoupled ? "adamw" : "adam"; }
-  absl::Status Step(float lr) override;
+  using Optimizer::Step;
+  absl::Status Step(float lr, float grad_scale) override;
   std::vector<std::pair<std::string, Tensor>> State() const override;
 
  private:

@@ -141,3 +141,31 @@ TEST(AdamTest, UnsetHyperParametersTakeDocumentedDefaults) {
 
 }  // namespace
 }  // namespace yoke
+
+namespace yoke {
+namespace {
+
+// Step(lr, s) with gradients g is Step(lr) with gradients s * g (a
+// power-of-two scale keeps it exact), for Adam and AdamW, on the SSE body and
+// the scalar tail alike (5 elements: one group of 4 and a tail).
+TEST(AdamTest, GradScaleEqualsScaledGradients) {
+  for (const char* type : {"adam", "adamw"}) {
+    Fixture a, b;
+    auto oa = Make(&a.params, type, 0.01f);
+    auto ob = Make(&b.params, type, 0.01f);
+    const float g[5] = {0.5f, -1, 2, 0.25f, 3};
+    for (int i = 0; i < 5; ++i) {
+      a.Value(i) = b.Value(i) = 1.0f + i;
+      a.Grad(i) = g[i];
+      b.Grad(i) = g[i] * 0.125f;
+    }
+    for (int step = 0; step < 3; ++step) {
+      ASSERT_TRUE(oa->Step(0.1f, 0.125f).ok());
+      ASSERT_TRUE(ob->Step(0.1f).ok());
+    }
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(a.Value(i), b.Value(i)) << type << " " << i;
+  }
+}
+
+}  // namespace
+}  // namespace yoke

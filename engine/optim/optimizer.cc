@@ -21,7 +21,7 @@ float OrDefault(float v, float d) { return v == 0.0f ? d : v; }
 
 }  // namespace
 
-absl::Status Optimizer::CheckStep(float lr) const {
+absl::Status Optimizer::CheckStep(float lr, float grad_scale) const {
   if (!params_->finalized()) {
     return absl::FailedPreconditionError("optimizer step: the ParamSet is not finalized");
   }
@@ -32,6 +32,10 @@ absl::Status Optimizer::CheckStep(float lr) const {
   if (!(lr >= 0.0f) || !std::isfinite(lr)) {
     return absl::InvalidArgumentError(
         absl::StrCat("optimizer step: learning rate must be finite and >= 0, got ", lr));
+  }
+  if (!(grad_scale > 0.0f) || !std::isfinite(grad_scale)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer step: gradient scale must be finite and > 0, got ", grad_scale));
   }
   return absl::OkStatus();
 }

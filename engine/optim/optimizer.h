@@ -39,9 +39,14 @@ class Optimizer {
   virtual const char* type() const = 0;
 
   // Applies one update with learning rate `lr` (from the schedule) and
-  // increments step_count(). Requires the ParamSet to be finalized on the CPU
-  // (FAILED_PRECONDITION otherwise) and a finite lr >= 0 (INVALID_ARGUMENT).
-  virtual absl::Status Step(float lr) = 0;
+  // increments step_count(). The update uses grad_scale * flat_grads() as the
+  // gradient, folded into the same fused pass: the data-parallel trainer sums
+  // d(sum of per-sample losses)/dθ over the ranks and passes 1 / (global
+  // sample count) here, instead of a separate scaling pass. Requires the
+  // ParamSet to be finalized on the CPU (FAILED_PRECONDITION otherwise), a
+  // finite lr >= 0 and a finite grad_scale > 0 (INVALID_ARGUMENT).
+  virtual absl::Status Step(float lr, float grad_scale) = 0;
+  absl::Status Step(float lr) { return Step(lr, 1.0f); }
 
   // Named state arrays, each (padded_size,) aliasing the optimizer's
   // buffers; empty for stateless plain SGD. Names are stable across versions
@@ -55,7 +60,7 @@ class Optimizer {
  protected:
   explicit Optimizer(ParamSet* params) : params_(params) {}
   // Shared precondition checks of Step().
-  absl::Status CheckStep(float lr) const;
+  absl::Status CheckStep(float lr, float grad_scale = 1.0f) const;
 
   ParamSet* params_;
   int64_t step_count_ = 0;

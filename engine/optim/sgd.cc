@@ -8,17 +8,17 @@ constexpr int64_t kParallelThreshold = 32768;  // elements
 }  // namespace
 
 void SgdUpdate(const SgdOptions& o, float lr, float* __restrict p, const float* __restrict g,
-               float* __restrict v, int64_t n) {
-  const float wd = o.weight_decay, mu = o.momentum;
+               float* __restrict v, int64_t n, float grad_scale) {
+  const float wd = o.weight_decay, mu = o.momentum, gs = grad_scale;
   if (mu == 0.0f) {
 #pragma omp parallel for simd if (n > kParallelThreshold)
-    for (int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + wd * p[i]);
+    for (int64_t i = 0; i < n; ++i) p[i] -= lr * (gs * g[i] + wd * p[i]);
     return;
   }
   if (o.nesterov) {
 #pragma omp parallel for simd if (n > kParallelThreshold)
     for (int64_t i = 0; i < n; ++i) {
-      const float gi = g[i] + wd * p[i];
+      const float gi = gs * g[i] + wd * p[i];
       const float vi = mu * v[i] + gi;
       v[i] = vi;
       p[i] -= lr * (gi + mu * vi);
@@ -27,7 +27,7 @@ void SgdUpdate(const SgdOptions& o, float lr, float* __restrict p, const float* 
   }
 #pragma omp parallel for simd if (n > kParallelThreshold)
   for (int64_t i = 0; i < n; ++i) {
-    const float vi = mu * v[i] + g[i] + wd * p[i];
+    const float vi = mu * v[i] + gs * g[i] + wd * p[i];
     v[i] = vi;
     p[i] -= lr * vi;
   }
@@ -41,11 +41,11 @@ Sgd::Sgd(ParamSet* params, const SgdOptions& options)
   }
 }
 
-absl::Status Sgd::Step(float lr) {
-  RETURN_IF_ERROR(CheckStep(lr));
+absl::Status Sgd::Step(float lr, float grad_scale) {
+  RETURN_IF_ERROR(CheckStep(lr, grad_scale));
   const Tensor& p = params_->flat_values();
   SgdUpdate(options_, lr, p.data<float>(), params_->flat_grads().data<float>(),
-            velocity_.defined() ? velocity_.data<float>() : nullptr, p.numel());
+            velocity_.defined() ? velocity_.data<float>() : nullptr, p.numel(), grad_scale);
   ++step_count_;
   return absl::OkStatus();
 }

@@ -20,16 +20,19 @@ struct SgdOptions {
   float weight_decay = 0.0f;  // >= 0; L2 term added to the gradient
 };
 
-// The fused update over n elements: p, g, v: (n,). `v` may be null when
-// momentum == 0. This is the CPU reference the CUDA kernel is tested against.
-void SgdUpdate(const SgdOptions& o, float lr, float* p, const float* g, float* v, int64_t n);
+// The fused update over n elements: p, g, v: (n,), with gradient
+// grad_scale * g. `v` may be null when momentum == 0. This is the CPU
+// reference the CUDA kernel is tested against.
+void SgdUpdate(const SgdOptions& o, float lr, float* p, const float* g, float* v, int64_t n,
+               float grad_scale = 1.0f);
 
 class Sgd final : public Optimizer {
  public:
   // `params` must be finalized and outlive the optimizer.
   Sgd(ParamSet* params, const SgdOptions& options);
   const char* type() const override { return "sgd"; }
-  absl::Status Step(float lr) override;
+  using Optimizer::Step;
+  absl::Status Step(float lr, float grad_scale) override;
   std::vector<std::pair<std::string, Tensor>> State() const override;
 
  private:

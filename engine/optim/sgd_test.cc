@@ -1,5 +1,6 @@
 #include "engine/optim/sgd.h"
 
+#include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -154,6 +155,41 @@ TEST(SgdTest, StepRejectsBadLearningRate) {
   EXPECT_EQ(opt->Step(-1.0f).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(opt->Step(std::nanf("")).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(opt->step_count(), 0);
+}
+
+}  // namespace
+}  // namespace yoke
+
+namespace yoke {
+namespace {
+
+// Step(lr, s) with gradients g is Step(lr) with gradients s * g, for every
+// variant (the data-parallel trainer folds 1 / global count in this way). A
+// power-of-two scale keeps the comparison exact.
+TEST(SgdTest, GradScaleEqualsScaledGradients) {
+  for (float momentum : {0.0f, 0.9f}) {
+    for (bool nesterov : {false, true}) {
+      if (nesterov && momentum == 0.0f) continue;
+      Fixture a, b;
+      auto oa = Make(&a.params, 0.1f, momentum, nesterov, 0.01f);
+      auto ob = Make(&b.params, 0.1f, momentum, nesterov, 0.01f);
+      a.Set({1, 2, 3, 4, 5}, {0.5f, -1, 2, 0.25f, 3});
+      b.Set({1, 2, 3, 4, 5}, {0.125f, -0.25f, 0.5f, 0.0625f, 0.75f});
+      for (int step = 0; step < 2; ++step) {
+        ASSERT_TRUE(oa->Step(0.1f, 0.25f).ok());
+        ASSERT_TRUE(ob->Step(0.1f).ok());
+      }
+      for (int i = 0; i < 5; ++i) EXPECT_EQ(a.Value(i), b.Value(i)) << i;
+    }
+  }
+}
+
+TEST(SgdTest, RejectsBadGradScale) {
+  Fixture f;
+  auto o = Make(&f.params, 0.1f, 0.0f, false, 0.0f);
+  EXPECT_EQ(o->Step(0.1f, 0.0f).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(o->Step(0.1f, std::numeric_limits<float>::infinity()).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
