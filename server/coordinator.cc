@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/job_validate.h"
 #include "common/status.h"
+#include "server/hang_report.h"
 #include "spdlog/spdlog.h"
 
 namespace yoke {
@@ -30,12 +31,16 @@ const v1::Assignment* ShareOf(const v1::Attempt& a, const std::string& worker_id
   return nullptr;
 }
 
-std::string ExitReason(const std::string& worker_id, const v1::AttemptStatus& st) {
+// "trainer on w-1 exited with code 1: <its message>"; in a world of more
+// than one rank the trainer's ranks are named too ("trainer of rank 1 on w-2").
+std::string ExitReason(const v1::Attempt& a, const v1::Assignment& share,
+                       const v1::AttemptStatus& st) {
+  const std::string who =
+      a.world_size() > 1 ? absl::StrCat("trainer of ", RanksOf(share), " on ", share.worker_id())
+                         : absl::StrCat("trainer on ", share.worker_id());
   std::string what = st.exit_code() > 128
-                         ? absl::StrCat("trainer on ", worker_id, " killed by signal ",
-                                        st.exit_code() - 128)
-                         : absl::StrCat("trainer on ", worker_id, " exited with code ",
-                                        st.exit_code());
+                         ? absl::StrCat(who, " killed by signal ", st.exit_code() - 128)
+                         : absl::StrCat(who, " exited with code ", st.exit_code());
   if (!st.reason().empty()) absl::StrAppend(&what, ": ", st.reason());
   return what;
 }
@@ -349,6 +354,7 @@ void Coordinator::RunScheduler() {
     if (aj.job.start_time_ms() == 0) aj.job.set_start_time_ms(now_ms);
     aj.reported.clear();
     aj.exited.clear();
+    aj.collective_done.clear();
     aj.resume_checkpoint =
         a->number() > 1 ? LatestCheckpoint(aj.job.spec().checkpoint().dir()) : "";
     pending_.erase(p.job_id);
@@ -512,14 +518,22 @@ void Coordinator::ApplyStatus(const std::string& worker_id, const v1::AttemptSta
   }
   bool state_changed = false;
   std::string message;
-  if (st.epochs_size() > 0) {
+  // The job's metrics are global rank 0's (every rank trains the same
+  // model; rank 0 evaluates and checkpoints). Other ranks' collective
+  // sequence numbers are kept for hang reports.
+  const bool rank0 = share->first_rank() == 0;
+  if (st.has_progress() && (st.progress().collective_seq_issued() > 0 ||
+                            st.progress().collective_seq_completed() > 0)) {
+    aj.collective_done[share->first_rank()] = st.progress().collective_seq_completed();
+  }
+  if (rank0 && st.epochs_size() > 0) {
     for (const v1::EpochResult& e : st.epochs()) *aj.job.add_history() = e;
     const v1::EpochResult& last = st.epochs(st.epochs_size() - 1);
     message = absl::StrCat("epoch ", last.epoch(), " done: train_loss ", last.train_loss(),
                            ", test_accuracy ", last.test_accuracy());
     state_changed = true;  // the metric history is written at once, like states
   }
-  if (st.has_progress()) {
+  if (rank0 && st.has_progress()) {
     *aj.job.mutable_progress() = st.progress();
     aj.dirty = true;
     if (message.empty()) message = "progress";
@@ -538,10 +552,11 @@ void Coordinator::ApplyStatus(const std::string& worker_id, const v1::AttemptSta
     aj.exited[worker_id] = st.exit_code();
     if (st.exit_code() != 0) {
       // Exit code 2 is a bad spec or input: a retry would fail the same way.
-      FailAttempt(aj, ExitReason(worker_id, st), /*retryable=*/st.exit_code() != 2);
+      FailAttempt(aj, AttributeHang(ExitReason(*a, *share, st), *a, aj.collective_done),
+                  /*retryable=*/st.exit_code() != 2);
       return;  // `aj` may be gone
     }
-    if (share->first_rank() == 0) *aj.job.mutable_result() = st.result();
+    if (rank0) *aj.job.mutable_result() = st.result();
     if (static_cast<int>(aj.exited.size()) == a->assignments_size()) {
       a->set_state(v1::ATTEMPT_SUCCEEDED);
       a->set_end_time_ms(clock_->NowMs());
@@ -607,6 +622,7 @@ void Coordinator::FailAttempt(ActiveJob& aj, const std::string& reason, bool ret
                                  restarts_used + 1, " of ", max_restarts, ")"));
   aj.reported.clear();
   aj.exited.clear();
+  aj.collective_done.clear();
   pending_.insert(aj.job.id());
   schedule_needed_ = true;
   Persist(aj).IgnoreError();
@@ -641,7 +657,14 @@ void Coordinator::Tick() {
     const std::set<std::string> ids = jobs->second;  // FailAttempt edits the index
     for (const std::string& job_id : ids) {
       auto it = active_.find(job_id);
-      if (it != active_.end()) FailAttempt(it->second, lost.reason, /*retryable=*/true);
+      if (it == active_.end()) continue;
+      std::string reason = lost.reason;
+      const v1::Attempt* a = CurrentAttempt(it->second);
+      const v1::Assignment* share = a ? ShareOf(*a, lost.id) : nullptr;
+      if (share != nullptr && a->world_size() > 1) {
+        absl::StrAppend(&reason, " (it ran ", RanksOf(*share), " of ", a->world_size(), ")");
+      }
+      FailAttempt(it->second, reason, /*retryable=*/true);
     }
   }
   const absl::Time now = clock_->Now();

@@ -12,7 +12,14 @@
 //      attempt reported RUNNING; exit 0 everywhere -> SUCCEEDED with rank 0's
 //      result; any other exit fails the attempt), runs the scheduler if
 //      anything freed or queued, and replies with the desired state: the full
-//      list of attempts that worker should run.
+//      list of attempts that worker should run. A job's progress, epoch
+//      history and result are global rank 0's; every share's last
+//      collective sequence number is kept, and a collective timeout's reason
+//      gets the workers of the ranks that never arrived and each rank's last
+//      completed collective appended (server/hang_report.h). One share
+//      failing fails the attempt: the other shares leave their workers'
+//      desired state (so their trainers are stopped) and the attempt's
+//      rendezvous namespace is dropped.
 //   3. The worker converges: it starts desired attempts it does not run and
 //      stops the ones no longer desired. It reports a finished attempt until
 //      the desired list no longer holds it. Devices of a stopped attempt stay
@@ -148,6 +155,9 @@ class Coordinator {
     std::string resume_checkpoint;        // of the current attempt
     std::set<std::string> reported;       // workers whose share reported RUNNING
     std::map<std::string, int> exited;    // worker -> exit code (current attempt)
+    // first rank of a share -> the last collective_seq_completed its trainer
+    // reported (current attempt), for hang reports (server/hang_report.h)
+    std::map<int, int64_t> collective_done;
   };
   struct Draining {
     std::string kind;

@@ -217,6 +217,159 @@ TEST_F(CoordinatorTest, GangWaitsForAllWorkersAndReportsWhy) {
   EXPECT_EQ(Job(*id).result().steps(), 42);
 }
 
+// ---- multi-worker attempts (issue 4)
+
+class MultiWorkerTest : public CoordinatorTest {
+ protected:
+  // Two 1-cpu workers and a job over both, each share reported RUNNING.
+  void StartTwoRanks(const std::vector<std::string>& overrides = {}) {
+    w1_ = Register(1);
+    w2_ = Register(1);
+    std::vector<std::string> o = {"distribution.workers=2"};
+    o.insert(o.end(), overrides.begin(), overrides.end());
+    auto id = coord_->Submit(Spec(o), 0);
+    ASSERT_TRUE(id.ok()) << id.status();
+    id_ = *id;
+    Beat(w1_, {Status(id_, 1, v1::AttemptStatus::RUNNING)});
+    Beat(w2_, {Status(id_, 1, v1::AttemptStatus::RUNNING)});
+    ASSERT_EQ(Job(id_).state(), v1::JOB_RUNNING);
+  }
+
+  v1::AttemptStatus Exit(int attempt, int code, const std::string& reason) {
+    v1::AttemptStatus st = Status(id_, attempt, v1::AttemptStatus::EXITED);
+    st.set_exit_code(code);
+    st.set_reason(reason);
+    return st;
+  }
+
+  v1::AttemptStatus Progress(int attempt, int64_t step, int64_t completed) {
+    v1::AttemptStatus st = Status(id_, attempt, v1::AttemptStatus::RUNNING);
+    st.mutable_progress()->set_step(step);
+    st.mutable_progress()->set_collective_seq_issued(completed + 1);
+    st.mutable_progress()->set_collective_seq_completed(completed);
+    return st;
+  }
+
+  std::string w1_, w2_, id_;
+};
+
+TEST_F(MultiWorkerTest, OneRankFailingStopsTheOthersAndFailsTheJobWithItsRank) {
+  StartTwoRanks();
+  EXPECT_EQ(Beat(w1_).desired_size(), 1);
+  Beat(w2_, {Exit(1, 128 + 9, "")});
+  v1::Job j = Job(id_);
+  EXPECT_EQ(j.state(), v1::JOB_FAILED);
+  EXPECT_EQ(j.reason(), "trainer of rank 1 on w-2 killed by signal 9");
+  EXPECT_EQ(j.attempts(0).state(), v1::ATTEMPT_FAILED);
+  // Rank 0's worker no longer has the attempt in its desired state, so it
+  // stops its trainer; whatever that trainer reports next changes nothing.
+  EXPECT_EQ(Beat(w1_, {Status(id_, 1, v1::AttemptStatus::RUNNING)}).desired_size(), 0);
+  Beat(w1_, {Exit(1, 128 + 15, "stopped: no longer desired by the coordinator")});
+  EXPECT_EQ(Job(id_).reason(), "trainer of rank 1 on w-2 killed by signal 9");
+}
+
+TEST_F(MultiWorkerTest, FailedRankRestartsTheGangInAFreshRendezvousNamespace) {
+  StartTwoRanks({"restart.max_restarts=1"});
+  auto* rdv = coord_->rendezvous();
+  ASSERT_TRUE(rdv->Put(id_, 1, "gloo/rank0", "127.0.0.1:4000").ok());
+  EXPECT_EQ(*rdv->Get(id_, 1, "gloo/rank0", absl::ZeroDuration()), "127.0.0.1:4000");
+  // Another attempt's namespace is not open: no trainer of it can meet ours.
+  EXPECT_EQ(rdv->Put(id_, 2, "k", "v").code(), absl::StatusCode::kFailedPrecondition);
+
+  Beat(w1_, {Exit(1, 1, "loss is NaN at step 17")});
+  v1::Job j = Job(id_);
+  EXPECT_EQ(j.state(), v1::JOB_PENDING);
+  EXPECT_EQ(j.attempts(0).reason(),
+            "trainer of rank 0 on w-1 exited with code 1: loss is NaN at step 17");
+  // The failed attempt's keys are gone with it.
+  EXPECT_EQ(rdv->Get(id_, 1, "gloo/rank0", absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(rdv->num_namespaces(), 0);
+  // Rank 1's trainer is still stopping: its device stays held, and the gang
+  // does not start again until it is gone.
+  EXPECT_EQ(Beat(w2_, {Status(id_, 1, v1::AttemptStatus::RUNNING)}).desired_size(), 0);
+  EXPECT_EQ(Job(id_).state(), v1::JOB_PENDING);
+  v1::HeartbeatResponse r2 = Beat(w2_, {Exit(1, 128 + 15, "")});
+  v1::HeartbeatResponse r1 = Beat(w1_);
+  ASSERT_EQ(r1.desired_size(), 1);
+  ASSERT_EQ(r2.desired_size(), 1);
+  EXPECT_EQ(r1.desired(0).attempt(), 2);
+  EXPECT_EQ(r2.desired(0).attempt(), 2);
+  EXPECT_EQ(r1.desired(0).first_rank() + r2.desired(0).first_rank(), 1);
+  EXPECT_EQ(Job(id_).state(), v1::JOB_SCHEDULED);
+  // Attempt 2 starts with an empty namespace.
+  EXPECT_EQ(rdv->num_namespaces(), 1);
+  EXPECT_EQ(rdv->Get(id_, 2, "gloo/rank0", absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  // Finishing drops it.
+  Beat(w1_, {Status(id_, 2, v1::AttemptStatus::EXITED)});
+  Beat(w2_, {Status(id_, 2, v1::AttemptStatus::EXITED)});
+  EXPECT_EQ(Job(id_).state(), v1::JOB_SUCCEEDED);
+  EXPECT_EQ(rdv->num_namespaces(), 0);
+}
+
+TEST_F(MultiWorkerTest, LostWorkerFailsTheAttemptNamingItsRank) {
+  StartTwoRanks();
+  clock_.Advance(absl::Seconds(6));
+  Beat(w1_, {Status(id_, 1, v1::AttemptStatus::RUNNING)});
+  clock_.Advance(absl::Seconds(5));
+  coord_->Tick();
+  v1::Job j = Job(id_);
+  EXPECT_EQ(j.state(), v1::JOB_FAILED);
+  EXPECT_EQ(j.reason(), "worker w-2 missed heartbeats for 10s (it ran rank 1 of 2)");
+  EXPECT_EQ(Beat(w1_, {Status(id_, 1, v1::AttemptStatus::RUNNING)}).desired_size(), 0);
+}
+
+TEST_F(MultiWorkerTest, ResultProgressAndHistoryComeFromRankZero) {
+  StartTwoRanks();
+  Beat(w2_, {Progress(1, 99, 5)});
+  EXPECT_EQ(Job(id_).progress().step(), 0) << "rank 1's progress is not the job's";
+  Beat(w1_, {Progress(1, 40, 5)});
+  EXPECT_EQ(Job(id_).progress().step(), 40);
+
+  v1::AttemptStatus e1 = Status(id_, 1, v1::AttemptStatus::RUNNING);
+  e1.add_epochs()->set_epoch(1);
+  e1.mutable_epochs(0)->set_test_accuracy(0.5);
+  Beat(w2_, {e1});
+  e1.mutable_epochs(0)->set_test_accuracy(0.8);
+  Beat(w1_, {e1});
+  ASSERT_EQ(Job(id_).history_size(), 1);
+  EXPECT_DOUBLE_EQ(Job(id_).history(0).test_accuracy(), 0.8);
+
+  // Rank 0 finishes first; rank 1's later result does not replace it.
+  v1::AttemptStatus done0 = Status(id_, 1, v1::AttemptStatus::EXITED);
+  done0.mutable_result()->set_test_accuracy(0.8);
+  done0.mutable_result()->set_steps(938);
+  Beat(w1_, {done0});
+  v1::AttemptStatus done1 = Status(id_, 1, v1::AttemptStatus::EXITED);
+  done1.mutable_result()->set_test_accuracy(0.1);
+  Beat(w2_, {done1});
+  v1::Job j = Job(id_);
+  EXPECT_EQ(j.state(), v1::JOB_SUCCEEDED);
+  EXPECT_DOUBLE_EQ(j.result().test_accuracy(), 0.8);
+  EXPECT_EQ(j.result().steps(), 938);
+}
+
+TEST_F(MultiWorkerTest, CollectiveTimeoutNamesTheLaggingRanksWorkerAndEveryRanksProgress) {
+  StartTwoRanks();
+  Beat(w1_, {Progress(1, 600, 1233)});
+  Beat(w2_, {Progress(1, 590, 1199)});
+  // Rank 0's watchdog gives up on rank 1; the exit carries its last progress.
+  v1::AttemptStatus st =
+      Exit(1, 1, "allreduce #1234 (bucket 3) timed out after 30s on rank 0 of 2: rank 1 never arrived");
+  *st.mutable_progress() = Progress(1, 600, 1233).progress();
+  Beat(w1_, {st});
+  v1::Job j = Job(id_);
+  EXPECT_EQ(j.state(), v1::JOB_FAILED);
+  EXPECT_EQ(j.reason(),
+            "trainer of rank 0 on w-1 exited with code 1: allreduce #1234 (bucket 3) timed out "
+            "after 30s on rank 0 of 2: rank 1 never arrived (worker w-2); last collective "
+            "completed per rank: r0=1233 r1=1199");
+  EXPECT_EQ(j.attempts(0).reason(), j.reason());
+  // Neither worker runs the attempt any more.
+  EXPECT_EQ(Beat(w2_, {Status(id_, 1, v1::AttemptStatus::RUNNING)}).desired_size(), 0);
+}
+
 TEST_F(CoordinatorTest, DrainingWorkerGetsNoNewAttempts) {
   const std::string w1 = Register(1);
   const std::string w2 = Register(1);

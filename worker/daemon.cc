@@ -1,5 +1,6 @@
 #include "worker/daemon.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -339,6 +340,11 @@ absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerProcessOptions* opt
     return absl::InvalidArgumentError(absl::StrCat("first_rank: must be in [0, ", world,
                                                    "), got ", d.first_rank()));
   }
+  if (d.first_rank() + std::max(d.num_replicas(), 1) > world) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_replicas: ranks ", d.first_rank(), "..",
+                     d.first_rank() + d.num_replicas() - 1, " do not fit a world of ", world));
+  }
   std::filesystem::path dir = std::filesystem::path(options_.work_dir) / d.job_id() /
                               absl::StrCat("attempt-", d.attempt());
   std::error_code ec;
@@ -356,6 +362,17 @@ absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerProcessOptions* opt
   opts->binary = options_.trainer_path;
   opts->args = {spec_path,   "--output", "events", "--rank", absl::StrCat(d.first_rank()),
                 "--world-size", absl::StrCat(world)};
+  if (world > 1) {
+    // Ranks [first_rank, first_rank + replicas) run here as threads; the
+    // trainer meets the other ranks through the attempt's rendezvous
+    // namespace on the coordinator this daemon talks to. A world of one
+    // needs no rendezvous and gets the single-process command line.
+    const int replicas = d.num_replicas() > 0 ? d.num_replicas() : 1;
+    opts->args.insert(opts->args.end(),
+                      {"--replicas", absl::StrCat(replicas), "--coordinator",
+                       options_.coordinator_address, "--job-id", d.job_id(), "--attempt",
+                       absl::StrCat(d.attempt())});
+  }
   if (!d.resume_checkpoint().empty()) {
     opts->args.push_back("--resume");
     opts->args.push_back(d.resume_checkpoint());

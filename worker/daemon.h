@@ -18,8 +18,11 @@
 //      until the coordinator stops listing the attempt. Nothing new follows
 //      an EXITED status, so the coordinator may treat it as final.
 //   3. Reconcile to the reply's desired list: start each listed attempt it
-//      does not know (a `yoke-trainer SPEC --output events` child in
-//      work_dir/<job>/attempt-<n>/), stop (SIGTERM, SIGKILL after the grace)
+//      does not know (a `yoke-trainer SPEC --output events --rank R
+//      --world-size N` child in work_dir/<job>/attempt-<n>/; in a world of
+//      more than one rank also `--replicas K --coordinator ADDR --job-id ID
+//      --attempt A`, from which the trainer reaches the attempt's
+//      rendezvous), stop (SIGTERM, SIGKILL after the grace)
 //      running attempts no longer listed, and forget exited attempts once a
 //      heartbeat reporting their exit was answered without them. An attempt
 //      it knows is never started twice, even while listed after its exit.
@@ -79,7 +82,8 @@ struct WorkerDaemonOptions {
   // Reported at registration.
   std::string hostname;
   std::vector<v1::Device> devices;
-  // For log messages only.
+  // The coordinator's host:port: for log messages, and handed to the
+  // trainers of multi-rank attempts for their rendezvous.
   std::string coordinator_address;
   // Attempts run in work_dir/<job_id>/attempt-<n>/ (created as needed).
   std::string work_dir;

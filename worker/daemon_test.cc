@@ -433,6 +433,32 @@ TEST_F(DaemonTest, PassesRanksAndResumeCheckpoint) {
                 "/ckpt/step-100.ckpt\n");
 }
 
+TEST_F(DaemonTest, PassesTheRendezvousToARankOfAMultiWorkerAttempt) {
+  v1::DesiredAttempt want = Desired("job-11", 3, "quick");
+  want.set_world_size(4);
+  want.set_first_rank(2);
+  want.set_num_replicas(2);
+  fake_.desired = {want};
+  auto d = NewDaemon();
+  ASSERT_TRUE(TickUntil(*d, [&] { return Exited("job-11/3"); }));
+  const std::string attempt_dir = options_.work_dir + "/job-11/attempt-3";
+  EXPECT_EQ(ReadFile(attempt_dir + "/runs.txt"),
+            attempt_dir +
+                "/job.yaml --output events --rank 2 --world-size 4 --replicas 2 "
+                "--coordinator fake --job-id job-11 --attempt 3\n");
+
+  // Ranks past the end of the world are refused, not started.
+  v1::DesiredAttempt bad = Desired("job-12", 1, "quick");
+  bad.set_world_size(2);
+  bad.set_first_rank(1);
+  bad.set_num_replicas(2);
+  fake_.desired = {bad};
+  ASSERT_TRUE(TickUntil(*d, [&] { return Exited("job-12/1"); }));
+  EXPECT_EQ(fake_.Last("job-12/1").exit_code(), 127);
+  EXPECT_NE(fake_.Last("job-12/1").reason().find("num_replicas"), std::string::npos)
+      << fake_.Last("job-12/1").reason();
+}
+
 TEST_F(DaemonTest, ShutdownStopsTrainersAndReportsTheirExit) {
   fake_.interval_ms = 50;
   fake_.desired = {Desired("job-10", 1, "long")};
