@@ -1,0 +1,589 @@
+#include "collective/gloo_communicator.h"
+
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "collective/half.h"
+#include "collective/hang_check.h"
+#include "gloo/allgather.h"
+#include "gloo/allreduce.h"
+#include "gloo/barrier.h"
+#include "gloo/broadcast.h"
+#include "gloo/common/error.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/rendezvous/store.h"
+#include "gloo/transport/tcp/device.h"
+#include "spdlog/spdlog.h"
+
+namespace yoke::collective {
+namespace {
+
+std::chrono::milliseconds ToChronoMs(absl::Duration d) {
+  return std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
+}
+
+// Gloo's rendezvous store on top of ours. Gloo reports failure by throwing;
+// the first failure's Status is kept so bootstrap can return it intact.
+class GlooStore : public gloo::rendezvous::Store {
+ public:
+  GlooStore(collective::Store* base, absl::Duration timeout) : base_(base), timeout_(timeout) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    Check(base_->Set(Key(key), absl::string_view(data.data(), data.size())));
+  }
+  std::vector<char> get(const std::string& key) override {
+    absl::StatusOr<std::string> v = base_->Get(Key(key), timeout_);
+    Check(v.status());
+    return std::vector<char>(v->begin(), v->end());
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, ToChronoMs(timeout_)); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    const absl::Time deadline = absl::Now() + absl::FromChrono(timeout);
+    for (const std::string& k : keys) {
+      Check(base_->Get(Key(k), std::max(deadline - absl::Now(), absl::ZeroDuration())).status());
+    }
+  }
+
+  const absl::Status& error() const { return error_; }
+
+ private:
+  static std::string Key(const std::string& k) { return absl::StrCat("gloo/", k); }
+  void Check(const absl::Status& s) {
+    if (s.ok()) return;
+    if (error_.ok()) error_ = s;
+    throw gloo::IoException(std::string(s.message()));
+  }
+
+  collective::Store* base_;
+  absl::Duration timeout_;
+  absl::Status error_;
+};
+
+template <typename T>
+void SumInto(void* out, const void* a, const void* b, size_t n) {
+  T* o = static_cast<T*>(out);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
+}
+
+void SumF16Fn(void* out, const void* a, const void* b, size_t n) {
+  SumF16(static_cast<uint16_t*>(out), static_cast<const uint16_t*>(a),
+         static_cast<const uint16_t*>(b), n);
+}
+void SumBF16Fn(void* out, const void* a, const void* b, size_t n) {
+  SumBF16(static_cast<uint16_t*>(out), static_cast<const uint16_t*>(a),
+          static_cast<const uint16_t*>(b), n);
+}
+
+gloo::AllreduceOptions::Func SumFunction(DataType t) {
+  switch (t) {
+    case DataType::kF32:
+      return &SumInto<float>;
+    case DataType::kF16:
+      return &SumF16Fn;
+    case DataType::kBF16:
+      return &SumBF16Fn;
+    case DataType::kI32:
+      return &SumInto<int32_t>;
+    case DataType::kI64:
+      return &SumInto<int64_t>;
+    case DataType::kU8:
+      return &SumInto<uint8_t>;
+  }
+  return nullptr;
+}
+
+// Divides in place by `n` (kAverage): f32 and integers natively, halves
+// through f32.
+void DivideBy(Buffer b, int n) {
+  const int64_t c = b.count;
+  switch (b.dtype) {
+    case DataType::kF32:
+      for (float *p = static_cast<float*>(b.data), *e = p + c; p != e; ++p) *p /= n;
+      return;
+    case DataType::kI32:
+      for (int32_t *p = static_cast<int32_t*>(b.data), *e = p + c; p != e; ++p) *p /= n;
+      return;
+    case DataType::kI64:
+      for (int64_t *p = static_cast<int64_t*>(b.data), *e = p + c; p != e; ++p) *p /= n;
+      return;
+    case DataType::kU8:
+      for (uint8_t *p = static_cast<uint8_t*>(b.data), *e = p + c; p != e; ++p) *p /= n;
+      return;
+    case DataType::kF16:
+    case DataType::kBF16: {
+      uint16_t* h = static_cast<uint16_t*>(b.data);
+      const bool f16 = b.dtype == DataType::kF16;
+      for (int64_t i = 0; i < c; ++i) {
+        const float v = (f16 ? F16ToF32Scalar(h[i]) : BF16ToF32Scalar(h[i])) / n;
+        h[i] = f16 ? F32ToF16Scalar(v) : F32ToBF16Scalar(v);
+      }
+      return;
+    }
+  }
+}
+
+// What an op's body gets from the background thread.
+struct OpEnv {
+  const std::shared_ptr<gloo::Context>& context;
+  uint32_t tag;  // the op's seq: every rank tags the same op alike
+  std::chrono::milliseconds timeout;
+  std::vector<uint16_t>* scratch;  // for wire compression; op thread only
+};
+
+// The Gloo tag of op `seq` with `signature`: equal on every rank that calls
+// the same op, different (but for a 2^-32 chance) otherwise, so mismatched
+// ops never exchange bytes (Gloo would abort the process on a size
+// mismatch) and wait out their timeout instead. FNV-1a: the same in every
+// process.
+uint32_t OpTag(int64_t seq, const std::string& signature) {
+  uint32_t h = 2166136261u;
+  for (unsigned char ch : signature) h = (h ^ ch) * 16777619u;
+  return h ^ static_cast<uint32_t>(static_cast<uint64_t>(seq) * 0x9E3779B1u);
+}
+
+// How many recent ops' signatures a core remembers for hang checks.
+constexpr int kRecentOps = 64;
+
+// One enqueued op. `done` and `status` are guarded by the owning core's mu_.
+struct Op {
+  int64_t seq = 0;
+  std::string what;       // "allreduce #7 (bucket 3)"
+  std::string signature;  // "allreduce 1000 f32 sum": must match on every rank
+  absl::Duration timeout;
+  std::function<void(const OpEnv&)> run;  // throws Gloo's exceptions
+  bool done = false;
+  absl::Status status;
+  absl::Time started = absl::InfiniteFuture();
+};
+
+class GlooCore {
+ public:
+  GlooCore(Store* store, int rank, int size, GlooOptions options,
+           std::shared_ptr<gloo::Context> context)
+      : store_(store), rank_(rank), size_(size), options_(std::move(options)),
+        context_(std::move(context)) {}
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  Store* store() const { return store_; }
+  const GlooOptions& options() const { return options_; }
+  int64_t issued() const { return issued_.load(); }
+  int64_t completed() const { return completed_.load(); }
+
+  std::shared_ptr<Op> Enqueue(const char* name, const Options& o, std::string signature,
+                              std::function<void(const OpEnv&)> run) {
+    auto op = std::make_shared<Op>();
+    op->seq = issued_.load() + 1;
+    op->signature = std::move(signature);
+    op->what = absl::StrCat(name, " #", op->seq, o.tag.empty() ? "" : " (", o.tag,
+                            o.tag.empty() ? "" : ")");
+    op->timeout = o.timeout;
+    op->run = std::move(run);
+    absl::MutexLock lock(&mu_);
+    recent_[op->seq % kRecentOps] = {op->seq, op->signature};
+    queue_.push_back(op);
+    issued_.store(op->seq);
+    return op;
+  }
+
+  // The body of the background thread.
+  void Loop() {
+    while (true) {
+      std::shared_ptr<Op> op;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](GlooCore* c) ABSL_SHARED_LOCKS_REQUIRED(c->mu_) {
+              return c->stop_ || !c->queue_.empty();
+            },
+            this));
+        if (queue_.empty()) break;
+        op = std::move(queue_.front());
+        queue_.pop_front();
+        if (!broken_.ok()) {
+          Finish(op.get(), broken_);
+          continue;
+        }
+        op->started = absl::Now();
+      }
+      absl::Status s = Run(op.get());
+      absl::MutexLock lock(&mu_);
+      if (s.ok()) {
+        completed_.store(op->seq);
+      } else if (broken_.ok()) {
+        broken_ = s;
+      }
+      Finish(op.get(), s);  // a failed op keeps its own diagnosis
+    }
+    exited_.Notify();
+  }
+
+  // Blocks until `op` is done or the communicator is broken.
+  absl::Status Wait(Op* op) {
+    absl::MutexLock lock(&mu_);
+    auto ready = [this, op]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return op->done || !broken_.ok();
+    };
+    while (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1))) {
+      // Gloo enforces the op's timeout itself; this only guards against a
+      // Gloo call that never returns.
+      const absl::Duration limit = op->timeout + options_.hang_grace + absl::Seconds(10);
+      if (absl::Now() - op->started > limit) {
+        broken_ = absl::DeadlineExceededError(absl::StrCat(
+            op->what, " still inside Gloo ", absl::FormatDuration(limit), " after it started on rank ",
+            rank_, " of ", size_, " (Gloo did not honour its timeout)"));
+      }
+    }
+    return op->done ? op->status : broken_;
+  }
+
+  // For the hang listener: how far this rank got, and what its op #seq was.
+  SeqState State(int64_t seq) {
+    absl::MutexLock lock(&mu_);
+    const auto& [s, signature] = recent_[seq % kRecentOps];
+    return SeqState{issued_.load(), completed_.load(), s == seq ? signature : ""};
+  }
+
+  // A peer's op failed (the hang listener got its request): break this
+  // communicator too, so a late rank fails fast instead of timing out.
+  void OnPeerFailure(const HangRequest& r) {
+    const std::string mine = State(r.seq).signature;
+    absl::Status s;
+    if (!mine.empty() && !r.signature.empty() && mine != r.signature) {
+      s = absl::InvalidArgumentError(absl::StrCat(
+          "op #", r.seq, " on rank ", rank_, " of ", size_, ": ranks disagree on op #", r.seq,
+          ": rank ", r.from_rank, " called ", r.signature, ", this rank ", mine));
+    } else {
+      s = absl::AbortedError(absl::StrCat("rank ", rank_, " of ", size_,
+                                          ": communicator broken by a peer's failure: ", r.what));
+    }
+    absl::MutexLock lock(&mu_);
+    if (broken_.ok()) broken_ = s;
+  }
+
+  bool IsDone(Op* op) {
+    absl::MutexLock lock(&mu_);
+    return op->done || !broken_.ok();
+  }
+
+  void Abort(absl::string_view reason) {
+    absl::MutexLock lock(&mu_);
+    if (broken_.ok()) broken_ = absl::AbortedError(reason);
+  }
+
+  // Closes the connections (peers see this rank leave). Only after the
+  // background thread has exited.
+  void ReleaseContext() { context_.reset(); }
+
+  // Stops the background thread once the queue is drained (queued ops fail
+  // fast if broken). True if it exited within `wait`.
+  bool Stop(absl::Duration wait) {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    return exited_.WaitForNotificationWithTimeout(wait);
+  }
+
+ private:
+  void Finish(Op* op, const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    op->status = s;
+    op->done = true;
+    op->run = nullptr;
+  }
+
+  std::string Where(const Op& op) const {
+    return absl::StrCat(op.what, " on rank ", rank_, " of ", size_);
+  }
+
+  // Runs the op, turning every exception into a Status.
+  absl::Status Run(Op* op) {
+    std::string error;
+    try {
+      op->run(OpEnv{context_, OpTag(op->seq, op->signature), ToChronoMs(op->timeout), &scratch_});
+      return absl::OkStatus();
+    } catch (const gloo::IoException& e) {
+      error = e.what();
+    } catch (const std::exception& e) {
+      error = e.what();
+    } catch (...) {
+      error = "unknown exception";
+    }
+    // Aborted meanwhile: keep that status (and leave the store alone, the
+    // communicator may be going away).
+    if (absl::Status b = Broken(); !b.ok()) return b;
+    const bool timed_out = absl::StrContains(error, "Timed out");
+    const std::string what = absl::StrCat(
+        Where(*op), timed_out ? absl::StrCat(" timed out after ", absl::FormatDuration(op->timeout))
+                              : " failed");
+    const HangVerdict v =
+        CheckHang(store_, rank_, size_, op->seq, op->signature, what, options_.hang_grace);
+    if (v.mismatch) return absl::InvalidArgumentError(absl::StrCat(what, ": ", v.text));
+    if (timed_out) return absl::DeadlineExceededError(absl::StrCat(what, ": ", v.text));
+    return absl::UnavailableError(absl::StrCat(what, ": ", error, "; ", v.text));
+  }
+
+  absl::Status Broken() {
+    absl::MutexLock lock(&mu_);
+    return broken_;
+  }
+
+  Store* const store_;
+  const int rank_;
+  const int size_;
+  const GlooOptions options_;
+  std::shared_ptr<gloo::Context> context_;  // op thread only
+  std::atomic<int64_t> issued_{0};
+  std::atomic<int64_t> completed_{0};
+  absl::Notification exited_;
+  std::vector<uint16_t> scratch_;  // op thread only
+
+  absl::Mutex mu_;
+  std::deque<std::shared_ptr<Op>> queue_ ABSL_GUARDED_BY(mu_);
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);  // OK while usable
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::pair<int64_t, std::string> recent_[kRecentOps] ABSL_GUARDED_BY(mu_);
+};
+
+class GlooWork : public Work {
+ public:
+  GlooWork(std::shared_ptr<GlooCore> core, std::shared_ptr<Op> op)
+      : core_(std::move(core)), op_(std::move(op)) {}
+  absl::Status Wait() override { return core_->Wait(op_.get()); }
+  bool IsCompleted() override { return core_->IsDone(op_.get()); }
+  int64_t seq() const override { return op_->seq; }
+
+ private:
+  std::shared_ptr<GlooCore> core_;
+  std::shared_ptr<Op> op_;
+};
+
+// A Work that failed before it was issued (bad arguments): it has no seq.
+class FailedWork : public Work {
+ public:
+  explicit FailedWork(absl::Status s) : status_(std::move(s)) {}
+  absl::Status Wait() override { return status_; }
+  bool IsCompleted() override { return true; }
+  int64_t seq() const override { return 0; }
+
+ private:
+  absl::Status status_;
+};
+
+absl::Status CheckCpu(const char* op, const char* arg, const Buffer& b) {
+  if (b.device != DeviceKind::kCpu) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", arg, ".device: the gloo backend takes CPU buffers, got CUDA:",
+                     b.device_index));
+  }
+  if (b.count < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", arg, ".count: must be >= 0, got ", b.count));
+  }
+  if (b.count > 0 && b.data == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", arg, ".data: null with count ", b.count));
+  }
+  return absl::OkStatus();
+}
+
+class GlooCommunicator : public Communicator {
+ public:
+  GlooCommunicator(std::shared_ptr<GlooCore> core) : core_(std::move(core)) {
+    thread_ = std::thread([core = core_] { core->Loop(); });
+    GlooCore* c = core_.get();
+    listener_ = std::make_unique<HangListener>(
+        c->store(), c->rank(), c->options().hang_poll,
+        [c](int64_t seq) { return c->State(seq); },
+        [c](const HangRequest& request) { c->OnPeerFailure(request); });
+  }
+
+  ~GlooCommunicator() override {
+    listener_.reset();
+    core_->Abort("communicator destroyed");
+    if (core_->Stop(core_->options().destroy_wait)) {
+      thread_.join();
+      core_->ReleaseContext();
+    } else {
+      spdlog::warn("collective: gloo rank {}: an op is still inside Gloo; detaching its thread "
+                   "(it ends at the op's timeout)", core_->rank());
+      thread_.detach();
+    }
+  }
+
+  int rank() const override { return core_->rank(); }
+  int size() const override { return core_->size(); }
+  const char* backend() const override { return "gloo"; }
+
+  std::unique_ptr<Work> Allreduce(Buffer buf, const AllreduceOptions& o) override {
+    absl::Status s = CheckCpu("allreduce", "buf", buf);
+    const bool compress = o.wire != DataType::kF32 && o.wire != buf.dtype;
+    if (s.ok() && compress &&
+        !(buf.dtype == DataType::kF32 && (o.wire == DataType::kF16 || o.wire == DataType::kBF16))) {
+      s = absl::InvalidArgumentError(absl::StrCat(
+          "allreduce: wire: only f32 buffers may travel as f16 or bf16, got buffer ",
+          DataTypeName(buf.dtype), " and wire ", DataTypeName(o.wire)));
+    }
+    if (!s.ok()) return std::make_unique<FailedWork>(s);
+    const int n = size();
+    std::string sig = absl::StrCat("allreduce ", buf.count, " ", DataTypeName(buf.dtype),
+                                   o.op == ReduceOp::kSum ? " sum" : " average",
+                                   compress ? absl::StrCat(" wire ", DataTypeName(o.wire)) : "");
+    return Issue("allreduce", o, std::move(sig), [buf, n, op = o.op, wire = o.wire, compress](const OpEnv& env) {
+      if (buf.count == 0) return;
+      if (n > 1) {
+        Buffer wbuf = buf;
+        if (compress) {
+          env.scratch->resize(buf.count);
+          wbuf = Buffer{env.scratch->data(), buf.count, wire};
+          const float* f = static_cast<const float*>(buf.data);
+          if (wire == DataType::kF16) F32ToF16(f, env.scratch->data(), buf.count);
+          else F32ToBF16(f, env.scratch->data(), buf.count);
+        }
+        gloo::AllreduceOptions g(env.context);
+        SetOutput(g, wbuf);
+        g.setReduceFunction(SumFunction(wbuf.dtype));
+        g.setTag(env.tag);
+        g.setTimeout(env.timeout);
+        gloo::allreduce(g);
+        if (compress) {
+          float* f = static_cast<float*>(buf.data);
+          if (wire == DataType::kF16) F16ToF32(env.scratch->data(), f, buf.count);
+          else BF16ToF32(env.scratch->data(), f, buf.count);
+        }
+      }
+      if (op == ReduceOp::kAverage && n > 1) DivideBy(buf, n);
+    });
+  }
+
+  std::unique_ptr<Work> Broadcast(Buffer buf, int root, const Options& o) override {
+    absl::Status s = CheckCpu("broadcast", "buf", buf);
+    if (s.ok() && (root < 0 || root >= size())) {
+      s = absl::InvalidArgumentError(
+          absl::StrCat("broadcast: root: must be in [0, ", size(), "), got ", root));
+    }
+    if (!s.ok()) return std::make_unique<FailedWork>(s);
+    const int n = size();
+    std::string sig = absl::StrCat("broadcast ", buf.count, " ", DataTypeName(buf.dtype), " root ", root);
+    return Issue("broadcast", o, std::move(sig), [buf, root, n](const OpEnv& env) {
+      if (buf.count == 0 || n == 1) return;
+      gloo::BroadcastOptions g(env.context);
+      g.setOutput(static_cast<uint8_t*>(buf.data), buf.bytes());
+      g.setRoot(root);
+      g.setTag(env.tag);
+      g.setTimeout(env.timeout);
+      gloo::broadcast(g);
+    });
+  }
+
+  std::unique_ptr<Work> Allgather(Buffer in, Buffer out, const Options& o) override {
+    absl::Status s = CheckCpu("allgather", "in", in);
+    if (s.ok()) s = CheckCpu("allgather", "out", out);
+    if (s.ok() && (in.dtype != out.dtype || out.count != in.count * size())) {
+      s = absl::InvalidArgumentError(absl::StrCat(
+          "allgather: out: must hold size() * in.count = ", size(), " * ", in.count, " ",
+          DataTypeName(in.dtype), " elements, got ", out.count, " ", DataTypeName(out.dtype)));
+    }
+    if (!s.ok()) return std::make_unique<FailedWork>(s);
+    const int n = size();
+    std::string sig = absl::StrCat("allgather ", in.count, " ", DataTypeName(in.dtype));
+    return Issue("allgather", o, std::move(sig), [in, out, n](const OpEnv& env) {
+      if (in.count == 0) return;
+      if (n == 1) {
+        if (in.data != out.data) std::memmove(out.data, in.data, in.bytes());
+        return;
+      }
+      gloo::AllgatherOptions g(env.context);
+      g.setInput(static_cast<uint8_t*>(in.data), in.bytes());
+      g.setOutput(static_cast<uint8_t*>(out.data), out.bytes());
+      g.setTag(env.tag);
+      g.setTimeout(env.timeout);
+      gloo::allgather(g);
+    });
+  }
+
+  std::unique_ptr<Work> Barrier(const Options& o) override {
+    const int n = size();
+    return Issue("barrier", o, "barrier", [n](const OpEnv& env) {
+      if (n == 1) return;
+      gloo::BarrierOptions g(env.context);
+      g.setTag(env.tag);
+      g.setTimeout(env.timeout);
+      gloo::barrier(g);
+    });
+  }
+
+  void Abort(absl::string_view reason) override { core_->Abort(reason); }
+  int64_t issued_seq() const override { return core_->issued(); }
+  int64_t completed_seq() const override { return core_->completed(); }
+
+ private:
+  static void SetOutput(gloo::AllreduceOptions& g, const Buffer& b) {
+    switch (DataTypeSize(b.dtype)) {
+      case 1:
+        return g.setOutput(static_cast<uint8_t*>(b.data), b.count);
+      case 2:
+        return g.setOutput(static_cast<uint16_t*>(b.data), b.count);
+      case 4:
+        return g.setOutput(static_cast<uint32_t*>(b.data), b.count);
+      default:
+        return g.setOutput(static_cast<uint64_t*>(b.data), b.count);
+    }
+  }
+
+  std::unique_ptr<Work> Issue(const char* name, const Options& o, std::string signature,
+                              std::function<void(const OpEnv&)> run) {
+    if (o.timeout <= absl::ZeroDuration()) {
+      return std::make_unique<FailedWork>(absl::InvalidArgumentError(absl::StrCat(
+          name, ": timeout: must be > 0, got ", absl::FormatDuration(o.timeout))));
+    }
+    return std::make_unique<GlooWork>(core_, core_->Enqueue(name, o, std::move(signature), std::move(run)));
+  }
+
+  std::shared_ptr<GlooCore> core_;
+  std::thread thread_;
+  std::unique_ptr<HangListener> listener_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(Store* store, int rank,
+                                                                     int size,
+                                                                     const GlooOptions& options) {
+  if (store == nullptr) return absl::InvalidArgumentError("gloo: store: required");
+  if (size <= 0) return absl::InvalidArgumentError(absl::StrCat("gloo: size: must be > 0, got ", size));
+  if (rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gloo: rank: must be in [0, ", size, "), got ", rank));
+  }
+  const std::string where = absl::StrCat("gloo: rank ", rank, " of ", size, " on ", options.hostname);
+  GlooStore gstore(store, options.connect_timeout);
+  std::shared_ptr<gloo::Context> context;
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.hostname;
+    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
+    auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    ctx->setTimeout(ToChronoMs(options.connect_timeout));
+    ctx->connectFullMesh(gstore, device);
+    context = std::move(ctx);
+  } catch (const std::exception& e) {
+    if (!gstore.error().ok()) {
+      return absl::Status(gstore.error().code(),
+                          absl::StrCat(where, ": bootstrap through the store: ", gstore.error().message()));
+    }
+    return absl::UnavailableError(absl::StrCat(where, ": cannot connect: ", e.what()));
+  }
+  auto core = std::make_shared<GlooCore>(store, rank, size, options, std::move(context));
+  return std::unique_ptr<Communicator>(new GlooCommunicator(std::move(core)));
+}
+
+}  // namespace yoke::collective

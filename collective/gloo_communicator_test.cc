@@ -1,0 +1,268 @@
+// Real Gloo over loopback: every rank is a thread with its own communicator,
+// bootstrapped through one InMemoryStore. Results are checked exactly
+// against a reference (integer-valued floats, so sums are exact).
+#include "collective/gloo_communicator.h"
+
+#include <cmath>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "collective/half.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace yoke::collective {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Creates `n` communicators (one per thread) on a fresh store.
+std::vector<std::unique_ptr<Communicator>> Connect(int n, InMemoryStore* store,
+                                                   GlooOptions o = {}) {
+  std::vector<std::unique_ptr<Communicator>> comms(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      auto c = CreateGlooCommunicator(store, r, n, o);
+      ASSERT_TRUE(c.ok()) << c.status();
+      comms[r] = std::move(*c);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return comms;
+}
+
+// Runs fn(rank, comm) on one thread per rank.
+void OnEveryRank(std::vector<std::unique_ptr<Communicator>>& comms,
+                 const std::function<void(int, Communicator&)>& fn) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < static_cast<int>(comms.size()); ++r) {
+    threads.emplace_back([&, r] { fn(r, *comms[r]); });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// Integer-valued element i of rank r: small enough that sums stay exact.
+int64_t Value(int r, int64_t i) { return (i * 7 + r * 13) % 101 - 50; }
+
+template <typename T>
+void CheckAllreduce(std::vector<std::unique_ptr<Communicator>>& comms, DataType dt,
+                    int64_t count, ReduceOp op) {
+  const int n = comms.size();
+  OnEveryRank(comms, [&](int r, Communicator& c) {
+    std::vector<T> buf(count);
+    for (int64_t i = 0; i < count; ++i) buf[i] = static_cast<T>(Value(r, i));
+    AllreduceOptions o;
+    o.op = op;
+    o.tag = "check";
+    auto w = c.Allreduce(Buffer{buf.data(), count, dt}, o);
+    ASSERT_TRUE(w->Wait().ok()) << w->Wait();
+    EXPECT_TRUE(w->IsCompleted());
+    for (int64_t i = 0; i < count; ++i) {
+      T sum = 0;
+      for (int q = 0; q < n; ++q) sum += static_cast<T>(Value(q, i));
+      const T want = op == ReduceOp::kAverage ? static_cast<T>(sum / static_cast<T>(n)) : sum;
+      ASSERT_EQ(buf[i], want) << "rank " << r << " of " << n << " element " << i << " of " << count;
+    }
+  });
+}
+
+class GlooSizesTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(GlooSizesTest, AllreduceBroadcastAllgatherBarrierAreExact) {
+  const int n = GetParam();
+  InMemoryStore store;
+  auto comms = Connect(n, &store);
+  ASSERT_EQ(comms[0]->size(), n);
+  EXPECT_STREQ(comms[0]->backend(), "gloo");
+
+  const std::vector<int64_t> counts = {1, 2, 7, 1023, 256, (1 << 18) + 3};
+  for (int64_t count : counts) {
+    CheckAllreduce<float>(comms, DataType::kF32, count, ReduceOp::kSum);
+    CheckAllreduce<float>(comms, DataType::kF32, count, ReduceOp::kAverage);
+  }
+  CheckAllreduce<int32_t>(comms, DataType::kI32, 1023, ReduceOp::kSum);
+  CheckAllreduce<int32_t>(comms, DataType::kI32, 1023, ReduceOp::kAverage);
+  CheckAllreduce<int64_t>(comms, DataType::kI64, (1 << 18) + 3, ReduceOp::kSum);
+
+  for (int root = 0; root < n; ++root) {
+    for (int64_t count : {int64_t{1}, int64_t{1023}, int64_t{(1 << 18) + 3}}) {
+      OnEveryRank(comms, [&](int r, Communicator& c) {
+        std::vector<int32_t> buf(count);
+        for (int64_t i = 0; i < count; ++i) buf[i] = Value(r, i);
+        ASSERT_TRUE(c.Broadcast(Buffer{buf.data(), count, DataType::kI32}, root, {})->Wait().ok());
+        for (int64_t i = 0; i < count; ++i) ASSERT_EQ(buf[i], Value(root, i)) << root << " " << i;
+      });
+    }
+  }
+
+  for (int64_t count : {int64_t{1}, int64_t{7}, int64_t{(1 << 18) + 3}}) {
+    OnEveryRank(comms, [&](int r, Communicator& c) {
+      std::vector<float> in(count), out(count * n, -1);
+      for (int64_t i = 0; i < count; ++i) in[i] = Value(r, i);
+      auto w = c.Allgather(Buffer{in.data(), count}, Buffer{out.data(), count * n}, {});
+      ASSERT_TRUE(w->Wait().ok());
+      for (int q = 0; q < n; ++q) {
+        for (int64_t i = 0; i < count; ++i) ASSERT_EQ(out[q * count + i], Value(q, i));
+      }
+    });
+  }
+
+  OnEveryRank(comms, [&](int r, Communicator& c) {
+    const int64_t before = c.issued_seq();
+    auto w = c.Barrier({});
+    EXPECT_EQ(w->seq(), before + 1);
+    ASSERT_TRUE(w->Wait().ok());
+    EXPECT_EQ(c.completed_seq(), c.issued_seq());
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, GlooSizesTest, ::testing::Values(2, 3, 4));
+
+TEST(GlooTest, SixtyFourMiBAllreduceOnTwoRanks) {
+  InMemoryStore store;
+  auto comms = Connect(2, &store);
+  CheckAllreduce<float>(comms, DataType::kF32, 16 << 20, ReduceOp::kSum);
+}
+
+TEST(GlooTest, OneRankIsTheIdentity) {
+  InMemoryStore store;
+  auto comms = Connect(1, &store);
+  std::vector<float> buf = {1, 2, 3};
+  AllreduceOptions o;
+  o.op = ReduceOp::kAverage;
+  ASSERT_TRUE(comms[0]->Allreduce(Buffer{buf.data(), 3}, o)->Wait().ok());
+  EXPECT_EQ(buf, (std::vector<float>{1, 2, 3}));
+  ASSERT_TRUE(comms[0]->Barrier({})->Wait().ok());
+}
+
+TEST(GlooTest, OpsQueueAndCompleteInIssueOrder) {
+  InMemoryStore store;
+  auto comms = Connect(2, &store);
+  OnEveryRank(comms, [&](int r, Communicator& c) {
+    std::vector<std::vector<int64_t>> bufs(20, std::vector<int64_t>(1000, r + 1));
+    std::vector<std::unique_ptr<Work>> works;
+    for (auto& b : bufs) works.push_back(c.Allreduce(Buffer{b.data(), 1000, DataType::kI64}, {}));
+    for (size_t i = 0; i < works.size(); ++i) {
+      EXPECT_EQ(works[i]->seq(), static_cast<int64_t>(i) + 1);
+      ASSERT_TRUE(works[i]->Wait().ok());
+      EXPECT_EQ(bufs[i][999], 3);
+    }
+    EXPECT_EQ(c.completed_seq(), 20);
+  });
+}
+
+// Wire compression: the reference is the exact sum; each f16 (bf16) rounding
+// is within 2^-11 (2^-8) of its value, and an n-rank ring sum rounds each
+// input once and each partial sum once.
+void CheckCompressed(DataType wire, double unit_roundoff) {
+  for (int n : {2, 3}) {
+    InMemoryStore store;
+    auto comms = Connect(n, &store);
+    const int64_t count = 100003;
+    auto value = [](int r, int64_t i) { return std::sin(0.01 * i + r) * (1 + (i % 5)); };
+    OnEveryRank(comms, [&](int r, Communicator& c) {
+      std::vector<float> buf(count);
+      for (int64_t i = 0; i < count; ++i) buf[i] = value(r, i);
+      AllreduceOptions o;
+      o.wire = wire;
+      o.op = ReduceOp::kAverage;
+      ASSERT_TRUE(c.Allreduce(Buffer{buf.data(), count}, o)->Wait().ok());
+      for (int64_t i = 0; i < count; ++i) {
+        double sum = 0, abs = 0;
+        for (int q = 0; q < n; ++q) {
+          sum += value(q, i);
+          abs += std::fabs(value(q, i));
+        }
+        const double tol = 2 * n * unit_roundoff * abs / n + 1e-7;
+        ASSERT_NEAR(buf[i], sum / n, tol) << "element " << i << " of " << n << " ranks";
+      }
+    });
+  }
+}
+
+TEST(GlooTest, F16WireIsWithinF16Rounding) { CheckCompressed(DataType::kF16, std::ldexp(1.0, -11)); }
+TEST(GlooTest, BF16WireIsWithinBF16Rounding) { CheckCompressed(DataType::kBF16, std::ldexp(1.0, -8)); }
+
+TEST(GlooTest, NativeHalfBuffersSum) {
+  InMemoryStore store;
+  auto comms = Connect(3, &store);
+  OnEveryRank(comms, [&](int r, Communicator& c) {
+    std::vector<uint16_t> h(777), b(777);
+    for (int i = 0; i < 777; ++i) {
+      h[i] = F32ToF16Scalar(Value(r, i));
+      b[i] = F32ToBF16Scalar(Value(r, i));
+    }
+    ASSERT_TRUE(c.Allreduce(Buffer{h.data(), 777, DataType::kF16}, {})->Wait().ok());
+    ASSERT_TRUE(c.Allreduce(Buffer{b.data(), 777, DataType::kBF16}, {})->Wait().ok());
+    for (int i = 0; i < 777; ++i) {
+      const float want = Value(0, i) + Value(1, i) + Value(2, i);
+      ASSERT_EQ(F16ToF32Scalar(h[i]), want);
+      ASSERT_EQ(BF16ToF32Scalar(b[i]), want);
+    }
+  });
+}
+
+TEST(GlooTest, BadArgumentsAreInvalidArgument) {
+  InMemoryStore store;
+  EXPECT_EQ(CreateGlooCommunicator(&store, 0, 0, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateGlooCommunicator(&store, -1, 2, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto out_of_range = CreateGlooCommunicator(&store, 2, 2, {});
+  EXPECT_EQ(out_of_range.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(out_of_range.status().message(), HasSubstr("rank: must be in [0, 2), got 2"));
+
+  auto comms = Connect(2, &store);
+  Communicator& c = *comms[0];
+  std::vector<float> buf(8), out(8);
+  std::vector<int32_t> ints(8);
+  AllreduceOptions o;
+  o.wire = DataType::kF16;
+  auto w = c.Allreduce(Buffer{ints.data(), 8, DataType::kI32}, o);
+  EXPECT_EQ(w->Wait().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(w->Wait().message(), HasSubstr("wire"));
+  EXPECT_EQ(c.Broadcast(Buffer{buf.data(), 8}, 2, {})->Wait().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto g = c.Allgather(Buffer{buf.data(), 8}, Buffer{out.data(), 8}, {});
+  EXPECT_EQ(g->Wait().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(g->Wait().message(), HasSubstr("2 * 8"));
+  EXPECT_EQ(c.Allreduce(Buffer{nullptr, 8}, {})->Wait().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.Allreduce(Buffer{buf.data(), 8, DataType::kF32, DeviceKind::kCuda}, {})->Wait().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Rejected calls are not issued and do not break the communicator.
+  EXPECT_EQ(c.issued_seq(), 0);
+  OnEveryRank(comms, [&](int r, Communicator& c) {
+    std::vector<float> b(8, 1);
+    ASSERT_TRUE(c.Allreduce(Buffer{b.data(), 8}, {})->Wait().ok());
+  });
+}
+
+TEST(GlooTest, MismatchedCountsFailInsteadOfHanging) {
+  InMemoryStore store;
+  GlooOptions go;
+  go.hang_grace = absl::Milliseconds(500);
+  auto comms = Connect(2, &store, go);
+  OnEveryRank(comms, [&](int r, Communicator& c) {
+    std::vector<float> b(r == 0 ? 1000 : 3000, 1);
+    AllreduceOptions o;
+    o.timeout = absl::Seconds(2);
+    absl::Status s = c.Allreduce(Buffer{b.data(), static_cast<int64_t>(b.size())}, o)->Wait();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << "rank " << r << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr("ranks disagree on op #1")) << s;
+    EXPECT_THAT(s.message(), HasSubstr("allreduce 3000 f32 sum")) << s;
+  });
+}
+
+TEST(GlooTest, MissingPeerAtBootstrapIsDeadlineExceeded) {
+  InMemoryStore store;
+  GlooOptions o;
+  o.connect_timeout = absl::Milliseconds(300);
+  auto c = CreateGlooCommunicator(&store, 0, 2, o);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kDeadlineExceeded) << c.status();
+  EXPECT_THAT(c.status().message(), HasSubstr("gloo/1"));
+}
+
+}  // namespace
+}  // namespace yoke::collective
