@@ -1,0 +1,113 @@
+// Ranks as real processes: collective_test_rank children bootstrap through a
+// real coordinator (in this process, on loopback) and allreduce over Gloo.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "collective/coordinator_store.h"
+#include "collective/gloo_communicator.h"
+#include "common/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/grpc_service.h"
+#include "server/job_store.h"
+
+namespace yoke::collective {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string HelperPath() {
+  char self[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string p(self, n > 0 ? n : 0);
+  return p.substr(0, p.rfind('/') + 1) + "collective_test_rank";
+}
+
+pid_t Spawn(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int WaitExit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+class MultiProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CoordinatorOptions o;
+    auto c = Coordinator::Create(&jobs_, RealClock::Get(), o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    coord_ = std::move(*c);
+    ServerOptions so;
+    so.listen = "127.0.0.1:0";
+    auto s = CoordinatorServer::Start(coord_.get(), so);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+    coord_->rendezvous()->Open("job-mp", 1);
+  }
+  void TearDown() override {
+    server_.reset();
+    coord_.reset();
+  }
+
+  std::vector<std::string> Args(int rank, int size, const std::string& mode) {
+    return {HelperPath(), absl::StrCat("--coordinator=", server_->address()), "--job=job-mp",
+            "--attempt=1", absl::StrCat("--rank=", rank), absl::StrCat("--size=", size),
+            "--count=100003", absl::StrCat("--mode=", mode)};
+  }
+
+  InMemoryJobStore jobs_;
+  std::unique_ptr<Coordinator> coord_;
+  std::unique_ptr<CoordinatorServer> server_;
+};
+
+TEST_F(MultiProcessTest, TwoProcessesAllreduceThroughTheCoordinator) {
+  const pid_t a = Spawn(Args(0, 2, "allreduce"));
+  const pid_t b = Spawn(Args(1, 2, "allreduce"));
+  EXPECT_EQ(WaitExit(a), 0);
+  EXPECT_EQ(WaitExit(b), 0);
+}
+
+TEST_F(MultiProcessTest, KilledPeerProcessFailsTheOpWithoutHanging) {
+  // Rank 0 is this process; rank 1 a child that stops after one allreduce.
+  const pid_t child = Spawn(Args(1, 2, "hang"));
+  CoordinatorStore store(server_->address(), "job-mp", 1);
+  GlooOptions o;
+  o.hang_grace = absl::Seconds(1);
+  auto comm = CreateGlooCommunicator(&store, 0, 2, o);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  std::vector<int64_t> buf(100003);
+  for (int64_t i = 0; i < 100003; ++i) buf[i] = i;
+  ASSERT_TRUE((*comm)->Allreduce(Buffer{buf.data(), 100003, DataType::kI64}, {})->Wait().ok());
+  EXPECT_EQ(buf[5], 1000 + 10);
+
+  kill(child, SIGKILL);
+  EXPECT_EQ(WaitExit(child), 128 + SIGKILL);
+  AllreduceOptions ao;
+  ao.timeout = absl::Seconds(30);
+  const absl::Time start = absl::Now();
+  absl::Status s = (*comm)->Allreduce(Buffer{buf.data(), 100003, DataType::kI64}, ao)->Wait();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("allreduce #2 on rank 0 of 2 failed"));
+  EXPECT_THAT(s.message(), HasSubstr("ranks 1 did not answer"));
+}
+
+}  // namespace
+}  // namespace yoke::collective
