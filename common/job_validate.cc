@@ -358,6 +358,11 @@ void CheckPlacement(Checker& c, const v1::JobSpec& spec) {
   c.NonNegative("distribution.workers", d.workers());
   c.NonNegative("distribution.devices_per_worker", d.devices_per_worker());
   c.OneOf("distribution.device", d.device(), {"cpu", "cuda"}, "device", true);
+  c.NonNegativeFinite("distribution.bucket_cap_mb", d.bucket_cap_mb());
+  c.NonNegativeFinite("distribution.first_bucket_mb", d.first_bucket_mb());
+  c.OneOf("distribution.gradient_compression", d.gradient_compression(),
+          {"none", "fp16", "bf16"}, "compression", true);
+  c.NonNegative("distribution.collective_timeout_s", d.collective_timeout_s());
   // The global batch is split over replicas; each needs at least one example.
   const int64_t replicas = static_cast<int64_t>(std::max(d.workers(), 1)) *
                            std::max(d.devices_per_worker(), 1);

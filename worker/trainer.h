@@ -1,8 +1,8 @@
 // Trainer: runs one job's training loop in this process.
 //
-// This is where the engine, the data pipeline and (later) the collectives
-// meet. `yoke train` runs it directly; the worker daemon will run it in a
-// child process per attempt.
+// This is where the engine, the data pipeline and the collectives meet.
+// `yoke train` runs it directly; the worker daemon runs it in a child process
+// per attempt.
 //
 // A step: take the next batch from the prefetching pipeline (prepared on a
 // background thread while the previous step computed), forward, loss,
@@ -18,6 +18,36 @@
 // so training N steps, saving, resuming and training M more is bit-identical
 // to training N + M steps straight.
 //
+// Data parallelism. A job has world_size ranks (replicas); this Trainer runs
+// the num_replicas consecutive ranks from first_rank on, each a thread with
+// its own Model, loss, optimizer, data pipeline and Gloo communicator rank in
+// the global group (local replica 0 runs on the thread that calls Run()).
+// training.batch_size is the GLOBAL batch: each rank reads its disjoint slice
+// of every global batch (data/sampler.h), so a per-replica batch B on N
+// replicas means batch_size N·B, and the run equals one replica with batch
+// N·B up to float summation order. Before the first step every rank takes
+// global rank 0's parameters, state buffers and optimizer state (broadcast;
+// on resume every rank also restores the same checkpoint). Every step:
+// forward, loss as a per-sample SUM, backward with each finished gradient
+// handed to the Reducer (collective/reducer.h, buckets overlap backward),
+// Finish (the allreduced sample count and gradient sums), then the optimizer
+// step with gradient scale 1 / global count: the exact mean over the samples
+// of the step, however they were spread. The stop request travels with the
+// count, so every rank stops after the same step. BatchNorm uses each
+// replica's batch statistics; its running statistics are rank 0's (the ones
+// evaluated and checkpointed). Only global rank 0 evaluates, checkpoints and
+// reports epochs and the final result; every process reports steps, with the
+// communicator's sequence numbers for hang attribution. A failed or timed-out
+// collective fails Run() with the communicator's message, and aborts this
+// process's other replicas so that they fail at once instead of timing out.
+// With world_size 1 there is no communicator and no reducer: the loss scale
+// 1 / batch is folded into dlogits, as always.
+//
+// CPU threads: training.threads (0 = all cores) is the process's budget. Each
+// local replica's thread gets its own OpenMP pool (the nthreads ICV is per
+// thread) of max(1, threads / num_replicas) threads, so the replicas together
+// never oversubscribe the cores.
+//
 // Thread-safety: a Trainer is used from one thread; RequestStop() may be
 // called from any thread (a signal handler's helper thread).
 #ifndef YOKE_WORKER_TRAINER_H_
@@ -27,7 +57,12 @@
 #include <memory>
 #include <string>
 
+#include <vector>
+
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "collective/store.h"
 #include "data/dataset.h"
 #include "engine/losses/loss.h"
 #include "engine/model.h"
@@ -44,6 +79,25 @@ struct TrainerOptions {
   std::string resume;
   // Receives progress; may be null.
   ProgressSink* progress = nullptr;
+
+  // Data-parallel placement: the job's ranks, and the ones this Trainer runs,
+  // [first_rank, first_rank + num_replicas).
+  int world_size = 1;
+  int first_rank = 0;
+  int num_replicas = 1;
+  // Rendezvous, needed when world_size > 1: a store shared by all ranks (not
+  // owned; e.g. an InMemoryStore for threads of one test), or else the
+  // coordinator's address ("host:port"), the job id and the attempt, for a
+  // CoordinatorStore.
+  collective::Store* store = nullptr;
+  std::string coordinator;
+  std::string job_id;
+  int attempt = 0;
+  // The address this process's Gloo pairs listen on.
+  std::string hostname = "127.0.0.1";
+  // Per-collective timeout (and rendezvous deadline); zero takes the spec's
+  // distribution.collective_timeout_s (default 300 s).
+  absl::Duration collective_timeout = absl::ZeroDuration();
 };
 
 class Trainer {
@@ -68,24 +122,41 @@ class Trainer {
   // Evaluates the model on the test split: (mean loss, accuracy).
   absl::StatusOr<std::pair<double, double>> Evaluate();
 
-  Model& model() { return *model_; }
+  // Local replica i's model (global rank first_rank + i).
+  Model& model(int i = 0);
   int64_t global_step() const { return step_; }
   // Writes a checkpoint of the current state to `path`.
   absl::Status SaveCheckpoint(const std::string& path);
 
  private:
+  struct Replica;  // one rank's model, optimizer, communicator, reducer
+
   Trainer() = default;
+  bool distributed() const { return options_.world_size > 1; }
   absl::Status Restore(const std::string& path);
   absl::Status MaybeCheckpoint(bool end_of_epoch);
+  // Rendezvous, reducer and broadcast of rank 0's state, on r's thread.
+  absl::Status Connect(Replica& r);
+  // Replica r's training loop from the Trainer's position at Run(). Local
+  // replica 0 keeps the Trainer's position and reports progress into
+  // `result`; global rank 0 also evaluates and checkpoints.
+  absl::Status RunLoop(Replica& r, v1::TrainResult* result);
+  // A replica failed with `why`: aborts the other local communicators.
+  void AbortOthers(const Replica* failed, const absl::Status& why);
 
   v1::JobSpec spec_;
   TrainerOptions options_;
   std::shared_ptr<data::Dataset> train_, test_;
-  std::unique_ptr<Model> model_;
-  std::unique_ptr<Loss> loss_;
-  std::unique_ptr<Optimizer> optimizer_;
+  // The stores must outlive the communicators (in replicas_), which they do
+  // by being declared first: members are destroyed in reverse order.
+  std::unique_ptr<collective::Store> owned_store_;  // a CoordinatorStore
+  std::unique_ptr<collective::Store> group_store_;  // our prefix of the store
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  absl::Duration collective_timeout_;
+  absl::Mutex comm_mu_;  // guards the replicas' `comm` while they connect
+  bool aborted_ ABSL_GUARDED_BY(comm_mu_) = false;
   std::unique_ptr<LrSchedule> schedule_;
-  int threads_ = 1;
+  int threads_ = 1;  // per replica
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
   // Position: the next step runs batch `step_in_epoch_` of epoch `epoch_`.

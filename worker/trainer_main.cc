@@ -2,7 +2,9 @@
 //
 //   yoke-trainer JOB.yaml [--set path=value ...] [--resume CKPT]
 //                [--output text|json|events] [--log-level LEVEL]
-//                [--rank R --world-size N]
+//                [--world-size N --rank R --replicas K
+//                 --coordinator HOST:PORT --job-id ID --attempt A
+//                 --gloo-hostname ADDR]
 //   yoke-trainer --resume CKPT [...]      (spec taken from the checkpoint)
 //
 // `yoke train` runs this binary, and the worker daemon runs it once per
@@ -12,8 +14,17 @@
 // object. events: stdout carries one v1::TrainerEvent per line as JSON
 // ({"info": ...}, {"step": ...}, {"epoch": ...}, {"result": ...}, and
 // {"error": "message"} before a non-zero exit), which is what the worker
-// daemon parses. --rank/--world-size place this process in a multi-replica
-// job; until the collectives exist (issue 4) only a world of 1 is accepted.
+// daemon parses.
+//
+// Data parallelism: --world-size N is the job's number of ranks (replicas);
+// this process runs the --replicas K (default 1) consecutive ranks from
+// --rank R (its first global rank), one thread each. With N > 1 the ranks
+// rendezvous through the coordinator's per-attempt store (--coordinator,
+// --job-id, --attempt); --gloo-hostname is the address this process's Gloo
+// connections listen on (default 127.0.0.1: every rank on this machine).
+// training.batch_size is the global batch. Only global
+// rank 0 evaluates, checkpoints and reports epochs and the result; a failed
+// collective exits 1 with the communicator's message (op, bucket, ranks).
 // Exit status: 0 on success, 2 for a bad command line, spec or input file,
 // 1 when training fails, 130/143 when stopped by SIGINT/SIGTERM.
 #include <signal.h>
@@ -28,6 +39,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "collective/store.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "engine/checkpoint.h"
@@ -49,7 +61,9 @@ void Usage(FILE* f) {
   std::fputs(
       "usage: yoke train JOB.yaml [--set path=value ...] [--resume CHECKPOINT]\n"
       "                  [--output text|json|events] [--log-level debug|info|warn|error]\n"
-      "                  [--rank R --world-size N]\n"
+      "                  [--world-size N --rank R --replicas K\n"
+      "                   --coordinator HOST:PORT --job-id ID --attempt A\n"
+      "                   --gloo-hostname ADDR]\n"
       "       yoke train --resume CHECKPOINT   (continue with the checkpoint's own spec)\n",
       f);
 }
@@ -78,7 +92,8 @@ bool ParseInt(const char* text, int* out) {
 
 int main(int argc, char** argv) {
   std::string job_file, resume, output = "text", log_level = "warn";
-  int rank = 0, world_size = 1;
+  std::string coordinator, job_id, gloo_hostname = "127.0.0.1";
+  int rank = 0, world_size = 1, replicas = 1, attempt = 0;
   bool bad_number = false;
   std::vector<std::string> overrides;
   for (int i = 1; i < argc; ++i) {
@@ -109,14 +124,23 @@ int main(int argc, char** argv) {
       output = v;
     } else if (a.rfind("--output=", 0) == 0) {
       output = a.substr(9);
-    } else if (a == "--rank" || a == "--world-size") {
+    } else if (a == "--rank" || a == "--world-size" || a == "--replicas" ||
+               a == "--attempt") {
       const char* v = value(a.c_str());
       if (!v) return 2;
-      if (!ParseInt(v, a == "--rank" ? &rank : &world_size)) {
+      int* dst = a == "--rank" ? &rank
+                 : a == "--world-size" ? &world_size
+                 : a == "--replicas"   ? &replicas
+                                       : &attempt;
+      if (!ParseInt(v, dst)) {
         std::fprintf(stderr, "yoke train: %s must be a non-negative integer, got '%s'\n",
                      a.c_str(), v);
         bad_number = true;
       }
+    } else if (a == "--coordinator" || a == "--job-id" || a == "--gloo-hostname") {
+      const char* v = value(a.c_str());
+      if (!v) return 2;
+      (a == "--coordinator" ? coordinator : a == "--job-id" ? job_id : gloo_hostname) = v;
     } else if (a == "--log-level") {
       const char* v = value("--log-level");
       if (!v) return 2;
@@ -140,17 +164,20 @@ int main(int argc, char** argv) {
   }
   yoke::EventProgress events(stdout);
   if (output == "events") g_events = &events;
-  if (bad_number) return Fail("--rank and --world-size must be non-negative integers", 2);
-  if (world_size < 1) return Fail(absl::StrCat("--world-size: must be >= 1, got ", world_size), 2);
-  if (rank >= world_size) {
-    return Fail(absl::StrCat("--rank: must be in [0, ", world_size, "), got ", rank), 2);
+  if (bad_number) {
+    return Fail("--rank, --world-size, --replicas and --attempt must be non-negative integers",
+                2);
   }
-  // Training N replicas as if each were alone would silently produce N
-  // different models; refuse until gradients can be exchanged.
-  if (world_size > 1) {
-    return Fail(absl::StrCat("--world-size ", world_size,
-                             ": multi-replica training arrives with the collectives "
-                             "(issue 4)"),
+  if (world_size < 1) return Fail(absl::StrCat("--world-size: must be >= 1, got ", world_size), 2);
+  if (replicas < 1) return Fail(absl::StrCat("--replicas: must be >= 1, got ", replicas), 2);
+  if (rank + replicas > world_size) {
+    return Fail(absl::StrCat("--rank: ranks ", rank, "..", rank + replicas - 1, " (--rank, ",
+                             "--replicas ", replicas, ") must be in [0, ", world_size, ")"),
+                2);
+  }
+  if (world_size > 1 && replicas < world_size && (coordinator.empty() || job_id.empty())) {
+    return Fail(absl::StrCat("--world-size ", world_size, " with ranks in other processes ",
+                             "needs --coordinator HOST:PORT and --job-id to rendezvous"),
                 2);
   }
   if (job_file.empty() && resume.empty()) {
@@ -177,8 +204,18 @@ int main(int argc, char** argv) {
   FILE* human = output == "text" ? stdout : stderr;
   yoke::ConsoleProgress console(human, isatty(fileno(human)) != 0);
   yoke::TeeProgress tee(&console, &events);
+  // All ranks in this process: they rendezvous in memory.
+  yoke::collective::InMemoryStore local_store;
   yoke::TrainerOptions opts;
   opts.resume = resume;
+  opts.world_size = world_size;
+  opts.first_rank = rank;
+  opts.num_replicas = replicas;
+  if (world_size > 1 && coordinator.empty()) opts.store = &local_store;
+  opts.coordinator = coordinator;
+  opts.job_id = job_id;
+  opts.attempt = attempt;
+  opts.hostname = gloo_hostname;
   opts.progress = output == "events" ? static_cast<yoke::ProgressSink*>(&tee) : &console;
   auto trainer_or = yoke::Trainer::Create(spec, opts);
   if (!trainer_or.ok()) return Fail(trainer_or.status(), 2);

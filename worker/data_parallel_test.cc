@@ -1,0 +1,329 @@
+// Synchronous data parallelism end to end, over real Gloo on loopback: N
+// ranks with per-replica batch B train the same model as one replica with
+// batch N·B; a rank that falls out fails the others with a clear error.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "collective/store.h"
+#include "common/config.h"
+#include "data/open_dataset.h"
+#include "data/pipeline.h"
+#include "engine/checkpoint.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/trainer.h"
+
+namespace yoke {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+// configs/fashion_mnist_mlp.yaml (no dropout), on the first 4,000 training
+// images, without evaluation.
+v1::JobSpec MlpJob(int batch, int64_t max_steps) {
+  std::string yaml = R"(
+model:
+  layers:
+    - flatten
+    - dense: {units: 256}
+    - relu
+    - dense: {units: 128}
+    - relu
+    - dense: {units: 10}
+data:
+  train: {format: idx, num_examples: 4000,
+          images: /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz,
+          labels: /usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz}
+  transform: {divisor: 255}
+training:
+  epochs: 1
+  seed: 1
+  loss: softmax_cross_entropy
+  optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+  threads: 2
+)";
+  auto spec = LoadJobSpecString(yaml, {}, "test");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  spec->mutable_training()->set_batch_size(batch);
+  spec->mutable_training()->set_max_steps(max_steps);
+  return *spec;
+}
+
+std::vector<float> Params(Trainer& t, int replica = 0) {
+  const Tensor& v = t.model(replica).params().flat_values();
+  return std::vector<float>(v.data<float>(), v.data<float>() + v.numel());
+}
+
+// One replica, the plain (communicator-free) path.
+std::vector<float> TrainAlone(const v1::JobSpec& spec) {
+  auto t = Trainer::Create(spec, TrainerOptions());
+  EXPECT_TRUE(t.ok()) << t.status();
+  auto r = (*t)->Run();
+  EXPECT_TRUE(r.ok()) << r.status();
+  return Params(**t);
+}
+
+struct Worker {
+  v1::JobSpec spec;
+  TrainerOptions options;
+  std::unique_ptr<Trainer> trainer;
+  absl::Status status;
+  int64_t steps = 0;
+};
+
+// Runs each worker's Trainer on its own thread (as separate processes would),
+// all over one store.
+void RunWorkers(std::vector<Worker>& workers) {
+  std::vector<std::thread> threads;
+  for (Worker& w : workers) {
+    threads.emplace_back([&w] {
+      auto t = Trainer::Create(w.spec, w.options);
+      if (!t.ok()) {
+        w.status = t.status();
+        return;
+      }
+      w.trainer = *std::move(t);
+      auto r = w.trainer->Run();
+      w.status = r.status();
+      w.steps = w.trainer->global_step();
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// `workers` trainers of `replicas` local replicas each.
+std::vector<Worker> MakeWorkers(const v1::JobSpec& spec, int workers, int replicas,
+                                collective::Store* store) {
+  std::vector<Worker> out(workers);
+  for (int i = 0; i < workers; ++i) {
+    out[i].spec = spec;
+    out[i].options.world_size = workers * replicas;
+    out[i].options.first_rank = i * replicas;
+    out[i].options.num_replicas = replicas;
+    out[i].options.store = store;
+    out[i].options.collective_timeout = absl::Seconds(60);
+  }
+  return out;
+}
+
+// max |a - b| / max |b|: the difference relative to the weights' scale.
+double RelMaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    diff = std::max(diff, std::fabs(double{a[i]} - b[i]));
+    scale = std::max(scale, std::fabs(double{b[i]}));
+  }
+  return diff / scale;
+}
+
+// Tolerance. Both runs do the same arithmetic except how the batch's
+// gradient sum is split: one GEMM over 64 (or 128) rows, versus 2 (or 4)
+// GEMMs over 32 rows added by the allreduce; the 1/batch scaling is a power
+// of two either way, so it is exact. A different summation order perturbs
+// each gradient by a few f32 ulps (~1e-7 relative); momentum SGD carries and
+// the network mildly amplifies such perturbations over 20 steps. 1e-5 of the
+// weights' scale is ~100x the single-step rounding, yet far below any real
+// divergence (a wrong average, a missed bucket or a stale gradient shifts the
+// weights by ~1e-3 of their scale within a step or two).
+constexpr double kTolerance = 1e-5;
+
+TEST(DataParallelTest, TwoRanksMatchOneReplicaWithTheGlobalBatch) {
+  const v1::JobSpec spec = MlpJob(64, 20);
+  const std::vector<float> alone = TrainAlone(spec);
+  collective::InMemoryStore store;
+  std::vector<Worker> w = MakeWorkers(spec, 2, 1, &store);
+  RunWorkers(w);
+  for (auto& x : w) ASSERT_TRUE(x.status.ok()) << x.status;
+  EXPECT_EQ(w[0].steps, 20);
+  const std::vector<float> p0 = Params(*w[0].trainer), p1 = Params(*w[1].trainer);
+  EXPECT_EQ(p0, p1);  // every rank applies the same reduced gradients
+  const double d = RelMaxDiff(p0, alone);
+  std::printf("[ measured ] 2x1 ranks (batch 32 each) vs 1 replica (batch 64), 20 steps: "
+              "max |diff| / max |w| = %.3g (bound %.0e)\n", d, kTolerance);
+  EXPECT_LE(d, kTolerance);
+  EXPECT_GT(RelMaxDiff(alone, TrainAlone(MlpJob(32, 20))), 1e-3)
+      << "the comparison cannot tell batch 32 from batch 64";
+}
+
+TEST(DataParallelTest, TwoWorkersOfTwoReplicasMatchOneReplicaWithBatch128) {
+  const v1::JobSpec spec = MlpJob(128, 20);
+  const std::vector<float> alone = TrainAlone(spec);
+  collective::InMemoryStore store;
+  std::vector<Worker> w = MakeWorkers(spec, 2, 2, &store);
+  RunWorkers(w);
+  for (auto& x : w) ASSERT_TRUE(x.status.ok()) << x.status;
+  const std::vector<float> p = Params(*w[0].trainer);
+  EXPECT_EQ(Params(*w[0].trainer, 1), p);
+  EXPECT_EQ(Params(*w[1].trainer, 0), p);
+  EXPECT_EQ(Params(*w[1].trainer, 1), p);
+  const double d = RelMaxDiff(p, alone);
+  std::printf("[ measured ] 2 workers x 2 replicas (batch 32 each) vs 1 replica (batch 128), "
+              "20 steps: max |diff| / max |w| = %.3g (bound %.0e)\n", d, kTolerance);
+  EXPECT_LE(d, kTolerance);
+}
+
+// One step on 2 ranks against a hand-made update: the full global batch's
+// gradient from a plain Model forward/backward (mean loss), then
+// p -= lr * g (the first momentum step is v = g).
+TEST(DataParallelTest, FirstStepMatchesAHandComputedUpdate) {
+  const v1::JobSpec spec = MlpJob(64, 1);
+  collective::InMemoryStore store;
+  std::vector<Worker> w = MakeWorkers(spec, 2, 1, &store);
+  RunWorkers(w);
+  for (auto& x : w) ASSERT_TRUE(x.status.ok()) << x.status;
+
+  auto ds = data::OpenDataset(spec.data().train(), "data.train");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  data::SamplerOptions so;
+  so.batch_size = 64;
+  so.seed = spec.training().seed();
+  data::PipelineOptions po;  // the whole global batch, as one rank of one
+  std::shared_ptr<const data::Dataset> dataset = *std::move(ds);
+  auto pipe = data::Pipeline::Create(dataset, so, spec.data().transform(), true, po);
+  ASSERT_TRUE(pipe.ok()) << pipe.status();
+  auto batch = (*pipe)->Next();
+  ASSERT_TRUE(batch.ok() && batch->has_value());
+  data::Batch& b = **batch;
+  ASSERT_EQ(b.n, 64);
+
+  auto model = Model::Create(spec.model(), {28, 28, 1}, 10);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ParamSet& ps = (*model)->params();
+  ps.Initialize(spec.training().seed());
+  auto loss = CreateLoss("softmax_cross_entropy");
+  ASSERT_TRUE(loss.ok());
+  LayerContext ctx;
+  ctx.seed = spec.training().seed();
+  auto logits = (*model)->Forward(Tensor::Wrap(b.x.data(), b.x_shape(), DType::kF32), ctx);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  Tensor dlogits = Tensor::Empty(logits->shape());
+  ASSERT_TRUE((*loss)->Compute(*logits, Tensor::Wrap(b.y.data(), {b.n}, DType::kI32),
+                               1.0f / 64, &dlogits).ok());
+  ASSERT_TRUE((*model)->Backward(dlogits, ctx).ok());
+  std::vector<float> want(ps.flat_values().numel());
+  const float lr = spec.training().optimizer().lr();
+  for (size_t i = 0; i < want.size(); ++i) {
+    want[i] = ps.flat_values().data<float>()[i] - lr * ps.flat_grads().data<float>()[i];
+  }
+  const double d = RelMaxDiff(Params(*w[1].trainer), want);
+  std::printf("[ measured ] 1 step on 2 ranks vs hand-computed SGD update: "
+              "max |diff| / max |w| = %.3g\n", d);
+  // One step: only the gradient's summation order differs (~1e-7).
+  EXPECT_LE(d, 1e-6);
+}
+
+// Rank 1 runs out of steps (its spec says 3) while rank 0 goes on: rank 0's
+// next collective fails promptly with the communicator's message, instead of
+// hanging.
+TEST(DataParallelTest, ARankThatStopsEarlyFailsTheOtherClearly) {
+  collective::InMemoryStore store;
+  std::vector<Worker> w = MakeWorkers(MlpJob(64, 10), 2, 1, &store);
+  w[1].spec.mutable_training()->set_max_steps(3);
+  for (auto& x : w) x.options.collective_timeout = absl::Seconds(3);
+  const auto start = std::chrono::steady_clock::now();
+  RunWorkers(w);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(w[1].status.ok()) << w[1].status;
+  ASSERT_FALSE(w[0].status.ok());
+  std::printf("[ measured ] rank 0 failed after %.1f s: %s\n", seconds,
+              w[0].status.ToString().c_str());
+  EXPECT_THAT(w[0].status.code(), AnyOf(absl::StatusCode::kUnavailable,
+                                        absl::StatusCode::kDeadlineExceeded,
+                                        absl::StatusCode::kAborted));
+  EXPECT_THAT(w[0].status.message(), HasSubstr("allreduce"));
+  EXPECT_THAT(w[0].status.message(), HasSubstr("rank 0 of 2"));
+  EXPECT_LT(seconds, 30);
+  EXPECT_EQ(w[0].steps, 3);
+}
+
+// A rank that never shows up: the rendezvous fails within the timeout.
+TEST(DataParallelTest, AMissingRankFailsTheRendezvous) {
+  collective::InMemoryStore store;
+  std::vector<Worker> w = MakeWorkers(MlpJob(64, 10), 2, 1, &store);
+  w.resize(1);
+  w[0].options.collective_timeout = absl::Seconds(2);
+  RunWorkers(w);
+  ASSERT_FALSE(w[0].status.ok());
+  std::printf("[ measured ] %s\n", w[0].status.ToString().c_str());
+  EXPECT_EQ(w[0].status.code(), absl::StatusCode::kDeadlineExceeded) << w[0].status;
+}
+
+// Asks its trainer to stop once `at` steps are done, as SIGTERM would.
+class StopAt final : public ProgressSink {
+ public:
+  explicit StopAt(int64_t at) : at_(at) {}
+  void OnStep(const v1::StepProgress& p) override {
+    if (p.step() >= at_ && trainer != nullptr) trainer->load()->RequestStop();
+  }
+  std::atomic<Trainer*>* trainer = nullptr;
+
+ private:
+  int64_t at_;
+};
+
+// A stop request on one rank (here rank 1's process) stops every rank after
+// the same step, and rank 0 checkpoints there with world_size 2; every rank
+// resumes from that checkpoint, and the result equals an uninterrupted run.
+TEST(DataParallelTest, StopIsAgreedAndResumeOnAllRanksContinuesExactly) {
+  char tmpl[] = "/tmp/yoke_dp_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  v1::JobSpec spec = MlpJob(64, 12);
+  spec.mutable_training()->set_log_every_steps(1);
+  spec.mutable_checkpoint()->set_dir(dir);
+
+  collective::InMemoryStore straight_store;
+  std::vector<Worker> straight = MakeWorkers(spec, 2, 1, &straight_store);
+  for (auto& x : straight) x.spec.mutable_checkpoint()->clear_dir();
+  RunWorkers(straight);
+  for (auto& x : straight) ASSERT_TRUE(x.status.ok()) << x.status;
+
+  collective::InMemoryStore store;
+  std::vector<Worker> first = MakeWorkers(spec, 2, 1, &store);
+  StopAt stop(5);
+  std::atomic<Trainer*> rank1{nullptr};
+  stop.trainer = &rank1;
+  first[1].options.progress = &stop;
+  // RunWorkers creates the trainers; publish rank 1's before it steps.
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      auto t = Trainer::Create(first[i].spec, first[i].options);
+      ASSERT_TRUE(t.ok()) << t.status();
+      first[i].trainer = *std::move(t);
+      if (i == 1) rank1.store(first[i].trainer.get());
+      auto r = first[i].trainer->Run();
+      first[i].status = r.status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& x : first) ASSERT_TRUE(x.status.ok()) << x.status;
+  const int64_t stopped = first[0].trainer->global_step();
+  EXPECT_EQ(first[1].trainer->global_step(), stopped);
+  EXPECT_GE(stopped, 5);
+  EXPECT_LT(stopped, 12);
+  const std::string ckpt = CheckpointPath(dir, stopped);
+  auto ck = ReadCheckpoint(ckpt);
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  EXPECT_EQ(ck->header.world_size(), 2);
+  EXPECT_EQ(ck->header.step(), stopped);
+
+  collective::InMemoryStore store2;
+  std::vector<Worker> second = MakeWorkers(spec, 2, 1, &store2);
+  for (auto& x : second) x.options.resume = ckpt;
+  RunWorkers(second);
+  for (auto& x : second) ASSERT_TRUE(x.status.ok()) << x.status;
+  EXPECT_EQ(second[0].steps, 12);
+  EXPECT_EQ(Params(*second[0].trainer), Params(*straight[0].trainer));
+  EXPECT_EQ(Params(*second[1].trainer), Params(*straight[1].trainer));
+}
+
+}  // namespace
+}  // namespace yoke
