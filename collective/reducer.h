@@ -29,6 +29,10 @@
 // losses)/dθ, that is the exact mean over the samples of the global step,
 // however unevenly they were spread over the ranks.
 //
+// Devices: the sample count travels in host memory (an i64 pair), so the
+// reducer serves CPU buffers (Gloo) today; over NCCL the count would need a
+// device-side buffer.
+//
 // Errors: a failed or timed-out collective fails Finish() with the
 // communicator's status (it names the op, its sequence number, the bucket
 // tag and the ranks that never arrived). After an error the communicator is
