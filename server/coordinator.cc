@@ -41,7 +41,16 @@ std::string ExitReason(const v1::Attempt& a, const v1::Assignment& share,
   std::string what = st.exit_code() > 128
                          ? absl::StrCat(who, " killed by signal ", st.exit_code() - 128)
                          : absl::StrCat(who, " exited with code ", st.exit_code());
-  if (!st.reason().empty()) absl::StrAppend(&what, ": ", st.reason());
+  // The worker's own description of a signal ("killed by signal 9 (Killed);
+  // last output: ...") is not repeated.
+  absl::string_view reason = st.reason();
+  const std::string said = absl::StrCat("killed by signal ", st.exit_code() - 128);
+  if (st.exit_code() > 128 && absl::StartsWith(reason, said)) {
+    reason.remove_prefix(said.size());
+    absl::StrAppend(&what, reason);
+  } else if (!reason.empty()) {
+    absl::StrAppend(&what, ": ", reason);
+  }
   return what;
 }
 

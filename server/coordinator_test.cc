@@ -256,16 +256,17 @@ class MultiWorkerTest : public CoordinatorTest {
 TEST_F(MultiWorkerTest, OneRankFailingStopsTheOthersAndFailsTheJobWithItsRank) {
   StartTwoRanks();
   EXPECT_EQ(Beat(w1_).desired_size(), 1);
-  Beat(w2_, {Exit(1, 128 + 9, "")});
+  Beat(w2_, {Exit(1, 128 + 9, "killed by signal 9 (Killed); last output: step 20")});
   v1::Job j = Job(id_);
   EXPECT_EQ(j.state(), v1::JOB_FAILED);
-  EXPECT_EQ(j.reason(), "trainer of rank 1 on w-2 killed by signal 9");
+  EXPECT_EQ(j.reason(), "trainer of rank 1 on w-2 killed by signal 9 (Killed); last output: step 20");
   EXPECT_EQ(j.attempts(0).state(), v1::ATTEMPT_FAILED);
   // Rank 0's worker no longer has the attempt in its desired state, so it
   // stops its trainer; whatever that trainer reports next changes nothing.
   EXPECT_EQ(Beat(w1_, {Status(id_, 1, v1::AttemptStatus::RUNNING)}).desired_size(), 0);
   Beat(w1_, {Exit(1, 128 + 15, "stopped: no longer desired by the coordinator")});
-  EXPECT_EQ(Job(id_).reason(), "trainer of rank 1 on w-2 killed by signal 9");
+  EXPECT_EQ(Job(id_).reason(),
+            "trainer of rank 1 on w-2 killed by signal 9 (Killed); last output: step 20");
 }
 
 TEST_F(MultiWorkerTest, FailedRankRestartsTheGangInAFreshRendezvousNamespace) {
