@@ -108,4 +108,22 @@ HangVerdict CheckHang(Store* store, int rank, int size, int64_t seq, const std::
   return v;
 }
 
+absl::Status HangStatus(const std::string& what, bool timed_out, const std::string& error,
+                        const HangVerdict& verdict) {
+  if (verdict.mismatch) return absl::InvalidArgumentError(absl::StrCat(what, ": ", verdict.text));
+  if (timed_out) return absl::DeadlineExceededError(absl::StrCat(what, ": ", verdict.text));
+  return absl::UnavailableError(absl::StrCat(what, ": ", error, "; ", verdict.text));
+}
+
+absl::Status PeerFailureStatus(const HangRequest& r, int rank, int size,
+                               const std::string& my_signature) {
+  if (!my_signature.empty() && !r.signature.empty() && my_signature != r.signature) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "op #", r.seq, " on rank ", rank, " of ", size, ": ranks disagree on op #", r.seq,
+        ": rank ", r.from_rank, " called ", r.signature, ", this rank ", my_signature));
+  }
+  return absl::AbortedError(absl::StrCat("rank ", rank, " of ", size,
+                                         ": communicator broken by a peer's failure: ", r.what));
+}
+
 }  // namespace yoke::collective

@@ -38,6 +38,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "collective/store.h"
@@ -97,6 +98,18 @@ struct HangVerdict {
 // to `grace` for the answers.
 HangVerdict CheckHang(Store* store, int rank, int size, int64_t seq, const std::string& signature,
                       const std::string& what, absl::Duration grace);
+
+// The status an op fails with after CheckHang: INVALID_ARGUMENT if the
+// ranks disagree on the op, DEADLINE_EXCEEDED if it `timed_out`, else
+// UNAVAILABLE with the backend's `error` text. `what` leads the message.
+absl::Status HangStatus(const std::string& what, bool timed_out, const std::string& error,
+                        const HangVerdict& verdict);
+
+// The status that breaks rank `rank` of `size` when a peer's request `r`
+// arrives, given the signature of this rank's own op #r.seq (empty if
+// unknown): INVALID_ARGUMENT if they differ, ABORTED otherwise.
+absl::Status PeerFailureStatus(const HangRequest& r, int rank, int size,
+                               const std::string& my_signature);
 
 }  // namespace yoke::collective
 

@@ -1,4 +1,7 @@
-// CUDA and cuBLAS return codes -> absl::Status, at the lowest layer.
+// CUDA and cuBLAS return codes -> absl::Status, at the lowest layer. The
+// CUDA runtime half (CUDA_RETURN_IF_ERROR, CUDA_RETURN_IF_LAUNCH_FAILED) lives
+// in common/cuda_check.h, shared with collective/'s NCCL backend; this header
+// adds cuBLAS.
 //
 // Every CUDA runtime or cuBLAS call that can fail goes through one of these
 // macros, so a failure surfaces as a Status whose message holds the call
@@ -13,30 +16,12 @@
 #define YOKE_ENGINE_KERNELS_CUDA_CUDA_CHECK_H_
 
 #include <cublas_api.h>
-#include <cuda_runtime_api.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/cuda_check.h"  // CudaErrorToStatus, CUDA_RETURN_IF_ERROR, ...
 
 namespace yoke::cuda {
-
-// OK for cudaSuccess; otherwise the Status described above.
-inline absl::Status CudaErrorToStatus(cudaError_t e, const char* call, const char* file,
-                                      int line) {
-  if (e == cudaSuccess) return absl::OkStatus();
-  std::string msg = absl::StrCat(call, " failed: ", cudaGetErrorName(e), " (",
-                                 cudaGetErrorString(e), ") at ", file, ":", line);
-  switch (e) {
-    case cudaErrorNoDevice:
-    case cudaErrorInsufficientDriver:
-    case cudaErrorDevicesUnavailable:
-      return absl::UnavailableError(msg);
-    case cudaErrorMemoryAllocation:
-      return absl::ResourceExhaustedError(msg);
-    default:
-      return absl::InternalError(msg);
-  }
-}
 
 // OK for CUBLAS_STATUS_SUCCESS; otherwise the Status described above.
 inline absl::Status CublasErrorToStatus(cublasStatus_t s, const char* call, const char* file,
@@ -52,27 +37,11 @@ inline absl::Status CublasErrorToStatus(cublasStatus_t s, const char* call, cons
 }  // namespace yoke::cuda
 
 // Returns the converted Status from the enclosing function if `call` fails.
-#define CUDA_RETURN_IF_ERROR(call)                                                \
-  do {                                                                            \
-    ::absl::Status _yoke_cuda_status =                                            \
-        ::yoke::cuda::CudaErrorToStatus((call), #call, __FILE__, __LINE__);       \
-    if (!_yoke_cuda_status.ok()) return _yoke_cuda_status;                        \
-  } while (0)
-
 #define CUBLAS_RETURN_IF_ERROR(call)                                              \
   do {                                                                            \
     ::absl::Status _yoke_cublas_status =                                          \
         ::yoke::cuda::CublasErrorToStatus((call), #call, __FILE__, __LINE__);     \
     if (!_yoke_cublas_status.ok()) return _yoke_cublas_status;                    \
-  } while (0)
-
-// After a kernel launch: checks the launch itself (bad configuration, no
-// device) without synchronising, so execution stays asynchronous.
-#define CUDA_RETURN_IF_LAUNCH_FAILED(kernel)                                       \
-  do {                                                                            \
-    ::absl::Status _yoke_launch_status = ::yoke::cuda::CudaErrorToStatus(         \
-        cudaGetLastError(), "launch of " #kernel, __FILE__, __LINE__);            \
-    if (!_yoke_launch_status.ok()) return _yoke_launch_status;                    \
   } while (0)
 
 #endif  // YOKE_ENGINE_KERNELS_CUDA_CUDA_CHECK_H_

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cuda_test_util.h"
 #include "engine/kernels/cuda/cuda_check.h"
 #include "engine/layers/activation.h"
 #include "engine/optim/sgd.h"
@@ -16,25 +17,6 @@
 
 namespace yoke {
 namespace {
-
-// Empty when a device is usable, else why not.
-std::string NoDeviceReason() {
-  int count = 0;
-  cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky error for later tests
-    return std::string("no usable CUDA device: cudaGetDeviceCount returned ") +
-           cudaGetErrorName(e);
-  }
-  if (count == 0) return "no CUDA device present (cudaGetDeviceCount = 0)";
-  return "";
-}
-
-#define SKIP_WITHOUT_DEVICE()                                   \
-  do {                                                          \
-    const std::string reason = NoDeviceReason();                \
-    if (!reason.empty()) GTEST_SKIP() << reason;                \
-  } while (0)
 
 std::vector<float> Random(int64_t n, uint64_t stream, float lo, float hi) {
   Philox rng(77, stream);
@@ -88,7 +70,7 @@ TEST(CudaCheckTest, ConvertsErrorsWithCallTextFileAndLine) {
 }
 
 TEST(CudaElementwiseTest, ReluMatchesCpu) {
-  SKIP_WITHOUT_DEVICE();
+  SKIP_WITHOUT_CUDA_DEVICE();
   const int64_t n = (1 << 20) + 3;  // not a multiple of the block size
   std::vector<float> x = Random(n, 1, -2.0f, 2.0f);
   DeviceBuffer dx(x), dy(std::vector<float>(n, -1.0f));
@@ -109,7 +91,7 @@ TEST(CudaElementwiseTest, ReluMatchesCpu) {
 }
 
 TEST(CudaElementwiseTest, SgdMomentumStepMatchesCpu) {
-  SKIP_WITHOUT_DEVICE();
+  SKIP_WITHOUT_CUDA_DEVICE();
   const int64_t n = 300007;
   for (bool nesterov : {false, true}) {
     for (float momentum : {0.0f, 0.9f}) {
