@@ -92,6 +92,17 @@ inline std::string ProgramName(pid_t pid) {
   return slash == std::string::npos ? argv0 : argv0.substr(slash + 1);
 }
 
+// The command line of `pid`, its arguments joined by spaces ("" if gone).
+inline std::string CommandLine(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!all.empty() && all.back() == '\0') all.pop_back();
+  for (char& c : all) {
+    if (c == '\0') c = ' ';
+  }
+  return all;
+}
+
 // Pids whose parent is `parent`, optionally only those running `name`.
 inline std::vector<pid_t> ChildrenOf(pid_t parent, const std::string& name = "") {
   std::vector<pid_t> kids;
@@ -189,6 +200,27 @@ class TestCluster {
   bool GetJob(const std::string& id, v1::Job* job) const {
     RunResult r = Yoke("get " + id + " --output json");
     return r.exit_code == 0 && ParseJson(r.out, job);
+  }
+
+  // What SubmitAndWatch saw.
+  struct Watched {
+    std::string id;
+    RunResult submit, watch;  // `yoke submit` and `yoke watch` (stderr merged)
+    v1::Job job;              // the job after the watch ended
+    double seconds = 0;       // submit to the end of the watch
+  };
+  // `yoke submit ARGS`, then `yoke watch` to the end, then the job as it
+  // ended. False if the submission or reading the job failed (the job may
+  // still have failed: check job.state()).
+  bool SubmitAndWatch(const std::string& args, Watched* out) const {
+    auto t0 = std::chrono::steady_clock::now();
+    out->submit = Yoke("submit " + args, true);
+    if (out->submit.exit_code != 0) return false;
+    out->id = out->submit.out.substr(0, out->submit.out.find('\n'));
+    out->watch = Yoke("watch " + out->id, true);
+    out->seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return GetJob(out->id, &out->job);
   }
 
   // Logs of every daemon, for failure messages.
