@@ -35,6 +35,8 @@ ABSL_FLAG(int, ranks, 2, "number of ranks (processes)");
 ABSL_FLAG(int64_t, min_bytes, 1024, "smallest message");
 ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest message (sizes go up by 4x)");
 ABSL_FLAG(std::string, wire, "f32", "wire type: f32, f16 or bf16");
+ABSL_FLAG(int64_t, ring_max_bytes, yoke::collective::GlooOptions{}.ring_max_bytes,
+          "GlooOptions::ring_max_bytes (for tuning)");
 ABSL_FLAG(int, rank, -1, "internal: run as this rank");
 ABSL_FLAG(std::string, coordinator, "", "internal: coordinator address");
 
@@ -52,7 +54,9 @@ int Iters(int64_t bytes) {
 
 int RunRank(int rank, int n) {
   CoordinatorStore store(absl::GetFlag(FLAGS_coordinator), "allreduce-bench", 1);
-  auto comm = CreateGlooCommunicator(&store, rank, n, GlooOptions{});
+  GlooOptions go;
+  go.ring_max_bytes = absl::GetFlag(FLAGS_ring_max_bytes);
+  auto comm = CreateGlooCommunicator(&store, rank, n, go);
   if (!comm.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", rank, comm.status().ToString().c_str());
     return 1;
@@ -128,7 +132,8 @@ int RunParent(const char* self) {
         absl::StrCat("--coordinator=", (*server)->address()),
         absl::StrCat("--min_bytes=", absl::GetFlag(FLAGS_min_bytes)),
         absl::StrCat("--max_bytes=", absl::GetFlag(FLAGS_max_bytes)),
-        absl::StrCat("--wire=", absl::GetFlag(FLAGS_wire))};
+        absl::StrCat("--wire=", absl::GetFlag(FLAGS_wire)),
+        absl::StrCat("--ring_max_bytes=", absl::GetFlag(FLAGS_ring_max_bytes))};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

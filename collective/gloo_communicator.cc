@@ -11,10 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "collective/gloo_ops.h"
 #include "collective/half.h"
 #include "collective/hang_check.h"
 #include "gloo/allgather.h"
-#include "gloo/allreduce.h"
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
 #include "gloo/common/error.h"
@@ -67,77 +67,13 @@ class GlooStore : public gloo::rendezvous::Store {
   absl::Status error_;
 };
 
-template <typename T>
-void SumInto(void* out, const void* a, const void* b, size_t n) {
-  T* o = static_cast<T*>(out);
-  const T* x = static_cast<const T*>(a);
-  const T* y = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
-}
-
-void SumF16Fn(void* out, const void* a, const void* b, size_t n) {
-  SumF16(static_cast<uint16_t*>(out), static_cast<const uint16_t*>(a),
-         static_cast<const uint16_t*>(b), n);
-}
-void SumBF16Fn(void* out, const void* a, const void* b, size_t n) {
-  SumBF16(static_cast<uint16_t*>(out), static_cast<const uint16_t*>(a),
-          static_cast<const uint16_t*>(b), n);
-}
-
-gloo::AllreduceOptions::Func SumFunction(DataType t) {
-  switch (t) {
-    case DataType::kF32:
-      return &SumInto<float>;
-    case DataType::kF16:
-      return &SumF16Fn;
-    case DataType::kBF16:
-      return &SumBF16Fn;
-    case DataType::kI32:
-      return &SumInto<int32_t>;
-    case DataType::kI64:
-      return &SumInto<int64_t>;
-    case DataType::kU8:
-      return &SumInto<uint8_t>;
-  }
-  return nullptr;
-}
-
-// Divides in place by `n` (kAverage): f32 and integers natively, halves
-// through f32.
-void DivideBy(Buffer b, int n) {
-  const int64_t c = b.count;
-  switch (b.dtype) {
-    case DataType::kF32:
-      for (float *p = static_cast<float*>(b.data), *e = p + c; p != e; ++p) *p /= n;
-      return;
-    case DataType::kI32:
-      for (int32_t *p = static_cast<int32_t*>(b.data), *e = p + c; p != e; ++p) *p /= n;
-      return;
-    case DataType::kI64:
-      for (int64_t *p = static_cast<int64_t*>(b.data), *e = p + c; p != e; ++p) *p /= n;
-      return;
-    case DataType::kU8:
-      for (uint8_t *p = static_cast<uint8_t*>(b.data), *e = p + c; p != e; ++p) *p /= n;
-      return;
-    case DataType::kF16:
-    case DataType::kBF16: {
-      uint16_t* h = static_cast<uint16_t*>(b.data);
-      const bool f16 = b.dtype == DataType::kF16;
-      for (int64_t i = 0; i < c; ++i) {
-        const float v = (f16 ? F16ToF32Scalar(h[i]) : BF16ToF32Scalar(h[i])) / n;
-        h[i] = f16 ? F32ToF16Scalar(v) : F32ToBF16Scalar(v);
-      }
-      return;
-    }
-  }
-}
-
 // What an op's body gets from the background thread.
 struct OpEnv {
   const std::shared_ptr<gloo::Context>& context;
   uint32_t tag;  // the op's seq: every rank tags the same op alike
   std::chrono::milliseconds timeout;
   std::vector<uint16_t>* scratch;  // for wire compression; op thread only
+  AllreduceCache* cache;
 };
 
 // The Gloo tag of op `seq` with `signature`: equal on every rank that calls
@@ -150,6 +86,9 @@ uint32_t OpTag(int64_t seq, const std::string& signature) {
   for (unsigned char ch : signature) h = (h ^ ch) * 16777619u;
   return h ^ static_cast<uint32_t>(static_cast<uint64_t>(seq) * 0x9E3779B1u);
 }
+
+// How often the watchdog looks at the running op.
+constexpr absl::Duration kWatchInterval = absl::Milliseconds(50);
 
 // How many recent ops' signatures a core remembers for hang checks.
 constexpr int kRecentOps = 64;
@@ -171,7 +110,7 @@ class GlooCore {
   GlooCore(Store* store, int rank, int size, GlooOptions options,
            std::shared_ptr<gloo::Context> context)
       : store_(store), rank_(rank), size_(size), options_(std::move(options)),
-        context_(std::move(context)) {}
+        context_(std::move(context)), cache_(options_.ring_max_bytes) {}
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -212,9 +151,11 @@ class GlooCore {
           continue;
         }
         op->started = absl::Now();
+        running_ = op;
       }
       absl::Status s = Run(op.get());
       absl::MutexLock lock(&mu_);
+      running_ = nullptr;
       if (s.ok()) {
         completed_.store(op->seq);
       } else {
@@ -230,18 +171,29 @@ class GlooCore {
     // A CondVar, not Mutex::Await: absl's conditional waits woke a jiffy
     // (4 ms) late here, which dominated small ops.
     absl::MutexLock lock(&mu_);
-    while (!op->done && broken_.ok()) {
-      if (!done_cv_.WaitWithTimeout(&mu_, absl::Seconds(1))) continue;
-      // Gloo enforces the op's timeout itself; this only guards against a
-      // Gloo call that never returns.
-      const absl::Duration limit = op->timeout + options_.hang_grace + absl::Seconds(10);
-      if (absl::Now() - op->started > limit) {
-        Break(absl::DeadlineExceededError(absl::StrCat(
-            op->what, " still inside Gloo ", absl::FormatDuration(limit), " after it started on rank ",
-            rank_, " of ", size_, " (Gloo did not honour its timeout)")));
-      }
-    }
+    while (!op->done && broken_.ok()) done_cv_.Wait(&mu_);
     return op->done ? op->status : broken_;
+  }
+
+  // The watchdog thread's body, until `stop`: fails the running op once it
+  // is older than its timeout (after the hang check) and breaks the
+  // communicator, whether or not anyone waits on it.
+  void Watch(absl::Notification* stop) {
+    while (!stop->WaitForNotificationWithTimeout(kWatchInterval)) {
+      std::shared_ptr<Op> op;
+      {
+        absl::MutexLock lock(&mu_);
+        if (running_ == nullptr || !broken_.ok() || absl::Now() - running_->started < running_->timeout) {
+          continue;
+        }
+        op = running_;
+      }
+      const std::string what = absl::StrCat(Where(*op), " timed out after ", absl::FormatDuration(op->timeout));
+      const HangVerdict v =
+          CheckHang(store_, rank_, size_, op->seq, op->signature, what, options_.hang_grace);
+      absl::MutexLock lock(&mu_);
+      Break(HangStatus(what, /*timed_out=*/true, "", v));
+    }
   }
 
   // For the hang listener: how far this rank got, and what its op #seq was.
@@ -306,7 +258,10 @@ class GlooCore {
   absl::Status Run(Op* op) {
     std::string error;
     try {
-      op->run(OpEnv{context_, OpTag(op->seq, op->signature), ToChronoMs(op->timeout), &scratch_});
+      // Gloo's own timeout is a backstop: Watch() fails the op at its
+      // timeout (and runs the hang check) while Gloo still waits.
+      const auto backstop = ToChronoMs(op->timeout + options_.hang_grace + absl::Seconds(5));
+      op->run(OpEnv{context_, OpTag(op->seq, op->signature), backstop, &scratch_, &cache_});
       return absl::OkStatus();
     } catch (const gloo::IoException& e) {
       error = e.what();
@@ -341,6 +296,7 @@ class GlooCore {
   std::atomic<int64_t> completed_{0};
   absl::Notification exited_;
   std::vector<uint16_t> scratch_;  // op thread only
+  AllreduceCache cache_;           // op thread only
 
   absl::Mutex mu_;
   absl::CondVar work_cv_;  // the background thread waits for ops or stop_
@@ -348,6 +304,7 @@ class GlooCore {
   std::deque<std::shared_ptr<Op>> queue_ ABSL_GUARDED_BY(mu_);
   absl::Status broken_ ABSL_GUARDED_BY(mu_);  // OK while usable
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<Op> running_ ABSL_GUARDED_BY(mu_);  // inside Gloo now
   std::pair<int64_t, std::string> recent_[kRecentOps] ABSL_GUARDED_BY(mu_);
 };
 
@@ -395,6 +352,7 @@ class GlooCommunicator : public Communicator {
  public:
   GlooCommunicator(std::shared_ptr<GlooCore> core) : core_(std::move(core)) {
     thread_ = std::thread([core = core_] { core->Loop(); });
+    watchdog_ = std::thread([this] { core_->Watch(&stop_watchdog_); });
     GlooCore* c = core_.get();
     listener_ = std::make_unique<HangListener>(
         c->store(), c->rank(), c->options().hang_poll,
@@ -403,6 +361,8 @@ class GlooCommunicator : public Communicator {
   }
 
   ~GlooCommunicator() override {
+    stop_watchdog_.Notify();
+    watchdog_.join();
     listener_.reset();
     core_->Abort("communicator destroyed");
     if (core_->Stop(core_->options().destroy_wait)) {
@@ -444,12 +404,7 @@ class GlooCommunicator : public Communicator {
           if (wire == DataType::kF16) F32ToF16(f, env.scratch->data(), buf.count);
           else F32ToBF16(f, env.scratch->data(), buf.count);
         }
-        gloo::AllreduceOptions g(env.context);
-        SetOutput(g, wbuf);
-        g.setReduceFunction(SumFunction(wbuf.dtype));
-        g.setTag(env.tag);
-        g.setTimeout(env.timeout);
-        gloo::allreduce(g);
+        env.cache->Sum(env.context, wbuf, env.tag, env.timeout);
         if (compress) {
           float* f = static_cast<float*>(buf.data);
           if (wire == DataType::kF16) F16ToF32(env.scratch->data(), f, buf.count);
@@ -522,19 +477,6 @@ class GlooCommunicator : public Communicator {
   int64_t completed_seq() const override { return core_->completed(); }
 
  private:
-  static void SetOutput(gloo::AllreduceOptions& g, const Buffer& b) {
-    switch (DataTypeSize(b.dtype)) {
-      case 1:
-        return g.setOutput(static_cast<uint8_t*>(b.data), b.count);
-      case 2:
-        return g.setOutput(static_cast<uint16_t*>(b.data), b.count);
-      case 4:
-        return g.setOutput(static_cast<uint32_t*>(b.data), b.count);
-      default:
-        return g.setOutput(static_cast<uint64_t*>(b.data), b.count);
-    }
-  }
-
   std::unique_ptr<Work> Issue(const char* name, const Options& o, std::string signature,
                               std::function<void(const OpEnv&)> run) {
     if (o.timeout <= absl::ZeroDuration()) {
@@ -546,6 +488,8 @@ class GlooCommunicator : public Communicator {
 
   std::shared_ptr<GlooCore> core_;
   std::thread thread_;
+  absl::Notification stop_watchdog_;
+  std::thread watchdog_;
   std::unique_ptr<HangListener> listener_;
 };
 

@@ -64,6 +64,9 @@ struct GlooOptions {
   // How long the destructor waits for an op stuck inside Gloo before it
   // detaches the background thread.
   absl::Duration destroy_wait = absl::Seconds(1);
+  // Allreduces with bytes * (size - 1) up to this use a cached ring with
+  // registered buffers (gloo_ops.h); larger ones Gloo's pipelined ring.
+  size_t ring_max_bytes = 1 << 20;
 };
 
 // Connects rank `rank` of `size` through `store` (which must outlive the
