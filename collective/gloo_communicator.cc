@@ -1,9 +1,12 @@
 #include "collective/gloo_communicator.h"
 
+#include <signal.h>
+
 #include <atomic>
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -308,6 +311,21 @@ class GlooCore {
   std::pair<int64_t, std::string> recent_[kRecentOps] ABSL_GUARDED_BY(mu_);
 };
 
+// Gloo writes to its sockets with writev(), which raises SIGPIPE when the
+// peer is gone, and SIGPIPE's default action kills the process: a dead peer
+// must be an error, not our death. Installed once, and only over the
+// default disposition (a program that handles SIGPIPE itself keeps its
+// handler).
+void IgnoreSigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction old {};
+    if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+      signal(SIGPIPE, SIG_IGN);
+    }
+  });
+}
+
 class GlooWork : public Work {
  public:
   GlooWork(std::shared_ptr<GlooCore> core, std::shared_ptr<Op> op)
@@ -504,6 +522,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(Store* stor
     return absl::InvalidArgumentError(
         absl::StrCat("gloo: rank: must be in [0, ", size, "), got ", rank));
   }
+  IgnoreSigpipe();
   const std::string where = absl::StrCat("gloo: rank ", rank, " of ", size, " on ", options.hostname);
   GlooStore gstore(store, options.connect_timeout);
   std::shared_ptr<gloo::Context> context;

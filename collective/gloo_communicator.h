@@ -9,9 +9,13 @@
 // deleted.
 //
 // Execution: ops run in issue order on one background thread per
-// communicator, with Gloo's allreduce (ring, pipelined in segments),
-// broadcast, allgather (ring) and barrier. Work::Wait blocks the caller
-// until its op finishes, fails, or the communicator is aborted.
+// communicator. Allreduce uses a cached gloo AllreduceRing with registered
+// buffers for small messages and Gloo's pipelined ring (gloo::allreduce)
+// for large ones (gloo_ops.h explains the choice); broadcast, allgather and
+// barrier use Gloo's unbound-buffer collectives. Every op's Gloo tag folds
+// in its signature ("allreduce 1000 f32 sum"), so ranks that disagree on
+// an op never exchange bytes. Work::Wait blocks the caller until its op
+// finishes, fails, or the communicator breaks.
 //
 // Allreduce supports kSum and kAverage for every DataType (f16/bf16 sums are
 // rounded once per addition; integer averages truncate). An f32 buffer may
@@ -19,22 +23,33 @@
 // scratch buffer, reduced in that type, converted back and, for kAverage,
 // divided in f32.
 //
-// Failures: a Gloo op runs with Options::timeout as its Gloo timeout. When
-// it times out the op fails with DEADLINE_EXCEEDED, after a hang check
-// (hang_check.h) that names the ranks that never arrived:
-//   "allreduce #7 (bucket 3) timed out after 2s on rank 0 of 2: ranks 1
+// Failures (docs/collectives.md): a watchdog thread fails the running op
+// once it is older than Options::timeout, with DEADLINE_EXCEEDED after a
+// hang check (hang_check.h) that names the ranks that never arrived:
+//   "allreduce #7 (bucket 3) on rank 0 of 2 timed out after 2s: ranks 1
 //    never arrived"
-// Any other Gloo error (a peer closed its connection, a size mismatch)
-// becomes UNAVAILABLE with Gloo's text and the hang check's verdict; Gloo
-// exceptions never escape. Either breaks the communicator: the op, every
-// queued op and every later op fail with the same status.
+// Ranks that called a different op #7 turn this into INVALID_ARGUMENT
+// ("ranks disagree on op #7: rank 1 called allreduce 3000 f32 sum, this
+// rank allreduce 1000 f32 sum"). Any Gloo error (a peer closed its
+// connection) becomes UNAVAILABLE with Gloo's text and the hang check's
+// verdict ("ranks 1 did not answer ... (dead or unreachable)"); Gloo
+// exceptions never escape. Each of these breaks the communicator: the op,
+// every queued op and every later op fail with the same status, and the
+// other ranks' communicators break too (ABORTED) when the hang check asks
+// them, so a late rank fails fast instead of waiting out its own timeout.
 //
 // Abort() may be called from any thread: it breaks the communicator and
 // wakes every Wait() at once with ABORTED. Gloo cannot cancel an op in
-// flight, so the background thread may stay inside Gloo until the op's own
-// timeout; the destructor waits GlooOptions::destroy_wait for it and
-// otherwise detaches it (with a log line) instead of blocking. Until then
-// Gloo may still write into that op's buffers.
+// flight, so the background thread may stay inside Gloo until Gloo's own
+// timeout (the op's timeout plus grace for unbound ops; connect_timeout,
+// the pairs' timeout, for cached rings). The destructor waits
+// GlooOptions::destroy_wait for it and otherwise detaches it (with a log
+// line) instead of blocking; until it returns, Gloo may still write into
+// that op's buffer.
+//
+// Signals: Gloo writes to sockets with writev(), so a dead peer raises
+// SIGPIPE; CreateGlooCommunicator sets SIGPIPE to SIG_IGN if it still has
+// its default (process-killing) disposition, as Python does at start-up.
 //
 // Thread-safety: as Communicator (communicator.h).
 #ifndef YOKE_COLLECTIVE_GLOO_COMMUNICATOR_H_
