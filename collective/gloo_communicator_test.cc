@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collective/half.h"
+#include "collective/testing/gloo_ranks.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -17,31 +18,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Creates `n` communicators (one per thread) on a fresh store.
 std::vector<std::unique_ptr<Communicator>> Connect(int n, InMemoryStore* store,
-                                                   GlooOptions o = {}) {
-  std::vector<std::unique_ptr<Communicator>> comms(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      auto c = CreateGlooCommunicator(store, r, n, o);
-      ASSERT_TRUE(c.ok()) << c.status();
-      comms[r] = std::move(*c);
-    });
-  }
-  for (auto& t : threads) t.join();
-  return comms;
+                                                   const GlooOptions& o = {}) {
+  return testing::ConnectGloo(n, store, o);
 }
-
-// Runs fn(rank, comm) on one thread per rank.
-void OnEveryRank(std::vector<std::unique_ptr<Communicator>>& comms,
-                 const std::function<void(int, Communicator&)>& fn) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < static_cast<int>(comms.size()); ++r) {
-    threads.emplace_back([&, r] { fn(r, *comms[r]); });
-  }
-  for (auto& t : threads) t.join();
-}
+using testing::OnEveryRank;
 
 // Integer-valued element i of rank r: small enough that sums stay exact.
 int64_t Value(int r, int64_t i) { return (i * 7 + r * 13) % 101 - 50; }
