@@ -12,10 +12,13 @@
 namespace yoke {
 namespace {
 
-// "rank 3 never arrived" / "ranks 2,5 never arrived" (spaces after commas
-// tolerated).
+// The clauses of a hang check's verdict that name ranks to blame:
+// "ranks 2,5 never arrived", "rank 3 never arrived" (behind), and "ranks 1
+// did not answer within 5s (dead or unreachable)" (silent), up to the next
+// ';'. Group 1 is the rank list.
 const std::regex& MissingRe() {
-  static const std::regex re(R"(ranks? ([0-9]+(?:, ?[0-9]+)*) never arrived)");
+  static const std::regex re(
+      R"(ranks? ([0-9]+(?:, ?[0-9]+)*) (?:never arrived|did not answer[^;]*))");
   return re;
 }
 
@@ -34,11 +37,15 @@ bool IsCollectiveTimeout(const std::string& reason) {
 
 std::vector<int> MissingRanks(const std::string& reason) {
   std::vector<int> out;
-  std::smatch m;
-  if (!std::regex_search(reason, m, MissingRe())) return out;
-  for (absl::string_view part : absl::StrSplit(m[1].str(), ',')) {
-    int r;
-    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &r)) out.push_back(r);
+  for (auto m = std::sregex_iterator(reason.begin(), reason.end(), MissingRe());
+       m != std::sregex_iterator(); ++m) {
+    for (absl::string_view part : absl::StrSplit((*m)[1].str(), ',')) {
+      int r;
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &r) &&
+          std::find(out.begin(), out.end(), r) == out.end()) {
+        out.push_back(r);
+      }
+    }
   }
   return out;
 }
@@ -51,23 +58,29 @@ std::string RanksOf(const v1::Assignment& share) {
 
 std::string AttributeHang(const std::string& reason, const v1::Attempt& attempt,
                           const std::map<int, int64_t>& completed) {
-  std::smatch m;
-  if (!std::regex_search(reason, m, MissingRe())) return reason;
-  // The workers of the missing ranks, each once, in the order first named.
-  std::vector<std::string> workers;
-  for (int rank : MissingRanks(reason)) {
-    const v1::Assignment* s = ShareOfRank(attempt, rank);
-    if (s != nullptr && std::find(workers.begin(), workers.end(), s->worker_id()) == workers.end()) {
-      workers.push_back(s->worker_id());
+  if (!IsCollectiveTimeout(reason)) return reason;
+  // After each clause, the workers of the ranks it names, each once.
+  std::string out;
+  size_t copied = 0;
+  for (auto m = std::sregex_iterator(reason.begin(), reason.end(), MissingRe());
+       m != std::sregex_iterator(); ++m) {
+    std::vector<std::string> workers;
+    for (int rank : MissingRanks(m->str())) {
+      const v1::Assignment* s = ShareOfRank(attempt, rank);
+      if (s != nullptr &&
+          std::find(workers.begin(), workers.end(), s->worker_id()) == workers.end()) {
+        workers.push_back(s->worker_id());
+      }
+    }
+    const size_t end = static_cast<size_t>(m->position(0) + m->length(0));
+    absl::StrAppend(&out, reason.substr(copied, end - copied));
+    copied = end;
+    if (!workers.empty()) {
+      absl::StrAppend(&out, " (worker", workers.size() > 1 ? "s " : " ",
+                      absl::StrJoin(workers, ", "), ")");
     }
   }
-  const size_t end = static_cast<size_t>(m.position(0) + m.length(0));
-  std::string out = reason.substr(0, end);
-  if (!workers.empty()) {
-    absl::StrAppend(&out, " (worker", workers.size() > 1 ? "s " : " ",
-                    absl::StrJoin(workers, ", "), ")");
-  }
-  absl::StrAppend(&out, reason.substr(end));
+  absl::StrAppend(&out, reason.substr(copied));
 
   std::vector<const v1::Assignment*> shares;
   for (const v1::Assignment& s : attempt.assignments()) shares.push_back(&s);

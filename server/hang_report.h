@@ -9,7 +9,9 @@
 // share of the attempt (worker, first rank, replicas) and the last
 // collective sequence number each share's trainer reported as completed in
 // its heartbeats (StepProgress.collective_seq_completed). AttributeHang adds
-// them to the message:
+// them to the message (a rank that did not answer the hang check at all,
+// "ranks 1 did not answer within 5s (dead or unreachable)", is blamed the
+// same way):
 //   "... ranks 2,5 never arrived (worker w-7); last collective completed
 //    per rank: r0=1233 r1=1233 r2=1199 r3=1233"
 // A share with several replicas is one trainer process, which reports one
@@ -29,19 +31,19 @@
 
 namespace yoke {
 
-// True if `reason` is a collective timeout report (it names ranks that
-// "never arrived").
+// True if `reason` is a collective timeout report: it names ranks that
+// "never arrived" or "did not answer" the hang check (dead or unreachable).
 bool IsCollectiveTimeout(const std::string& reason);
 
-// The ranks a collective timeout report says never arrived, in the order it
-// lists them; empty if `reason` names none.
+// The ranks a collective timeout report blames (never arrived, or did not
+// answer), each once, in the order it names them; empty if it names none.
 std::vector<int> MissingRanks(const std::string& reason);
 
 // "rank 1" or "ranks 2-3": the global ranks of `share`.
 std::string RanksOf(const v1::Assignment& share);
 
-// `reason` with the workers of the missing ranks after "never arrived" and
-// the per-rank progress appended. `completed` maps a share's first rank to
+// `reason` with the workers of the blamed ranks after each clause that
+// names them, and the per-rank progress appended. `completed` maps a share's first rank to
 // the last collective_seq_completed its trainer reported. Returns `reason`
 // unchanged if it is not a collective timeout.
 std::string AttributeHang(const std::string& reason, const v1::Attempt& attempt,

@@ -55,6 +55,18 @@ TEST(HangReportTest, OneWorkerAndTextAfterTheRanksKeepTheirPlace) {
             "r2-3=none r4=none r5=none");
 }
 
+TEST(HangReportTest, SilentRanksAreBlamedToo) {
+  const std::string reason =
+      "allreduce #9 (bucket 0) timed out after 5s on rank 0 of 6: ranks 1 never arrived; "
+      "ranks 4,5 did not answer within 2s (dead or unreachable)";
+  EXPECT_TRUE(IsCollectiveTimeout("x: ranks 1 did not answer within 2s (dead or unreachable)"));
+  EXPECT_EQ(MissingRanks(reason), (std::vector<int>{1, 4, 5}));
+  EXPECT_EQ(AttributeHang(reason, FourRanks(), {{0, 8}, {1, 7}, {2, 8}, {4, 3}, {5, 3}}),
+            "allreduce #9 (bucket 0) timed out after 5s on rank 0 of 6: ranks 1 never arrived "
+            "(worker w-1); ranks 4,5 did not answer within 2s (dead or unreachable) (workers "
+            "w-2, w-5); last collective completed per rank: r0=8 r1=7 r2-3=8 r4=3 r5=3");
+}
+
 TEST(HangReportTest, OtherReasonsAreUnchanged) {
   EXPECT_EQ(AttributeHang("trainer on w-1 killed by signal 9", FourRanks(), {{0, 5}}),
             "trainer on w-1 killed by signal 9");

@@ -1,7 +1,9 @@
 // End to end, synchronous data parallelism (issue 4) on `yoke up --workers 2`:
-// a 2-worker MLP job trains to the single-process accuracy, and a 2-worker
-// job whose rank-1 trainer is killed fails promptly, naming the rank, while
-// the other rank's trainer is stopped and both daemons stay up.
+// a 2-worker MLP job trains to the single-process accuracy; a 2-worker job
+// whose rank-1 trainer is killed fails promptly, naming the rank, while the
+// other rank's trainer is stopped and both daemons stay up; and one whose
+// rank 1 freezes fails at the collective timeout with a hang report naming
+// rank 1's worker and every rank's last completed collective.
 // The 2-worker CNN run is data_parallel_cnn_e2e_test.cc (label `slow`).
 #include <chrono>
 #include <regex>
@@ -66,34 +68,42 @@ TEST(DataParallelE2ETest, MlpOnTwoWorkersReachesTheSingleProcessAccuracy) {
   EXPECT_EQ(ranks, (std::set<int>{0, 1})) << logs.out.substr(0, 2000);
 }
 
-TEST(DataParallelE2ETest, KilledRankFailsTheJobStopsTheOtherRankAndDaemonsStayUp) {
-  TestCluster cluster(2);
-  ASSERT_TRUE(cluster.ok()) << cluster.up_output();
-  // Long enough to still be running when a rank dies.
+// Submits a long 2-worker MLP job (`extra` --set flags added), waits until
+// it trains, and finds its two trainers.
+void StartLongJob(const TestCluster& cluster, const std::string& extra, std::string* id,
+                  pid_t* rank0, pid_t* rank1) {
   RunResult s = cluster.Yoke("submit " + Config("fashion_mnist_mlp.yaml") +
                              " --set distribution.workers=2 --set training.epochs=50"
-                             " --set training.threads=1 --set restart.max_restarts=0");
+                             " --set training.threads=1 --set restart.max_restarts=0 " +
+                             extra);
   ASSERT_EQ(s.exit_code, 0) << s.out;
-  const std::string id = FirstLine(s.out);
-
+  *id = FirstLine(s.out);
   v1::Job job;
   ASSERT_TRUE(WaitFor(
       [&] {
-        return cluster.GetJob(id, &job) && job.state() == v1::JOB_RUNNING &&
+        return cluster.GetJob(*id, &job) && job.state() == v1::JOB_RUNNING &&
                job.progress().step() > 20;
       },
       std::chrono::seconds(90)))
       << "state " << job.state() << " " << job.reason() << "\n"
       << cluster.Logs();
-
   std::vector<pid_t> trainers = Trainers(cluster);
   ASSERT_EQ(trainers.size(), 2u) << "one trainer per worker";
-  pid_t victim = 0, survivor = 0;
+  *rank0 = *rank1 = 0;
   for (pid_t t : trainers) {
-    (CommandLine(t).find("--rank 1 ") != std::string::npos ? victim : survivor) = t;
+    (CommandLine(t).find("--rank 1 ") != std::string::npos ? *rank1 : *rank0) = t;
   }
-  ASSERT_NE(victim, 0) << CommandLine(trainers[0]) << " / " << CommandLine(trainers[1]);
-  ASSERT_NE(survivor, 0);
+  ASSERT_NE(*rank1, 0) << CommandLine(trainers[0]) << " / " << CommandLine(trainers[1]);
+  ASSERT_NE(*rank0, 0);
+}
+
+TEST(DataParallelE2ETest, KilledRankFailsTheJobStopsTheOtherRankAndDaemonsStayUp) {
+  TestCluster cluster(2);
+  ASSERT_TRUE(cluster.ok()) << cluster.up_output();
+  std::string id;
+  pid_t survivor = 0, victim = 0;
+  ASSERT_NO_FATAL_FAILURE(StartLongJob(cluster, "", &id, &survivor, &victim));
+  v1::Job job;
 
   auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(kill(victim, SIGKILL), 0);
@@ -143,6 +153,41 @@ TEST(DataParallelE2ETest, KilledRankFailsTheJobStopsTheOtherRankAndDaemonsStayUp
   RunResult w = cluster.Yoke("watch " + id, true);
   EXPECT_EQ(w.exit_code, 1);
   EXPECT_NE(w.out.find("rank 1"), std::string::npos) << w.out;
+}
+
+TEST(DataParallelE2ETest, HungRankIsNamedWithItsWorkerAndEveryRanksLastCollective) {
+  TestCluster cluster(2);
+  ASSERT_TRUE(cluster.ok()) << cluster.up_output();
+  std::string id;
+  pid_t rank0 = 0, rank1 = 0;
+  ASSERT_NO_FATAL_FAILURE(
+      StartLongJob(cluster, "--set distribution.collective_timeout_s=5", &id, &rank0, &rank1));
+  // A frozen rank: its daemon keeps heartbeating, so only rank 0's watchdog
+  // can notice (after the 5 s collective timeout and the 3 s hang check).
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(rank1, SIGSTOP), 0);
+  v1::Job job;
+  const bool failed = WaitFor(
+      [&] { return cluster.GetJob(id, &job) && job.state() == v1::JOB_FAILED; },
+      std::chrono::seconds(40));
+  kill(rank1, SIGCONT);  // let it take the daemon's SIGTERM
+  ASSERT_TRUE(failed) << "state " << job.state() << " " << job.reason() << "\n" << cluster.Logs();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("job FAILED %.1fs after SIGSTOP of rank 1: %s\n", took, job.reason().c_str());
+  const std::string w = job.attempts(0).assignments(1).worker_id();
+  EXPECT_TRUE(std::regex_search(
+      // Gloo's own timeout ("Read timeout") or the watchdog's ("timed out
+      // after 5s"), whichever fires first; then the hang check's verdict.
+      job.reason(), std::regex("^trainer of rank 0 on w-[0-9]+ exited with code 1: .*on rank 0 "
+                               "of 2.*ranks? 1 .*\\(worker " + w + "\\)")))
+      << job.reason();
+  EXPECT_TRUE(std::regex_search(
+      job.reason(), std::regex("last collective completed per rank: r0=[0-9]+ r1=[0-9]+$")))
+      << job.reason();
+  EXPECT_TRUE(WaitFor([&] { return !Alive(rank0) && !Alive(rank1); }, std::chrono::seconds(15)))
+      << cluster.Logs();
+  for (int wp : cluster.state().worker_pids) EXPECT_TRUE(Alive(wp)) << "worker " << wp;
 }
 
 }  // namespace
