@@ -11,6 +11,10 @@ pkgs=(
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   libabsl-dev libspdlog-dev libyaml-cpp-dev libsqlite3-dev zlib1g-dev
   libdnnl-dev libgloo-dev
+  # dnnl-config.cmake calls find_package(OpenCL) (Debian builds oneDNN with
+  # its OpenCL GPU runtime); libdnnl-dev only recommends it, and we install
+  # without recommends.
+  ocl-icd-opencl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
 )

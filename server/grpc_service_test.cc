@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/config.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -176,8 +177,13 @@ TEST_F(GrpcServiceTest, JobRunsToSucceededThroughTheWorkerProtocol) {
   ASSERT_TRUE(Submit(Spec(), &id).ok());
   EXPECT_EQ(id, "job-000001");
 
-  // A watcher from the start; it must see the job through to SUCCEEDED.
-  std::vector<v1::JobEvent> events;
+  // A watcher from the start; it must see the job through to SUCCEEDED. The
+  // stream coalesces changes a slow reader has not read yet, so the test
+  // waits for the watcher to see each state before it causes the next one
+  // (a busy machine can delay the watcher's thread by far more than any
+  // fixed sleep).
+  absl::Mutex mu;
+  std::vector<v1::JobEvent> events;  // guarded by mu
   grpc::Status watch_status;
   std::thread watcher([&] {
     grpc::ClientContext ctx;
@@ -185,9 +191,23 @@ TEST_F(GrpcServiceTest, JobRunsToSucceededThroughTheWorkerProtocol) {
     req.set_job_id(id);
     auto reader = jobs_->WatchJob(&ctx, req);
     v1::JobEvent ev;
-    while (reader->Read(&ev)) events.push_back(ev);
+    while (reader->Read(&ev)) {
+      absl::MutexLock lock(&mu);
+      events.push_back(ev);
+    }
     watch_status = reader->Finish();
   });
+  auto wait_for_state = [&](v1::JobState state) {
+    absl::MutexLock lock(&mu);
+    auto seen = [&] {
+      for (const v1::JobEvent& ev : events) {
+        if (ev.job().state() == state) return true;
+      }
+      return false;
+    };
+    return mu.AwaitWithTimeout(absl::Condition(&seen), absl::Seconds(30));
+  };
+  EXPECT_TRUE(wait_for_state(v1::JOB_SCHEDULED));
 
   v1::HeartbeatResponse hb = Beat(w);
   ASSERT_EQ(hb.desired_size(), 1);
@@ -203,7 +223,7 @@ TEST_F(GrpcServiceTest, JobRunsToSucceededThroughTheWorkerProtocol) {
   st.mutable_progress()->set_total_steps(8);
   st.add_logs()->set_text("step 3/8 loss 0.69");
   Beat(w, {st});
-  absl::SleepFor(absl::Milliseconds(100));  // let the watcher see RUNNING
+  EXPECT_TRUE(wait_for_state(v1::JOB_RUNNING));
 
   // Rendezvous on the running attempt.
   {
