@@ -97,12 +97,15 @@ TEST(CoordinatorRestartE2ETest, JobSurvivesCoordinatorKill9) {
   ASSERT_GT(worker.pid(), 0);
 
   // Short epochs (20,000 of the 60,000 images) so some finish before the
-  // crash and more after it.
+  // crash and more after it. The first hidden layer is 8x wider than the
+  // config's, so the nine epochs after the first outlast the ~1.5 s outage
+  // by a wide margin even on a fast, idle machine (the config's own MLP
+  // once finished during it).
   const int kEpochs = 10;
   RunResult s = yoke("submit " + Config("fashion_mnist_mlp.yaml") +
                      " --set training.epochs=" + std::to_string(kEpochs) +
                      " --set data.train.num_examples=20000 --set data.test.num_examples=2000"
-                     " --set training.threads=1");
+                     " --set model.layers[1].dense.units=2048 --set training.threads=1");
   ASSERT_EQ(s.exit_code, 0) << s.out << logs();
   std::string id = s.out.substr(0, s.out.find('\n'));
 
