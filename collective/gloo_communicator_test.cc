@@ -99,6 +99,46 @@ TEST_P(GlooSizesTest, AllreduceBroadcastAllgatherBarrierAreExact) {
   });
 }
 
+// Data parallelism needs every rank to apply the SAME reduced gradient, bit
+// for bit, or the replicas drift apart over training. With non-integer
+// floats the order of the additions shows: an algorithm that sums in a
+// different order on each rank (gloo's AllreduceRing, for 3+ ranks) fails
+// this, whatever the message size.
+TEST_P(GlooSizesTest, AllreduceGivesEveryRankTheSameBits) {
+  const int n = GetParam();
+  InMemoryStore store;
+  auto comms = Connect(n, &store);
+  for (int64_t count : {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{100003},
+                        int64_t{(1 << 18) + 3}}) {
+    std::vector<std::vector<float>> bufs(n, std::vector<float>(count));
+    OnEveryRank(comms, [&](int r, Communicator& c) {
+      std::vector<float>& buf = bufs[r];
+      for (int64_t i = 0; i < count; ++i) {
+        // Magnitudes spread over ~6 decades: rounding depends on the order.
+        buf[i] = std::sin(0.37 * i + 1.3 * r) * std::pow(10.0, (i * 5 + r * 3) % 7 - 3);
+      }
+      AllreduceOptions o;
+      o.tag = "same bits";
+      ASSERT_TRUE(c.Allreduce(Buffer{buf.data(), count, DataType::kF32}, o)->Wait().ok());
+    });
+    for (int r = 1; r < n; ++r) {
+      for (int64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(bufs[r][i], bufs[0][i])
+            << "rank " << r << " of " << n << " element " << i << " of " << count;
+      }
+    }
+    // And it is the sum, to f32 rounding.
+    for (int64_t i = 0; i < count; i += 97) {
+      double want = 0;
+      for (int q = 0; q < n; ++q) {
+        want += static_cast<float>(std::sin(0.37 * i + 1.3 * q) *
+                                   std::pow(10.0, (i * 5 + q * 3) % 7 - 3));
+      }
+      ASSERT_NEAR(bufs[0][i], want, 1e-5 * std::fabs(want) + 1e-6) << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, GlooSizesTest, ::testing::Values(2, 3, 4));
 
 TEST(GlooTest, SixtyFourMiBAllreduceOnTwoRanks) {

@@ -1,7 +1,11 @@
 #include "collective/gloo_ops.h"
 
+#include <cstring>
+#include <vector>
+
 #include "collective/half.h"
 #include "gloo/allreduce.h"
+#include "gloo/allreduce_halving_doubling.h"
 #include "gloo/allreduce_ring.h"
 
 namespace yoke::collective {
@@ -86,10 +90,43 @@ class RingOf : public AllreduceCache::Ring, public gloo::AllreduceRing<T> {
   std::unique_ptr<const gloo::ReductionFunction<T>> fn_holder_;
 };
 
+// gloo's AllreduceHalvingDoubling (recursive-halving reduce-scatter, then
+// recursive-doubling allgather: each element is reduced on one rank and
+// copied to the others, so every rank gets the same bits) registers the
+// caller's pointer as its send buffer. It therefore runs on a staging buffer
+// of its own, which the op copies the caller's buffer into and back out of.
+template <typename T>
+class HalvingDoublingOf : public AllreduceCache::Ring {
+ public:
+  HalvingDoublingOf(const std::shared_ptr<gloo::Context>& context, int count,
+                    const gloo::ReductionFunction<T>* fn)
+      : staging_(count), fn_holder_(fn),
+        algo_(context, std::vector<T*>{staging_.data()}, count, fn) {}
+  void RunOn(void* ptr) override {
+    const size_t bytes = staging_.size() * sizeof(T);
+    std::memcpy(staging_.data(), ptr, bytes);
+    algo_.run();
+    std::memcpy(ptr, staging_.data(), bytes);
+  }
+
+ private:
+  std::vector<T> staging_;
+  std::unique_ptr<const gloo::ReductionFunction<T>> fn_holder_;
+  gloo::AllreduceHalvingDoubling<T> algo_;
+};
+
+// Two ranks: AllreduceRing (each rank adds the other's buffer to its own,
+// and a + b == b + a bit for bit). Three or more: AllreduceRing would add
+// the ranks' buffers in a different order on every rank, and float addition
+// is not associative, so the replicas of a data-parallel job would drift
+// apart; halving-doubling gives every rank the same bits.
 template <typename T, SumFn kFn>
 std::unique_ptr<AllreduceCache::Ring> MakeRing(const std::shared_ptr<gloo::Context>& context,
                                                const Buffer& b) {
   auto* fn = new gloo::ReductionFunction<T>(gloo::SUM, &RingSum<T, kFn>);
+  if (context->size > 2) {
+    return std::make_unique<HalvingDoublingOf<T>>(context, static_cast<int>(b.count), fn);
+  }
   return std::make_unique<RingOf<T>>(context, static_cast<T*>(b.data), static_cast<int>(b.count), fn);
 }
 
@@ -123,7 +160,7 @@ void AllreduceCache::Sum(const std::shared_ptr<gloo::Context>& context, const Bu
   const auto key = std::make_pair(buf.count, buf.dtype);
   auto it = rings_.find(key);
   if (it == rings_.end() && bytes * (context->size - 1) <= ring_max_bytes_ &&
-      bytes_ + 2 * bytes <= kMaxBytes) {
+      bytes_ + 3 * bytes <= kMaxBytes) {
     // Every rank must build its ring at the same point, or their slots
     // differ. A one-element allreduce under the op's tag (which folds in the
     // op's signature) proves that all ranks are building the same op: with
@@ -137,7 +174,7 @@ void AllreduceCache::Sum(const std::shared_ptr<gloo::Context>& context, const Bu
     g.setTimeout(timeout);
     gloo::allreduce(g);
     it = rings_.emplace(key, MakeRing(context, buf)).first;
-    bytes_ += 2 * bytes;  // inbox + outbox
+    bytes_ += 3 * bytes;  // inbox + outbox, or staging + receive buffers
   }
   if (it != rings_.end()) {
     it->second->RunOn(buf.data);

@@ -3,13 +3,19 @@
 //
 // Allreduce picks, identically on every rank (the choice depends only on
 // the op's count, dtype and the world size, never on pointers or timing):
-//   - small messages (bytes * (size - 1) <= ring_max_bytes): gloo's
-//     AllreduceRing, one instance per (count, dtype), built on first use and
-//     kept. Its send and receive buffers are registered with the transport
-//     up front, so a peer's data lands directly in them even when it arrives
-//     before this rank reaches the op. The unbound-buffer path below leaves
-//     such early data in the socket, and Gloo's event loop then spins on it,
-//     which costs a scheduler slice (~4 ms) per op on a busy machine.
+//   - small messages (bytes * (size - 1) <= ring_max_bytes): a cached gloo
+//     algorithm, one instance per (count, dtype), built on first use and
+//     kept: AllreduceRing on 2 ranks, AllreduceHalvingDoubling (on a staging
+//     buffer of its own) on 3 or more. Their buffers are registered with the
+//     transport up front, so a peer's data lands directly in them even when
+//     it arrives before this rank reaches the op. The unbound-buffer path
+//     below leaves such early data in the socket, and Gloo's event loop then
+//     spins on it, which costs a scheduler slice (~4 ms) per op on a busy
+//     machine.
+// Every path gives every rank the same bits (each element is reduced in one
+// order, then copied), which keeps data-parallel replicas identical. gloo's
+// AllreduceRing does not on 3+ ranks: each rank adds the others' buffers in
+// its own order around the ring, and float addition is not associative.
 //   - larger messages: gloo::allreduce (ring reduce-scatter + allgather,
 //     pipelined in 1 MiB segments), which needs no copy and no registration.
 // A ring is built after a one-element probe allreduce under the op's tag,
