@@ -32,12 +32,29 @@
 
 namespace yoke {
 
+// Sums small buffers over every replica of a data-parallel step, in place,
+// and returns once every replica's contribution is in (synchronized batch
+// norm). The engine knows nothing of communicators: the trainer implements
+// this on top of its replica's one. Every replica must call it the same
+// number of times, in the same order, with the same counts.
+class CrossReplicaSum {
+ public:
+  virtual ~CrossReplicaSum() = default;
+  // data: (count) -> the elementwise sum over all replicas. `what` names the
+  // call in errors ("bn1/gamma forward sums"). Fails with the collective's
+  // status (a timeout names the ranks that never arrived).
+  virtual absl::Status SumInPlace(float* data, int64_t count, const std::string& what) = 0;
+};
+
 // Per-step information a layer may need.
 struct LayerContext {
   bool training = true;  // dropout and batch-norm behave differently in eval
   uint64_t seed = 0;     // job seed
   int64_t step = 0;      // global step, for counter-based RNG (dropout)
   int replica = 0;       // global rank of this replica (distinct dropout masks)
+  // Set in training when batch_norm must normalise over every replica's
+  // samples (distribution.sync_batch_norm); null: each replica's own batch.
+  CrossReplicaSum* sync_stats = nullptr;
 };
 
 class Layer {

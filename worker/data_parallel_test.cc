@@ -169,6 +169,84 @@ TEST(DataParallelTest, TwoWorkersOfTwoReplicasMatchOneReplicaWithBatch128) {
   EXPECT_LE(d, kTolerance);
 }
 
+// The MLP with BatchNorm after each hidden dense layer.
+v1::JobSpec BatchNormJob(int batch, int64_t max_steps, bool sync) {
+  v1::JobSpec spec = MlpJob(batch, max_steps);
+  spec.mutable_model()->clear_layers();
+  auto yaml = LoadJobSpecString(R"(
+model:
+  layers:
+    - flatten
+    - dense: {units: 64}
+    - batch_norm
+    - relu
+    - dense: {units: 32}
+    - batch_norm
+    - relu
+    - dense: {units: 10}
+)",
+                                {}, "test");
+  EXPECT_TRUE(yaml.ok()) << yaml.status();
+  *spec.mutable_model() = yaml->model();
+  spec.mutable_distribution()->set_sync_batch_norm(sync);
+  return spec;
+}
+
+std::vector<float> State(Trainer& t, int replica = 0) {
+  const Tensor& v = t.model(replica).params().flat_state();
+  return std::vector<float>(v.data<float>(), v.data<float>() + v.numel());
+}
+
+// With synchronized BatchNorm, 2 workers x 2 replicas (batch 32 each) equal
+// one replica with batch 128, running statistics included; with per-replica
+// statistics (the default) they do not, which shows the comparison can fail.
+// Tolerance: as kTolerance's, plus the synchronized statistics are summed in
+// another order (double per rank, f32 over the wire) than oneDNN's; BatchNorm
+// divides by the batch's standard deviation, which amplifies such rounding a
+// little, so the bound is 1e-4 of the weights' scale, still ~10x below the
+// per-replica-statistics run's difference after one step.
+TEST(DataParallelTest, SyncBatchNormMatchesOneReplicaWithTheGlobalBatch) {
+  const std::vector<float> alone = TrainAlone(BatchNormJob(128, 20, /*sync=*/false));
+  double diff[2];
+  for (bool sync : {true, false}) {
+    collective::InMemoryStore store;
+    std::vector<Worker> w = MakeWorkers(BatchNormJob(128, 20, sync), 2, 2, &store);
+    RunWorkers(w);
+    for (auto& x : w) ASSERT_TRUE(x.status.ok()) << x.status;
+    const std::vector<float> p = Params(*w[0].trainer);
+    EXPECT_EQ(Params(*w[1].trainer, 1), p);
+    diff[sync] = RelMaxDiff(p, alone);
+    if (sync) {
+      // Every rank's running statistics are the global batch's.
+      auto one = Trainer::Create(BatchNormJob(128, 20, false), TrainerOptions());
+      ASSERT_TRUE(one.ok()) << one.status();
+      ASSERT_TRUE((*one)->Run().ok());
+      EXPECT_LE(RelMaxDiff(State(*w[1].trainer, 1), State(**one)), 1e-4);
+    }
+  }
+  std::printf("[ measured ] 2 workers x 2 replicas vs 1 replica (batch 128), 20 steps, "
+              "BatchNorm: max |diff| / max |w| = %.3g synchronized (bound 1e-4), %.3g "
+              "per-replica statistics\n",
+              diff[1], diff[0]);
+  EXPECT_LE(diff[1], 1e-4);
+  EXPECT_GT(diff[0], 1e-3) << "the comparison cannot tell synchronized statistics apart";
+}
+
+TEST(DataParallelTest, SyncBatchNormRefusesAStepThatLeavesARankWithoutSamples) {
+  // 3,969 examples in batches of 64: the last step has 1 example for 2 ranks.
+  v1::JobSpec spec = BatchNormJob(64, 0, /*sync=*/true);
+  spec.mutable_data()->mutable_train()->set_num_examples(3969);
+  TrainerOptions o;
+  o.world_size = 2;
+  collective::InMemoryStore store;
+  o.store = &store;
+  auto t = Trainer::Create(spec, o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(t.status().message(), HasSubstr("distribution.sync_batch_norm"));
+  EXPECT_THAT(t.status().message(), HasSubstr("has 1 of the 3969"));
+}
+
 // One step on 2 ranks against a hand-made update: the full global batch's
 // gradient from a plain Model forward/backward (mean loss), then
 // p -= lr * g (the first momentum step is v = g).

@@ -54,6 +54,30 @@ collective::Buffer FlatBuffer(const Tensor& t) {
                             collective::DeviceKind::kCpu, 0};
 }
 
+// Synchronized batch norm's sums, over the replica's own communicator. They
+// queue behind the gradient buckets already in flight, which keeps one order
+// of ops on every rank: each rank's layers call this at the same points of
+// the same forward and backward.
+class CommunicatorSum final : public CrossReplicaSum {
+ public:
+  CommunicatorSum(collective::Communicator* comm, absl::Duration timeout)
+      : comm_(comm), timeout_(timeout) {}
+  absl::Status SumInPlace(float* data, int64_t count, const std::string& what) override {
+    collective::AllreduceOptions o;
+    o.timeout = timeout_;
+    o.tag = what;
+    return comm_
+        ->Allreduce(collective::Buffer{data, count, collective::DataType::kF32,
+                                       collective::DeviceKind::kCpu, 0},
+                    o)
+        ->Wait();
+  }
+
+ private:
+  collective::Communicator* const comm_;
+  const absl::Duration timeout_;
+};
+
 }  // namespace
 
 // One rank: its own model, loss and optimizer, and (when distributed) its
@@ -66,6 +90,9 @@ struct Trainer::Replica {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<collective::Communicator> comm;  // set under comm_mu_
   std::unique_ptr<collective::Reducer> reducer;
+  // Set when distribution.sync_batch_norm: batch_norm's statistics span
+  // every replica's samples.
+  std::unique_ptr<CrossReplicaSum> sync_stats;
   absl::Status status;  // how RunLoop ended
 };
 
@@ -102,11 +129,6 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
     return absl::UnimplementedError(
         "distribution.device: 'cuda' needs the CUDA backend, which this build does "
         "not have yet; use 'cpu'");
-  }
-  if (spec.distribution().sync_batch_norm() && options.world_size > 1) {
-    return absl::UnimplementedError(
-        "distribution.sync_batch_norm: synchronized BatchNorm statistics are not "
-        "implemented yet; leave it false (each replica normalises over its own batch)");
   }
   // The process's thread budget is split evenly over its replicas (see the
   // header); this thread runs local replica 0.
@@ -148,6 +170,24 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
     t->replicas_.push_back(std::move(r));
   }
 
+  // Synchronized batch norm needs every rank in every step's sums, so no
+  // rank may be left without samples (the trainer skips forward and backward
+  // on an empty slice).
+  const int64_t last_batch = t->train_->size() % tr.batch_size();
+  if (spec.distribution().sync_batch_norm() && options.world_size > 1 &&
+      (tr.batch_size() < options.world_size ||
+       (last_batch != 0 && last_batch < options.world_size))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "distribution.sync_batch_norm: every replica needs at least one example in every "
+        "step, but ",
+        tr.batch_size() < options.world_size
+            ? absl::StrCat("training.batch_size is ", tr.batch_size())
+            : absl::StrCat("the last step of each epoch has ", last_batch, " of the ",
+                           t->train_->size(), " training examples"),
+        " for ", options.world_size,
+        " replicas; change the batch size or data.train.num_examples, or use fewer "
+        "replicas"));
+  }
   t->steps_per_epoch_ = (t->train_->size() + tr.batch_size() - 1) / tr.batch_size();
   t->total_steps_ = t->steps_per_epoch_ * tr.epochs();
   if (tr.max_steps() > 0) t->total_steps_ = std::min(t->total_steps_, tr.max_steps());
@@ -312,6 +352,7 @@ absl::Status Trainer::Connect(Replica& r) {
   ro.timeout = collective_timeout_;
   ASSIGN_OR_RETURN(r.reducer, collective::Reducer::Create(c, FlatBuffer(ps.flat_grads()),
                                                           std::move(ranges), ro));
+  if (d.sync_batch_norm()) r.sync_stats = std::make_unique<CommunicatorSum>(c, collective_timeout_);
   return absl::OkStatus();
 }
 
@@ -465,6 +506,7 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     ctx.seed = tr.seed();
     ctx.step = step;
     ctx.replica = rep.rank;
+    ctx.sync_stats = rep.sync_stats.get();
     if (reducer) RETURN_IF_ERROR(reducer->Prepare(n, stop_.load() ? 1 : 0));
     if (n > 0) {
       ASSIGN_OR_RETURN(Tensor logits, model.Forward(BatchInput(*batch), ctx));

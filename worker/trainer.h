@@ -34,8 +34,13 @@
 // step with gradient scale 1 / global count: the exact mean over the samples
 // of the step, however they were spread. The stop request travels with the
 // count, so every rank stops after the same step. BatchNorm uses each
-// replica's batch statistics; its running statistics are rank 0's (the ones
-// evaluated and checkpointed). Only global rank 0 evaluates, checkpoints and
+// replica's batch statistics (as DDP does); its running statistics are rank
+// 0's (the ones evaluated and checkpointed). With
+// distribution.sync_batch_norm, every BatchNorm normalises over all ranks'
+// samples of the step instead (engine/layers/batch_norm.h: three small
+// allreduces per layer and step on the rank's communicator), so the run
+// equals one replica with the global batch even for models with BatchNorm;
+// every rank must then get samples in every step (checked in Create). Only global rank 0 evaluates, checkpoints and
 // reports epochs and the final result; every process reports steps, with the
 // communicator's sequence numbers for hang attribution. A failed or timed-out
 // collective fails Run() with the communicator's message, and aborts this

@@ -7,6 +7,17 @@
 // where the running variance takes the unbiased batch variance.
 // Eval: the running statistics stand in for the batch's.
 //
+// Synchronized (ctx.sync_stats set, training only): the statistics are those
+// of the union of every replica's batch, as if one replica had seen all the
+// samples. Forward sums per-channel sums over the replicas, then the centred
+// squares (two small allreduces; two passes keep the variance free of the
+// cancellation in E[x^2] - E[x]^2), and normalises with them. Backward sums
+// (sum dy, sum dy * xhat) over the replicas so that dx carries the other
+// replicas' share of d(mean)/dx and d(var)/dx:
+//   dx = gamma * invstd / M * (M * dy - sum_all(dy) - xhat * sum_all(dy * xhat))
+// with M the total row count. dgamma and dbeta stay this replica's share;
+// the gradient reducer sums them like any other parameter gradient.
+//
 // Parameters: gamma (C), init 1; beta (C), init 0. State (checkpointed, never
 // reduced): running_mean (C), init 0; running_var (C), init 1.
 #ifndef YOKE_ENGINE_LAYERS_BATCH_NORM_H_
@@ -14,6 +25,7 @@
 
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "engine/kernels/cpu/batch_norm.h"
 #include "engine/layer.h"
@@ -40,11 +52,20 @@ class BatchNormLayer final : public Layer {
     Tensor scratch_dx;  // dx nobody reads (oneDNN always writes one)
   };
   absl::StatusOr<Cached*> PlanFor(int64_t n);
+  // The synchronized paths (see the header comment). x, y, dy, dx: (M, C).
+  absl::Status ForwardSynced(const Tensor& x, Cached* c, CrossReplicaSum* sum, float* y);
+  absl::Status BackwardSynced(const Tensor& x, const Tensor& dy, CrossReplicaSum* sum,
+                              float* dx);
 
   float momentum_, epsilon_;
   int64_t channels_ = 0, per_example_ = 0;
   int gamma_ = -1, beta_ = -1, mean_ = -1, var_ = -1;
   std::map<int64_t, Cached> plans_;  // by batch size
+  // The last synchronized Forward's global statistics, for its Backward:
+  // mean and biased variance (C), and the total row count over all replicas.
+  std::vector<float> sync_mean_, sync_var_;
+  double sync_rows_ = 0;
+  std::vector<float> sync_buf_;  // staging for the cross-replica sums
 };
 
 }  // namespace yoke

@@ -47,6 +47,7 @@ void CheckLayerGradients(Layer* layer, const std::vector<Shape>& input_shapes,
 
   LayerContext ctx;
   ctx.training = o.training;
+  ctx.sync_stats = o.sync_stats;
   ctx.seed = o.seed;
   std::vector<const Tensor*> in;
   for (Tensor& x : xs) in.push_back(&x);

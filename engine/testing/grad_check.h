@@ -20,6 +20,7 @@ struct GradCheckOptions {
   float tolerance = 2e-2f;   // on |a - n| / max(1, |a|, |n|)
   int max_checks = 200;      // coordinates checked per tensor (sampled)
   bool training = true;      // LayerContext::training
+  CrossReplicaSum* sync_stats = nullptr;  // LayerContext::sync_stats
   uint64_t seed = 1;
   // Inputs come from U(lo, hi); keep away from kinks (relu at 0) if needed.
   float input_lo = -1.0f, input_hi = 1.0f;
