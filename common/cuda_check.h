@@ -44,6 +44,10 @@ inline absl::Status CudaErrorToStatus(cudaError_t e, const char* call, const cha
 
 }  // namespace yoke::cuda
 
+// The converted Status of `call` (OK on cudaSuccess), for code that must not
+// return at once (constructors, cleanup).
+#define CUDA_STATUS(call) ::yoke::cuda::CudaErrorToStatus((call), #call, __FILE__, __LINE__)
+
 // Returns the converted Status from the enclosing function if `call` fails.
 #define CUDA_RETURN_IF_ERROR(call)                                                \
   do {                                                                            \
