@@ -89,6 +89,13 @@ void CachingAllocator::ReleaseFreeSegments() {
   }
 }
 
+void CachingAllocator::Absorb(Block* left, Block* right) {
+  left->size += right->size;
+  left->next = right->next;
+  if (right->next != nullptr) right->next->prev = left;
+  delete right;
+}
+
 void* CachingAllocator::Allocate(size_t bytes) {
   const size_t size = RoundUp(std::max<size_t>(bytes, 1), kAlignment);
   const bool small = size <= kSmallMax;
@@ -139,20 +146,13 @@ void CachingAllocator::Deallocate(void* p, size_t /*bytes*/) {
   b->free = true;
   // Merge with free neighbours; they leave the pool while their size changes.
   if (b->next != nullptr && b->next->free) {
-    Block* n = b->next;
-    pool.erase(n);
-    b->size += n->size;
-    b->next = n->next;
-    if (n->next != nullptr) n->next->prev = b;
-    delete n;
+    pool.erase(b->next);
+    Absorb(b, b->next);
   }
   if (b->prev != nullptr && b->prev->free) {
     Block* q = b->prev;
     pool.erase(q);
-    q->size += b->size;
-    q->next = b->next;
-    if (b->next != nullptr) b->next->prev = q;
-    delete b;
+    Absorb(q, b);
     b = q;
   }
   pool.insert(b);

@@ -109,6 +109,9 @@ class CachingAllocator final : public Allocator {
   Block* TakeFree(Pool& pool, size_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Block* NewSegment(size_t size, bool small) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseFreeSegments() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Folds `right`, the free block just after `left` in its segment, into
+  // `left` and deletes it. Neither may be in a pool.
+  static void Absorb(Block* left, Block* right);
 
   const std::unique_ptr<DeviceMemory> memory_;
   mutable absl::Mutex mu_;
