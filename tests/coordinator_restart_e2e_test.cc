@@ -5,64 +5,18 @@
 //
 // This test starts the daemons itself (not `yoke up`) so it can restart the
 // coordinator on the same port.
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 
 #include <chrono>
 #include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "client/local_cluster.h"
 #include "gtest/gtest.h"
 #include "tests/e2e_util.h"
 
 namespace yoke::e2e {
 namespace {
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-// A daemon in its own process group, SIGKILLed with its group (and its
-// children: the worker's trainers) when the test ends, however it ends.
-class Daemon {
- public:
-  Daemon() = default;
-  Daemon(const std::vector<std::string>& argv, const std::string& log) {
-    auto pid = SpawnDaemon(argv, log);
-    if (pid.ok()) pid_ = *pid;
-  }
-  Daemon(Daemon&& o) noexcept : pid_(o.pid_) { o.pid_ = 0; }
-  Daemon& operator=(Daemon&& o) noexcept {
-    Kill();
-    pid_ = o.pid_;
-    o.pid_ = 0;
-    return *this;
-  }
-  ~Daemon() { Kill(); }
-  pid_t pid() const { return pid_; }
-  void Kill() {
-    if (pid_ <= 0) return;
-    for (pid_t c : ChildrenOf(pid_)) kill(c, SIGKILL);
-    kill(-pid_, SIGKILL);
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = 0;
-  }
-
- private:
-  pid_t pid_ = 0;
-};
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
