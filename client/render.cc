@@ -264,7 +264,14 @@ void WatchView::OnEvent(const v1::JobEvent& ev) {
   seen_ = true;
 
   const auto& p = job.progress();
-  if (job.state() == v1::JOB_RUNNING && p.steps_per_epoch() > 0 && p.step() != last_step_) {
+  // A step of an epoch whose summary is already printed (the trainer reports
+  // its last step and the epoch's end together) would only repeat it, out
+  // of order.
+  const int64_t epochs_done =
+      job.history_size() > 0 ? job.history(job.history_size() - 1).epoch() : 0;
+  const bool stale = p.epoch() + 1 <= epochs_done;
+  if (job.state() == v1::JOB_RUNNING && p.steps_per_epoch() > 0 && p.step() != last_step_ &&
+      !stale) {
     auto now = std::chrono::steady_clock::now();
     if (tty_) {
       if (now - last_draw_ >= std::chrono::milliseconds(100)) {

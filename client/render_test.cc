@@ -114,6 +114,9 @@ TEST(RenderTest, WatchViewPrintsStatesAndEachEpochOnce) {
   auto* e = ev.mutable_job()->add_history();
   e->set_epoch(1);
   e->set_test_accuracy(0.9);
+  // The epoch's last step arrives with its summary: the summary says it.
+  p->set_step(20);
+  p->set_step_in_epoch(20);
   view.OnEvent(ev);
   view.OnEvent(ev);  // the same history again (a reconnect) prints nothing new
   // The last event carries both the last epoch and the terminal state.
