@@ -147,6 +147,31 @@ TEST(GlooTest, SixtyFourMiBAllreduceOnTwoRanks) {
   CheckAllreduce<float>(comms, DataType::kF32, 16 << 20, ReduceOp::kSum);
 }
 
+// The largest size the issue asks for, plus an odd tail, on 3 ranks (a ring
+// whose chunks do not divide evenly): allreduce, broadcast and allgather.
+TEST(GlooTest, SixtyFourMiBPlusThreeElementsOnThreeRanks) {
+  InMemoryStore store;
+  auto comms = Connect(3, &store);
+  const int64_t count = (int64_t{16} << 20) + 3;  // f32: 64 MiB + 12 bytes
+  CheckAllreduce<float>(comms, DataType::kF32, count, ReduceOp::kSum);
+  OnEveryRank(comms, [&](int r, Communicator& c) {
+    std::vector<int32_t> buf(count);
+    for (int64_t i = 0; i < count; ++i) buf[i] = Value(r, i);
+    ASSERT_TRUE(c.Broadcast(Buffer{buf.data(), count, DataType::kI32}, 2, {})->Wait().ok());
+    for (int64_t i = 0; i < count; ++i) ASSERT_EQ(buf[i], Value(2, i)) << i;
+  });
+  OnEveryRank(comms, [&](int r, Communicator& c) {
+    std::vector<float> in(count), out(count * 3, -1);
+    for (int64_t i = 0; i < count; ++i) in[i] = Value(r, i);
+    ASSERT_TRUE(c.Allgather(Buffer{in.data(), count}, Buffer{out.data(), count * 3}, {})
+                    ->Wait()
+                    .ok());
+    for (int q = 0; q < 3; ++q) {
+      for (int64_t i = 0; i < count; ++i) ASSERT_EQ(out[q * count + i], Value(q, i)) << q << " " << i;
+    }
+  });
+}
+
 TEST(GlooTest, OneRankIsTheIdentity) {
   InMemoryStore store;
   auto comms = Connect(1, &store);
