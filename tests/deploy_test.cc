@@ -202,11 +202,12 @@ TEST(DeployTest, DockerfileRuntimePackagesExist) {
   const std::string df = Slurp(Deploy() + "/docker/Dockerfile");
   const size_t runtime = df.rfind("FROM debian:12-slim");
   ASSERT_NE(runtime, std::string::npos);
-  const size_t from = df.find("--no-install-recommends", runtime);
-  const size_t to = df.find("&& rm -rf", from);
+  const std::string marker = "--no-install-recommends";
+  const size_t from = df.find(marker, runtime);
   ASSERT_NE(from, std::string::npos);
+  const size_t to = df.find("&& rm -rf", from);
   ASSERT_NE(to, std::string::npos);
-  std::string list = df.substr(from + 23, to - from - 23);
+  const std::string list = df.substr(from + marker.size(), to - from - marker.size());
   int checked = 0;
   for (absl::string_view p : absl::StrSplit(list, absl::ByAnyChar(" \\\n"), absl::SkipEmpty())) {
     RunResult r = Sh(absl::StrCat("dpkg-query -W -f='${Status}' '", p, "' 2>&1"));

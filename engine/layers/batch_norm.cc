@@ -79,11 +79,11 @@ absl::Status BatchNormLayer::Backward(const std::vector<const Tensor*>& in,
                                       const std::vector<Tensor*>& din,
                                       const LayerContext& ctx) {
   const Tensor& x = *in[0];
-  ASSIGN_OR_RETURN(Cached * c, PlanFor(x.dim(0)));
   if (ctx.training && ctx.sync_stats != nullptr) {
     return BackwardSynced(x, dout, ctx.sync_stats,
                           din[0] != nullptr ? din[0]->data<float>() : nullptr);
   }
+  ASSIGN_OR_RETURN(Cached * c, PlanFor(x.dim(0)));
   Tensor* dx = din[0];
   if (dx == nullptr) {
     if (!c->scratch_dx.defined()) c->scratch_dx = Tensor::Empty(x.shape());
