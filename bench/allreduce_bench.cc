@@ -111,12 +111,13 @@ int RunRank(int rank, int n) {
 
 int RunParent(const char* self) {
   const int n = absl::GetFlag(FLAGS_ranks);
-  InMemoryJobStore jobs;
-  auto coord = Coordinator::Create(&jobs, RealClock::Get(), CoordinatorOptions{});
+  yoke::server::InMemoryJobStore jobs;
+  auto coord = server::Coordinator::Create(&jobs, common::RealClock::Get(),
+                                           yoke::server::CoordinatorOptions{});
   if (!coord.ok()) return 1;
-  ServerOptions so;
+  yoke::server::ServerOptions so;
   so.listen = "127.0.0.1:0";
-  auto server = CoordinatorServer::Start(coord->get(), so);
+  auto server = server::CoordinatorServer::Start(coord->get(), so);
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
     return 1;

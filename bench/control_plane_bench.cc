@@ -125,26 +125,26 @@ double ProcessCpuSeconds(pid_t pid) {
 
 // The child: serve until killed. Writes the address to `fd`.
 [[noreturn]] void RunCoordinator(const Flags& f, int fd) {
-  yoke::InitLogging("coordinator", "warn");
-  std::unique_ptr<yoke::JobStore> store;
+  yoke::common::InitLogging("coordinator", "warn");
+  std::unique_ptr<yoke::server::JobStore> store;
   std::string path;
   if (f.store == "memory") {
-    store = std::make_unique<yoke::InMemoryJobStore>();
+    store = std::make_unique<yoke::server::InMemoryJobStore>();
   } else {
     path = absl::StrCat("/tmp/control_plane_bench_", getpid(), ".db");
     for (const char* sfx : {"", "-wal", "-shm"}) std::remove((path + sfx).c_str());
-    auto s = yoke::SqliteJobStore::Open(path);
+    auto s = yoke::server::SqliteJobStore::Open(path);
     if (!s.ok()) {
       std::fprintf(stderr, "store: %s\n", s.status().ToString().c_str());
       _exit(1);
     }
     store = std::move(*s);
   }
-  auto c = yoke::Coordinator::Create(store.get(), yoke::RealClock::Get(), {});
+  auto c = yoke::server::Coordinator::Create(store.get(), yoke::common::RealClock::Get(), {});
   if (!c.ok()) _exit(1);
-  yoke::ServerOptions so;
+  yoke::server::ServerOptions so;
   so.listen = "127.0.0.1:0";
-  auto server = yoke::CoordinatorServer::Start(c->get(), so);
+  auto server = yoke::server::CoordinatorServer::Start(c->get(), so);
   if (!server.ok()) {
     std::fprintf(stderr, "server: %s\n", server.status().ToString().c_str());
     _exit(1);
@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
                                                   : "external",
               f.workers, f.threads, f.submit_rate, f.watchers, f.seconds);
 
-  auto spec = yoke::LoadJobSpecString(kSpec, {});
+  auto spec = yoke::common::LoadJobSpecString(kSpec, {});
   if (!spec.ok()) return 1;
   // One channel per heartbeat thread plus one for clients: several HTTP/2
   // connections, as many worker machines would have.
@@ -420,7 +420,7 @@ int main(int argc, char** argv) {
           if (first) watch_first.Add(Micros(start));
           first = false;
           ++watch_events;
-          if (yoke::IsTerminal(ev.job().state())) ++watched_to_end;
+          if (yoke::server::IsTerminal(ev.job().state())) ++watched_to_end;
         }
         if (stop) ctx.TryCancel();
         reader->Finish();

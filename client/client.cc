@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cluster_state.h"
 
-namespace yoke {
+namespace yoke::client {
 
 std::string ResolveCoordinatorAddress(const std::string& flag) {
   if (!flag.empty()) return flag;
@@ -161,4 +161,4 @@ absl::Status CoordinatorClient::GetJobLogs(
   return FromGrpcStatus(reader->Finish(), address_);
 }
 
-}  // namespace yoke
+}  // namespace yoke::client

@@ -31,7 +31,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/yoke/v1/coordinator.grpc.pb.h"
 
-namespace yoke {
+namespace yoke::client {
 
 // The address used when nothing else names one.
 inline constexpr char kDefaultCoordinatorAddress[] = "127.0.0.1:7070";
@@ -88,6 +88,6 @@ class CoordinatorClient {
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 };
 
-}  // namespace yoke
+}  // namespace yoke::client
 
 #endif  // YOKE_CLIENT_CLIENT_H_

@@ -18,7 +18,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::client {
 namespace {
 
 class FakeCoordinator final : public v1::Coordinator::Service {
@@ -397,4 +397,4 @@ TEST_F(ClientTest, WatchReconnectsWhenTheStreamBreaks) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::client

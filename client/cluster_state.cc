@@ -15,7 +15,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
-namespace yoke {
+namespace yoke::client {
 namespace {
 
 // mkdir -p with mode 0700 for the directories it creates.
@@ -112,4 +112,4 @@ absl::StatusOr<ClusterState> ReadClusterState(const std::string& path) {
   return st;
 }
 
-}  // namespace yoke
+}  // namespace yoke::client

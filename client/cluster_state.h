@@ -19,7 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace yoke {
+namespace yoke::client {
 
 struct ClusterState {
   std::string address;           // host:port of the coordinator
@@ -41,6 +41,6 @@ absl::Status WriteClusterState(const ClusterState& state, const std::string& pat
 // field when it is not a state file this version wrote.
 absl::StatusOr<ClusterState> ReadClusterState(const std::string& path);
 
-}  // namespace yoke
+}  // namespace yoke::client
 
 #endif  // YOKE_CLIENT_CLUSTER_STATE_H_

@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::client {
 namespace {
 
 std::string TempDir() {
@@ -64,4 +64,4 @@ TEST(ClusterStateTest, StateDirEnvironmentVariableWins) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::client

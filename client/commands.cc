@@ -14,7 +14,7 @@
 #include "common/config.h"
 #include "common/job_validate.h"
 
-namespace yoke {
+namespace yoke::client {
 
 const char kClusterCommandsUsage[] =
     "  submit JOB.yaml [--set path=value ...] [--priority N] [--watch]\n"
@@ -297,8 +297,8 @@ int Submit(CoordinatorClient& c, const Flags& f, FILE* out, FILE* err) {
   const std::string& file = f.positional[0];
   // Load and validate here first: the errors then carry file:line and need
   // no coordinator. The coordinator validates again (with its path roots).
-  auto spec = LoadJobSpecFile(file, f.sets);
-  absl::Status s = spec.ok() ? ValidateJobSpec(*spec) : spec.status();
+  auto spec = common::LoadJobSpecFile(file, f.sets);
+  absl::Status s = spec.ok() ? common::ValidateJobSpec(*spec) : spec.status();
   if (!s.ok()) {
     PrintError(err, "submit", s);
     return 2;
@@ -390,4 +390,4 @@ int RunClusterCommand(const std::string& command, const std::vector<std::string>
   return Cancel(client, id, f, out, err);
 }
 
-}  // namespace yoke
+}  // namespace yoke::client

@@ -22,7 +22,7 @@
 
 #include "absl/status/status.h"
 
-namespace yoke {
+namespace yoke::client {
 
 // True for the command names RunClusterCommand handles.
 bool IsClusterCommand(const std::string& command);
@@ -39,6 +39,6 @@ int ExitCodeFor(const absl::Status& s);
 // Usage text of the cluster commands, for `yoke help`.
 extern const char kClusterCommandsUsage[];
 
-}  // namespace yoke
+}  // namespace yoke::client
 
 #endif  // YOKE_CLIENT_COMMANDS_H_

@@ -25,7 +25,7 @@
 
 extern char** environ;
 
-namespace yoke {
+namespace yoke::client {
 
 const char kUpDownUsage[] =
     "  up [--workers N] [--devices-per-worker K] [--dir DIR] [--port P]\n"
@@ -559,4 +559,4 @@ int RunDown(const std::vector<std::string>& args, FILE* out, FILE* err) {
   return 0;
 }
 
-}  // namespace yoke
+}  // namespace yoke::client

@@ -38,7 +38,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace yoke {
+namespace yoke::client {
 
 // Starts `argv[0]` (a path) in a new session with stdin from /dev/null and
 // stdout+stderr appended to `log_path`. Returns its pid, or INTERNAL naming
@@ -67,6 +67,6 @@ int RunDown(const std::vector<std::string>& args, FILE* out, FILE* err);
 
 extern const char kUpDownUsage[];
 
-}  // namespace yoke
+}  // namespace yoke::client
 
 #endif  // YOKE_CLIENT_LOCAL_CLUSTER_H_

@@ -17,7 +17,7 @@
 #include "client/cluster_state.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::client {
 namespace {
 
 std::string TempDir() {
@@ -150,4 +150,4 @@ TEST(LocalClusterTest, UpRejectsBadFlags) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::client

@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/json_util.h"
 
-namespace yoke {
+namespace yoke::client {
 namespace {
 
 std::string StripPrefix(const std::string& name, const std::string& prefix) {
@@ -308,4 +308,4 @@ void WatchView::OnEvent(const v1::JobEvent& ev) {
   std::fflush(out_);
 }
 
-}  // namespace yoke
+}  // namespace yoke::client

@@ -21,7 +21,7 @@
 #include "google/protobuf/message.h"
 #include "proto/yoke/v1/coordinator.pb.h"
 
-namespace yoke {
+namespace yoke::client {
 
 // "PENDING", "RUNNING", ... (the enum name without its JOB_/ATTEMPT_ prefix).
 std::string JobStateName(v1::JobState s);
@@ -96,6 +96,6 @@ class WatchView {
   std::chrono::steady_clock::time_point last_draw_{};
 };
 
-}  // namespace yoke
+}  // namespace yoke::client
 
 #endif  // YOKE_CLIENT_RENDER_H_

@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::client {
 namespace {
 
 std::string Drain(FILE* f) {
@@ -138,4 +138,4 @@ TEST(RenderTest, WatchViewPrintsStatesAndEachEpochOnce) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::client

@@ -39,12 +39,12 @@ const char kUsage[] =
 
 void PrintUsage(FILE* f) {
   std::fputs(kUsage, f);
-  std::fputs(yoke::kClusterCommandsUsage, f);
+  std::fputs(yoke::client::kClusterCommandsUsage, f);
   std::fputs("\nlocal cluster:\n", f);
-  std::fputs(yoke::kUpDownUsage, f);
+  std::fputs(yoke::client::kUpDownUsage, f);
 }
 
-using yoke::SelfDir;
+using yoke::client::SelfDir;
 
 int Train(int argc, char** argv) {
   std::string trainer = SelfDir() + "/yoke-trainer";
@@ -84,14 +84,14 @@ int Validate(int argc, char** argv) {
                stderr);
     return 2;
   }
-  auto spec = yoke::LoadJobSpecFile(file, overrides);
-  absl::Status s = spec.ok() ? yoke::ValidateJobSpec(*spec) : spec.status();
+  auto spec = yoke::common::LoadJobSpecFile(file, overrides);
+  absl::Status s = spec.ok() ? yoke::common::ValidateJobSpec(*spec) : spec.status();
   if (!s.ok()) {
     std::fprintf(stderr, "yoke validate: %s\n", std::string(s.message()).c_str());
     return 2;
   }
   if (output == "yaml") {
-    std::printf("%s\n", yoke::JobSpecToYaml(*spec).c_str());
+    std::printf("%s\n", yoke::common::JobSpecToYaml(*spec).c_str());
   } else {
     std::printf("%s: valid\n", file.c_str());
   }
@@ -109,9 +109,10 @@ int main(int argc, char** argv) {
   if (cmd == "train") return Train(argc, argv);
   if (cmd == "validate") return Validate(argc, argv);
   std::vector<std::string> rest(argv + 2, argv + argc);
-  if (yoke::IsClusterCommand(cmd)) return yoke::RunClusterCommand(cmd, rest, stdout, stderr);
-  if (cmd == "up") return yoke::RunUp(rest, stdout, stderr);
-  if (cmd == "down") return yoke::RunDown(rest, stdout, stderr);
+  if (yoke::client::IsClusterCommand(cmd))
+    return yoke::client::RunClusterCommand(cmd, rest, stdout, stderr);
+  if (cmd == "up") return yoke::client::RunUp(rest, stdout, stderr);
+  if (cmd == "down") return yoke::client::RunDown(rest, stdout, stderr);
   if (cmd == "version" || cmd == "--version") {
     std::puts("yoke 0.1.0");
     return 0;

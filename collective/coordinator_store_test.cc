@@ -17,16 +17,17 @@ using ::testing::HasSubstr;
 class CoordinatorStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto c = Coordinator::Create(&jobs_, RealClock::Get(), CoordinatorOptions{});
+    auto c =
+        server::Coordinator::Create(&jobs_, common::RealClock::Get(), server::CoordinatorOptions{});
     ASSERT_TRUE(c.ok()) << c.status();
     coord_ = std::move(*c);
     Serve("127.0.0.1:0");
     coord_->rendezvous()->Open("job-1", 2);
   }
   void Serve(const std::string& listen) {
-    ServerOptions so;
+    server::ServerOptions so;
     so.listen = listen;
-    auto s = CoordinatorServer::Start(coord_.get(), so);
+    auto s = server::CoordinatorServer::Start(coord_.get(), so);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
   }
@@ -35,9 +36,9 @@ class CoordinatorStoreTest : public ::testing::Test {
     coord_.reset();
   }
 
-  InMemoryJobStore jobs_;
-  std::unique_ptr<Coordinator> coord_;
-  std::unique_ptr<CoordinatorServer> server_;
+  server::InMemoryJobStore jobs_;
+  std::unique_ptr<server::Coordinator> coord_;
+  std::unique_ptr<server::CoordinatorServer> server_;
 };
 
 TEST_F(CoordinatorStoreTest, SetThenGetAcrossStores) {

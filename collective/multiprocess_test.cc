@@ -50,13 +50,13 @@ int WaitExit(pid_t pid) {
 class MultiProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    CoordinatorOptions o;
-    auto c = Coordinator::Create(&jobs_, RealClock::Get(), o);
+    server::CoordinatorOptions o;
+    auto c = server::Coordinator::Create(&jobs_, common::RealClock::Get(), o);
     ASSERT_TRUE(c.ok()) << c.status();
     coord_ = std::move(*c);
-    ServerOptions so;
+    server::ServerOptions so;
     so.listen = "127.0.0.1:0";
-    auto s = CoordinatorServer::Start(coord_.get(), so);
+    auto s = server::CoordinatorServer::Start(coord_.get(), so);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
     coord_->rendezvous()->Open("job-mp", 1);
@@ -72,9 +72,9 @@ class MultiProcessTest : public ::testing::Test {
             "--count=100003", absl::StrCat("--mode=", mode)};
   }
 
-  InMemoryJobStore jobs_;
-  std::unique_ptr<Coordinator> coord_;
-  std::unique_ptr<CoordinatorServer> server_;
+  server::InMemoryJobStore jobs_;
+  std::unique_ptr<server::Coordinator> coord_;
+  std::unique_ptr<server::CoordinatorServer> server_;
 };
 
 TEST_F(MultiProcessTest, TwoProcessesAllreduceThroughTheCoordinator) {

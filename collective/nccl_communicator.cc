@@ -247,7 +247,7 @@ class NcclComm : public NcclCommunicator {
     if (!broken_.ok()) return std::make_unique<FailedWork>(broken_, op->seq);
     absl::Status s = Enqueue(op.get(), call);
     if (!s.ok()) {
-      BreakLocked(Annotate(s, absl::StrCat(op->what, " on rank ", rank_, " of ", size_)));
+      BreakLocked(common::Annotate(s, absl::StrCat(op->what, " on rank ", rank_, " of ", size_)));
       return std::make_unique<FailedWork>(broken_, op->seq);
     }
     op->deadline = absl::Now() + op->timeout;
@@ -279,7 +279,8 @@ class NcclComm : public NcclCommunicator {
     if (e == cudaSuccess) {
       FinishLocked(op, absl::OkStatus());
     } else {
-      BreakLocked(yoke::cuda::CudaErrorToStatus(e, "cudaEventQuery(op)", __FILE__, __LINE__));
+      BreakLocked(
+          engine::cuda::CudaErrorToStatus(e, "cudaEventQuery(op)", __FILE__, __LINE__));
     }
     return op->finished ? op->status : broken_;
   }
@@ -417,15 +418,16 @@ absl::StatusOr<std::vector<std::unique_ptr<NcclCommunicator>>> CreateNcclCommuni
   NCCL_RETURN_IF_ERROR(ncclGroupStart());
   absl::Status init;
   for (int i = 0; i < n && init.ok(); ++i) {
-    init = yoke::cuda::CudaErrorToStatus(cudaSetDevice(devices[i]), "cudaSetDevice", __FILE__, __LINE__);
+    init = engine::cuda::CudaErrorToStatus(cudaSetDevice(devices[i]), "cudaSetDevice", __FILE__,
+                                           __LINE__);
     if (init.ok()) {
-      init = yoke::cuda::NcclErrorToStatus(
+      init = engine::cuda::NcclErrorToStatus(
           ncclCommInitRank(&comms[i], world_size, id, first_rank + i), "ncclCommInitRank", __FILE__,
           __LINE__);
     }
   }
   const absl::Status end =
-      yoke::cuda::NcclErrorToStatus(ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__);
+      engine::cuda::NcclErrorToStatus(ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__);
   if (init.ok()) init = end;
   auto cleanup = [&] {
     for (ncclComm_t c : comms) {

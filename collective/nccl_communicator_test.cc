@@ -28,7 +28,7 @@ TEST(NcclTest, BadArgumentsAreInvalidArgument) {
 }
 
 TEST(NcclTest, NoDeviceIsAClearError) {
-  if (::yoke::cuda::NoDeviceReason().empty()) GTEST_SKIP() << "a CUDA device is present";
+  if (::yoke::engine::cuda::NoDeviceReason().empty()) GTEST_SKIP() << "a CUDA device is present";
   InMemoryStore store;
   auto r = CreateNcclCommunicators(&store, 1, 0, {0});
   EXPECT_FALSE(r.ok());

@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::common {
 namespace {
 
 TEST(FakeClockTest, MovesOnlyWhenAdvanced) {
@@ -25,4 +25,4 @@ TEST(RealClockTest, FollowsTheSystemClock) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::common

@@ -19,7 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "common/status.h"
 
-namespace yoke {
+namespace yoke::common {
 namespace {
 
 using google::protobuf::Descriptor;
@@ -735,4 +735,4 @@ std::string ProtoToYaml(const Message& msg) {
 
 std::string JobSpecToYaml(const v1::JobSpec& spec) { return ProtoToYaml(spec); }
 
-}  // namespace yoke
+}  // namespace yoke::common

@@ -30,7 +30,7 @@
 #include "proto/yoke/v1/job.pb.h"
 #include "yaml-cpp/yaml.h"
 
-namespace yoke {
+namespace yoke::common {
 
 // Merges `node` into `*msg` (fields not mentioned keep their values). `path`
 // is the field path of `msg` itself, used as the prefix of error messages
@@ -68,6 +68,6 @@ absl::StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path,
 std::string ProtoToYaml(const google::protobuf::Message& msg);
 std::string JobSpecToYaml(const v1::JobSpec& spec);
 
-}  // namespace yoke
+}  // namespace yoke::common
 
 #endif  // YOKE_COMMON_CONFIG_H_

@@ -10,7 +10,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::common {
 namespace {
 
 using testing::HasSubstr;
@@ -344,4 +344,4 @@ TEST(ProtoToYamlTest, ShortFloatsAndEmptyKinds) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::common

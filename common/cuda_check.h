@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace yoke::cuda {
+namespace yoke::engine::cuda {
 
 // OK for cudaSuccess; otherwise the Status described above.
 inline absl::Status CudaErrorToStatus(cudaError_t e, const char* call, const char* file,
@@ -42,17 +42,17 @@ inline absl::Status CudaErrorToStatus(cudaError_t e, const char* call, const cha
   }
 }
 
-}  // namespace yoke::cuda
+}  // namespace yoke::engine::cuda
 
 // The converted Status of `call` (OK on cudaSuccess), for code that must not
 // return at once (constructors, cleanup).
-#define CUDA_STATUS(call) ::yoke::cuda::CudaErrorToStatus((call), #call, __FILE__, __LINE__)
+#define CUDA_STATUS(call) ::yoke::engine::cuda::CudaErrorToStatus((call), #call, __FILE__, __LINE__)
 
 // Returns the converted Status from the enclosing function if `call` fails.
 #define CUDA_RETURN_IF_ERROR(call)                                                \
   do {                                                                            \
     ::absl::Status _yoke_cuda_status =                                            \
-        ::yoke::cuda::CudaErrorToStatus((call), #call, __FILE__, __LINE__);       \
+        ::yoke::engine::cuda::CudaErrorToStatus((call), #call, __FILE__, __LINE__);       \
     if (!_yoke_cuda_status.ok()) return _yoke_cuda_status;                        \
   } while (0)
 
@@ -60,7 +60,7 @@ inline absl::Status CudaErrorToStatus(cudaError_t e, const char* call, const cha
 // device) without synchronising, so execution stays asynchronous.
 #define CUDA_RETURN_IF_LAUNCH_FAILED(kernel)                                       \
   do {                                                                            \
-    ::absl::Status _yoke_launch_status = ::yoke::cuda::CudaErrorToStatus(         \
+    ::absl::Status _yoke_launch_status = ::yoke::engine::cuda::CudaErrorToStatus(         \
         cudaGetLastError(), "launch of " #kernel, __FILE__, __LINE__);            \
     if (!_yoke_launch_status.ok()) return _yoke_launch_status;                    \
   } while (0)

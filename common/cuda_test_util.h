@@ -12,7 +12,7 @@
 
 #include "gtest/gtest.h"
 
-namespace yoke::cuda {
+namespace yoke::engine::cuda {
 
 // Empty when a device is usable, else why not.
 inline std::string NoDeviceReason() {
@@ -27,11 +27,11 @@ inline std::string NoDeviceReason() {
   return "";
 }
 
-}  // namespace yoke::cuda
+}  // namespace yoke::engine::cuda
 
 #define SKIP_WITHOUT_CUDA_DEVICE()                             \
   do {                                                         \
-    const std::string reason = ::yoke::cuda::NoDeviceReason(); \
+    const std::string reason = ::yoke::engine::cuda::NoDeviceReason(); \
     if (!reason.empty()) GTEST_SKIP() << reason;               \
   } while (0)
 

@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
-namespace yoke {
+namespace yoke::common {
 namespace {
 
 // Kept in step with engine/model_zoo.cc; common/ may not depend on the engine.
@@ -457,4 +457,4 @@ absl::Status ValidatePathsUnder(const v1::JobSpec& spec,
   return c.Result();
 }
 
-}  // namespace yoke
+}  // namespace yoke::common

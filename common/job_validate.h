@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "proto/yoke/v1/job.pb.h"
 
-namespace yoke {
+namespace yoke::common {
 
 // OK when `spec` satisfies every rule in docs/job_spec.md; otherwise
 // INVALID_ARGUMENT listing all violations.
@@ -43,6 +43,6 @@ absl::Status ValidatePathsUnder(const v1::JobSpec& spec,
 // tests.
 std::string NormalizePath(const std::string& path);
 
-}  // namespace yoke
+}  // namespace yoke::common
 
 #endif  // YOKE_COMMON_JOB_VALIDATE_H_

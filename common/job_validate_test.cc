@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::common {
 namespace {
 
 using testing::HasSubstr;
@@ -359,4 +359,4 @@ TEST(ValidatePathsUnderTest, RootsMustBeAbsolute) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::common

@@ -2,7 +2,7 @@
 
 #include "spdlog/sinks/stdout_color_sinks.h"
 
-namespace yoke {
+namespace yoke::common {
 
 void InitLogging(const std::string& name, const std::string& level) {
   auto logger = spdlog::get(name);
@@ -14,4 +14,4 @@ void InitLogging(const std::string& name, const std::string& level) {
   spdlog::set_default_logger(logger);
 }
 
-}  // namespace yoke
+}  // namespace yoke::common

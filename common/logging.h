@@ -9,12 +9,12 @@
 
 #include "spdlog/spdlog.h"
 
-namespace yoke {
+namespace yoke::common {
 
 // Installs a stderr logger named `name` at `level` ("debug", "info", "warn",
 // "error"); an unknown level falls back to "info". Safe to call more than once.
 void InitLogging(const std::string& name, const std::string& level = "info");
 
-}  // namespace yoke
+}  // namespace yoke::common
 
 #endif  // YOKE_COMMON_LOGGING_H_

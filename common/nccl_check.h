@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace yoke::cuda {
+namespace yoke::engine::cuda {
 
 inline absl::Status NcclErrorToStatus(ncclResult_t r, const char* call, const char* file,
                                       int line) {
@@ -37,12 +37,12 @@ inline absl::Status NcclErrorToStatus(ncclResult_t r, const char* call, const ch
   }
 }
 
-}  // namespace yoke::cuda
+}  // namespace yoke::engine::cuda
 
 #define NCCL_RETURN_IF_ERROR(call)                                                \
   do {                                                                            \
     ::absl::Status _yoke_nccl_status =                                            \
-        ::yoke::cuda::NcclErrorToStatus((call), #call, __FILE__, __LINE__);       \
+        ::yoke::engine::cuda::NcclErrorToStatus((call), #call, __FILE__, __LINE__);       \
     if (!_yoke_nccl_status.ok()) return _yoke_nccl_status;                        \
   } while (0)
 

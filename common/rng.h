@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-namespace yoke {
+namespace yoke::common {
 
 class Philox {
  public:
@@ -67,6 +67,6 @@ class Philox {
   int idx_ = 4;
 };
 
-}  // namespace yoke
+}  // namespace yoke::common
 
 #endif  // YOKE_COMMON_RNG_H_

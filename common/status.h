@@ -33,7 +33,7 @@
   if (!tmp.ok()) return tmp.status();              \
   lhs = std::move(tmp).value()
 
-namespace yoke {
+namespace yoke::common {
 
 // Returns `s` with `prefix: ` prepended to its message (same code).
 inline absl::Status Annotate(const absl::Status& s, const std::string& prefix) {
@@ -41,6 +41,6 @@ inline absl::Status Annotate(const absl::Status& s, const std::string& prefix) {
   return absl::Status(s.code(), absl::StrCat(prefix, ": ", s.message()));
 }
 
-}  // namespace yoke
+}  // namespace yoke::common
 
 #endif  // YOKE_COMMON_STATUS_H_

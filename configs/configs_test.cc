@@ -12,7 +12,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::common {
 namespace {
 
 namespace fs = std::filesystem;
@@ -138,4 +138,4 @@ TEST(ConfigsTest, OverridesApplyToExamples) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::common

@@ -23,7 +23,7 @@ absl::Status Required(const std::string& field_path, const char* field,
 // Reader errors start with a file path; say which spec named the file.
 absl::StatusOr<std::unique_ptr<Dataset>> Prefixed(
     absl::StatusOr<std::unique_ptr<Dataset>> ds, const std::string& field_path) {
-  if (!ds.ok()) return Annotate(ds.status(), field_path);
+  if (!ds.ok()) return common::Annotate(ds.status(), field_path);
   return ds;
 }
 

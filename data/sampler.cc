@@ -44,7 +44,7 @@ std::vector<int64_t> Sampler::Permutation(int64_t epoch) const {
   std::vector<int64_t> p(size_);
   std::iota(p.begin(), p.end(), int64_t{0});
   if (!options_.shuffle) return p;
-  Philox rng(options_.seed ^ kShuffleKey, static_cast<uint64_t>(epoch));
+  common::Philox rng(options_.seed ^ kShuffleKey, static_cast<uint64_t>(epoch));
   for (int64_t i = size_ - 1; i > 0; --i) {
     const auto j = static_cast<int64_t>(rng.Uniform(static_cast<uint64_t>(i) + 1));
     std::swap(p[i], p[j]);

@@ -93,7 +93,7 @@ Transform Transform::Identity(const std::vector<int64_t>& example_shape) {
 Transform::Augmentation Transform::Draw(int64_t epoch, int64_t index) const {
   Augmentation a;
   if (!augments()) return a;
-  Philox rng(seed_ ^ kAugmentKey, static_cast<uint64_t>(epoch));
+  common::Philox rng(seed_ ^ kAugmentKey, static_cast<uint64_t>(epoch));
   rng.Seek(static_cast<uint64_t>(index));  // one 4-word block per example
   const uint32_t span = 2 * static_cast<uint32_t>(padding_) + 1;
   a.crop_y = static_cast<int>(rng.Next() % span);

@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 class AlignedCpuAllocator final : public Allocator {
@@ -47,4 +47,4 @@ Allocator* AllocatorFor(Device device) {
   return nullptr;
 }
 
-}  // namespace yoke
+}  // namespace yoke::engine

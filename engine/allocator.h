@@ -11,7 +11,7 @@
 
 #include "engine/device.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 class Allocator {
  public:
@@ -31,6 +31,6 @@ Allocator* CpuAllocator();
 // Returns the allocator for `device`; CUDA devices come from the CUDA backend.
 Allocator* AllocatorFor(Device device);
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_ALLOCATOR_H_

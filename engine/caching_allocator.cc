@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -185,4 +185,4 @@ void CachingAllocator::EmptyCache() {
   ReleaseFreeSegments();
 }
 
-}  // namespace yoke
+}  // namespace yoke::engine

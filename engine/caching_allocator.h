@@ -41,7 +41,7 @@
 #include "absl/synchronization/mutex.h"
 #include "engine/allocator.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 // Raw device memory: what the caching allocator sits on.
 class DeviceMemory {
@@ -122,6 +122,6 @@ class CachingAllocator final : public Allocator {
   std::string last_error_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_CACHING_ALLOCATOR_H_

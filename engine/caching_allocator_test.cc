@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 struct FakeCounters {
@@ -212,4 +212,4 @@ TEST(CachingAllocatorTest, ConcurrentThreadsGetDisjointBlocks) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

@@ -15,7 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 absl::Status ErrnoError(const std::string& what, const std::string& path) {
@@ -222,4 +222,4 @@ absl::Status PruneCheckpoints(const std::string& dir, int keep) {
   return absl::OkStatus();
 }
 
-}  // namespace yoke
+}  // namespace yoke::engine

@@ -26,7 +26,7 @@
 #include "engine/tensor.h"
 #include "proto/yoke/v1/checkpoint.pb.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 inline constexpr char kCheckpointMagic[8] = {'Y', 'O', 'K', 'E', 'C', 'K', 'P', 'T'};
 inline constexpr uint32_t kCheckpointVersion = 1;
@@ -56,6 +56,6 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir);
 // Deletes all but the newest `keep` checkpoints in `dir` (keep <= 0: none deleted).
 absl::Status PruneCheckpoints(const std::string& dir, int keep);
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_CHECKPOINT_H_

@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 std::string TempDir() {
@@ -112,4 +112,4 @@ TEST(CheckpointTest, LatestAndPrune) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

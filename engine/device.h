@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace yoke {
+namespace yoke::engine {
 
 struct Device {
   enum class Kind { kCPU, kCUDA };
@@ -22,6 +22,6 @@ struct Device {
   }
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_DEVICE_H_

@@ -30,7 +30,7 @@
 #include "engine/param_set.h"
 #include "engine/tensor.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 // Sums small buffers over every replica of a data-parallel step, in place,
 // and returns once every replica's contribution is in (synchronized batch
@@ -99,6 +99,6 @@ class Layer {
   int index_ = 0;
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_LAYER_H_

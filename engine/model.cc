@@ -9,7 +9,7 @@
 #include "engine/model_zoo.h"
 #include "engine/registry.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
                                                      const Shape& input_shape,
@@ -33,7 +33,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
     const v1::LayerSpec& ls = layers[i];
     std::string where = absl::StrCat(path, "[", i, "]");
     auto layer_or = LayerRegistry::Global().Create(ls);
-    if (!layer_or.ok()) return Annotate(layer_or.status(), where);
+    if (!layer_or.ok()) return common::Annotate(layer_or.status(), where);
     Node node;
     node.layer = std::move(layer_or).value();
     std::string name = ls.name().empty()
@@ -75,7 +75,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
       if (src >= 0 && m->nodes_[src].needs_grad) node.needs_grad = true;
     }
     if (!shape_or.ok()) {
-      return Annotate(shape_or.status(), absl::StrCat(where, " (", name, ")"));
+      return common::Annotate(shape_or.status(), absl::StrCat(where, " (", name, ")"));
     }
     node.shape = *shape_or;
     by_name[name] = static_cast<int>(i);
@@ -123,7 +123,7 @@ absl::StatusOr<Tensor> Model::Forward(const Tensor& x, const LayerContext& ctx) 
     in.clear();
     for (int src : node.inputs) in.push_back(src < 0 ? &input_ : &nodes_[src].out);
     absl::Status s = node.layer->Forward(in, &node.out, ctx);
-    if (!s.ok()) return Annotate(s, node.layer->name());
+    if (!s.ok()) return common::Annotate(s, node.layer->name());
   }
   return nodes_.back().out;
 }
@@ -169,7 +169,7 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
         din.push_back(&scratch.back());
       }
     }
-    RETURN_IF_ERROR(Annotate(node.layer->Backward(in, node.out, node.grad, din, ctx),
+    RETURN_IF_ERROR(common::Annotate(node.layer->Backward(in, node.out, node.grad, din, ctx),
                              node.layer->name()));
     if (on_grad_ready) {
       for (int p = node.param_begin; p < node.param_end; ++p) on_grad_ready(p);
@@ -212,4 +212,4 @@ std::string Model::Summary() const {
   return s;
 }
 
-}  // namespace yoke
+}  // namespace yoke::engine

@@ -23,7 +23,7 @@
 #include "engine/param_set.h"
 #include "proto/yoke/v1/job.pb.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 class Model {
  public:
@@ -89,6 +89,6 @@ class Model {
   int64_t batch_ = -1;
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_MODEL_H_

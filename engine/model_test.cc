@@ -6,7 +6,7 @@
 #include "engine/losses/softmax_cross_entropy.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 v1::LayerSpec L(const std::string& name, const std::vector<std::string>& inputs) {
@@ -48,7 +48,7 @@ TEST(ModelTest, ResidualGraphGradientsMatchFiniteDifferences) {
   model.params().Initialize(3);
   const int n = 4;
   Tensor x = Tensor::Empty({n, 6});
-  Philox rng(5, 0);
+  common::Philox rng(5, 0);
   for (int i = 0; i < x.numel(); ++i) x.data<float>()[i] = 2 * rng.NextFloat() - 1;
   Tensor y = Tensor::Empty({n}, DType::kI32);
   for (int i = 0; i < n; ++i) y.data<int32_t>()[i] = i % 3;
@@ -165,4 +165,4 @@ TEST(ModelTest, ZooMlpAndCnnHaveTheExpectedParameterCounts) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 using LayerList = std::vector<v1::LayerSpec>;
@@ -97,4 +97,4 @@ absl::StatusOr<std::vector<v1::LayerSpec>> ExpandZoo(const v1::ModelSpec& spec,
       "model.zoo: unknown model '", z, "' (known: ", absl::StrJoin(ZooNames(), ", "), ")"));
 }
 
-}  // namespace yoke
+}  // namespace yoke::engine

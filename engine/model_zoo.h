@@ -17,7 +17,7 @@
 #include "engine/tensor.h"
 #include "proto/yoke/v1/job.pb.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 // Expands spec.zoo() for per-example input (H, W, C) and `num_classes`.
 // INVALID_ARGUMENT for an unknown name (listing the known ones) or an input
@@ -28,6 +28,6 @@ absl::StatusOr<std::vector<v1::LayerSpec>> ExpandZoo(const v1::ModelSpec& spec,
 
 std::vector<std::string> ZooNames();
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_MODEL_ZOO_H_

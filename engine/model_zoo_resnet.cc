@@ -22,7 +22,7 @@
 #include "engine/tensor.h"
 #include "proto/yoke/v1/job.pb.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 // Appends layers, each reading the named inputs (or the previous layer).
@@ -164,4 +164,4 @@ absl::StatusOr<std::vector<v1::LayerSpec>> ResNet(const v1::ModelSpec& spec,
   return g.Take();
 }
 
-}  // namespace yoke
+}  // namespace yoke::engine

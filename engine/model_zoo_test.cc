@@ -9,7 +9,7 @@
 #include "engine/rng.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 v1::ModelSpec Zoo(const std::string& name, int width = 0) {
@@ -91,7 +91,7 @@ void CheckStep(const std::string& name, const Shape& in, int width) {
   Shape xs = in;
   xs.insert(xs.begin(), 2);
   Tensor x = Tensor::Empty(xs);
-  Philox rng(3, 4);
+  common::Philox rng(3, 4);
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 2 * rng.NextFloat() - 1;
   LayerContext ctx;
   auto logits = m.Forward(x, ctx);
@@ -141,7 +141,7 @@ TEST(ModelZooTest, DISABLED_CnnStepTiming) {
   Model& m = **mo;
   m.params().Initialize(1);
   Tensor x = Tensor::Empty({64, 28, 28, 1}), dl = Tensor::Empty({64, 10});
-  Philox rng(1, 2);
+  common::Philox rng(1, 2);
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = rng.NextFloat();
   for (int64_t i = 0; i < dl.numel(); ++i) dl.data<float>()[i] = rng.NextFloat() - 0.5f;
   LayerContext ctx;
@@ -165,4 +165,4 @@ TEST(ModelZooTest, DISABLED_CnnStepTiming) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

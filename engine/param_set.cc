@@ -5,7 +5,7 @@
 
 #include "engine/rng.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 int64_t AlignUp(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
@@ -16,7 +16,7 @@ void Fill(const ParamSet::Entry& e, float* p, uint64_t seed, uint64_t stream) {
     for (int64_t i = 0; i < n; ++i) p[i] = e.init.a;
     return;
   }
-  Philox rng(seed, stream);
+  common::Philox rng(seed, stream);
   for (int64_t i = 0; i < n; ++i) p[i] = (2.0f * rng.NextFloat() - 1.0f) * e.init.a;
 }
 
@@ -75,4 +75,4 @@ int64_t ParamSet::num_parameters() const {
   return n;
 }
 
-}  // namespace yoke
+}  // namespace yoke::engine

@@ -20,7 +20,7 @@
 
 #include "engine/tensor.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 // How a parameter starts. kUniform draws from U(-a, a); kConstant fills a.
 struct Init {
@@ -78,6 +78,6 @@ class ParamSet {
   Tensor values_, grads_, state_;
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_PARAM_SET_H_

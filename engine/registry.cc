@@ -6,7 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 LayerRegistry& LayerRegistry::Global() {
   static LayerRegistry* r = new LayerRegistry();
@@ -46,4 +46,4 @@ absl::StatusOr<std::unique_ptr<Layer>> LayerRegistry::Create(
                    absl::StrJoin(Names(), ", "), ")"));
 }
 
-}  // namespace yoke
+}  // namespace yoke::engine

@@ -18,7 +18,7 @@
 #include "engine/layer.h"
 #include "proto/yoke/v1/job.pb.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 // Creates a layer from its spec; returns INVALID_ARGUMENT for bad values.
 using LayerFactory =
@@ -46,10 +46,10 @@ class LayerRegistry {
 // The name of the kind a LayerSpec holds ("" when none).
 std::string LayerKindName(const v1::LayerSpec& spec);
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #define YOKE_REGISTER_LAYER(name, factory)                          \
   static const bool YOKE_CONCAT(yoke_layer_registered_, __LINE__) = \
-      ::yoke::LayerRegistry::Global().Register(name, factory)
+      ::yoke::engine::LayerRegistry::Global().Register(name, factory)
 
 #endif  // YOKE_ENGINE_REGISTRY_H_

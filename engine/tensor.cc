@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 size_t DTypeSize(DType t) {
   switch (t) {
@@ -136,4 +136,4 @@ std::string Tensor::DebugString() const {
                       device_.ToString(), ")");
 }
 
-}  // namespace yoke
+}  // namespace yoke::engine

@@ -21,7 +21,7 @@
 #include "engine/allocator.h"
 #include "engine/device.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kI64, kU8 };
 
@@ -108,6 +108,6 @@ class Tensor {
   Device device_;
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_TENSOR_H_

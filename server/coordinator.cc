@@ -12,7 +12,7 @@
 #include "server/hang_report.h"
 #include "spdlog/spdlog.h"
 
-namespace yoke {
+namespace yoke::server {
 namespace {
 
 // A heartbeat carries at most this many lines per attempt, each at most
@@ -71,14 +71,14 @@ std::string LatestCheckpoint(const std::string& dir) {
   return (std::filesystem::path(dir) / best).string();
 }
 
-Coordinator::Coordinator(JobStore* store, const Clock* clock, CoordinatorOptions options)
+Coordinator::Coordinator(JobStore* store, const common::Clock* clock, CoordinatorOptions options)
     : store_(store),
       clock_(clock),
       options_(std::move(options)),
       registry_(clock, options_.heartbeat_deadline) {}
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(JobStore* store,
-                                                                 const Clock* clock,
+                                                                 const common::Clock* clock,
                                                                  CoordinatorOptions options) {
   std::unique_ptr<Coordinator> c(new Coordinator(store, clock, std::move(options)));
   RETURN_IF_ERROR(c->Reload());
@@ -185,15 +185,15 @@ std::vector<WorkerCapacity> Coordinator::Capacities(bool alive_only) {
 // ------------------------------------------------------------------ clients
 
 absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t priority) {
-  RETURN_IF_ERROR(ValidateJobSpec(spec));
+  RETURN_IF_ERROR(common::ValidateJobSpec(spec));
   // Data and checkpoints have separate roots: check each on a copy that has
   // only the other kind of path cleared.
   v1::JobSpec data_only = spec;
   data_only.clear_checkpoint();
-  RETURN_IF_ERROR(ValidatePathsUnder(data_only, options_.data_roots));
+  RETURN_IF_ERROR(common::ValidatePathsUnder(data_only, options_.data_roots));
   v1::JobSpec checkpoint_only = spec;
   checkpoint_only.clear_data();
-  RETURN_IF_ERROR(ValidatePathsUnder(checkpoint_only, options_.checkpoint_roots));
+  RETURN_IF_ERROR(common::ValidatePathsUnder(checkpoint_only, options_.checkpoint_roots));
 
   absl::MutexLock lock(&mu_);
   const std::string never = CouldEverFit(ShapeOf(spec), Capacities(/*alive_only=*/true));
@@ -685,4 +685,4 @@ void Coordinator::Tick() {
   if (schedule_needed_) RunScheduler();
 }
 
-}  // namespace yoke
+}  // namespace yoke::server

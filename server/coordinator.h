@@ -70,7 +70,7 @@
 #include "server/scheduler.h"
 #include "server/worker_registry.h"
 
-namespace yoke {
+namespace yoke::server {
 
 struct CoordinatorOptions {
   // A worker silent for this long is lost.
@@ -97,7 +97,8 @@ class Coordinator {
  public:
   // Reloads every unfinished job from `store`. `store` and `clock` must
   // outlive the coordinator. Fails if the store cannot be read.
-  static absl::StatusOr<std::unique_ptr<Coordinator>> Create(JobStore* store, const Clock* clock,
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Create(JobStore* store,
+                                                             const common::Clock* clock,
                                                              CoordinatorOptions options);
   // Writes progress not yet flushed.
   ~Coordinator();
@@ -164,7 +165,7 @@ class Coordinator {
     std::vector<int> devices;
   };
 
-  Coordinator(JobStore* store, const Clock* clock, CoordinatorOptions options);
+  Coordinator(JobStore* store, const common::Clock* clock, CoordinatorOptions options);
   absl::Status Reload();
 
   // Everything below runs under mu_.
@@ -194,7 +195,7 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   JobStore* const store_;
-  const Clock* const clock_;
+  const common::Clock* const clock_;
   const CoordinatorOptions options_;
   Rendezvous rendezvous_;
 
@@ -214,6 +215,6 @@ class Coordinator {
 // The newest "ckpt-<step>.yoke" in `dir`, or "" if none (or no such dir).
 std::string LatestCheckpoint(const std::string& dir);
 
-}  // namespace yoke
+}  // namespace yoke::server
 
 #endif  // YOKE_SERVER_COORDINATOR_H_

@@ -85,7 +85,7 @@ absl::Status LoadConfig(const std::string& path, yoke::v1::CoordinatorConfig* cf
                                                    e.mark.column + 1,
                                                    ": YAML syntax error: ", e.msg));
   }
-  return yoke::Annotate(yoke::YamlToProto(root, cfg, ""), path);
+  return yoke::common::Annotate(yoke::common::YamlToProto(root, cfg, ""), path);
 }
 
 absl::Status CheckRoots(const char* field, const google::protobuf::RepeatedPtrField<std::string>& roots) {
@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
   if (absl::Status s = CheckRoots("checkpoint_roots", cfg.checkpoint_roots()); !s.ok()) {
     return Fail(2, s.ToString());
   }
-  yoke::InitLogging("yoke-coordinator", cfg.log_level());
+  yoke::common::InitLogging("yoke-coordinator", cfg.log_level());
 
   // Block the stop signals in every thread (gRPC's included, so set before
   // any starts); one thread takes them synchronously with sigwait.
@@ -187,17 +187,18 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  auto store = yoke::SqliteJobStore::Open(cfg.store_path());
+  auto store = yoke::server::SqliteJobStore::Open(cfg.store_path());
   if (!store.ok()) return Fail(1, store.status().ToString());
-  yoke::CoordinatorOptions options;
+  yoke::server::CoordinatorOptions options;
   options.heartbeat_deadline = absl::Milliseconds(cfg.heartbeat_deadline_ms());
   options.data_roots.assign(cfg.data_roots().begin(), cfg.data_roots().end());
   options.checkpoint_roots.assign(cfg.checkpoint_roots().begin(), cfg.checkpoint_roots().end());
-  auto coordinator = yoke::Coordinator::Create(store->get(), yoke::RealClock::Get(), options);
+  auto coordinator =
+      yoke::server::Coordinator::Create(store->get(), yoke::common::RealClock::Get(), options);
   if (!coordinator.ok()) return Fail(1, coordinator.status().ToString());
-  yoke::ServerOptions server_options;
+  yoke::server::ServerOptions server_options;
   server_options.listen = cfg.listen();
-  auto server = yoke::CoordinatorServer::Start(coordinator->get(), server_options);
+  auto server = yoke::server::CoordinatorServer::Start(coordinator->get(), server_options);
   if (!server.ok()) return Fail(1, server.status().ToString());
 
   std::printf("yoke-coordinator listening on %s\n", (*server)->address().c_str());

@@ -8,7 +8,7 @@
 #include "server/coordinator.h"
 #include "server/sqlite_job_store.h"
 
-namespace yoke {
+namespace yoke::server {
 namespace {
 
 constexpr char kSpec[] = R"(
@@ -25,8 +25,8 @@ training:
 TEST(CoordinatorRestartTest, JobsHistoryAndLogsSurviveARestartOnTheSameFile) {
   const std::string path = "/tmp/yoke_coord_restart_" + std::to_string(getpid()) + ".db";
   for (const char* sfx : {"", "-wal", "-shm"}) std::remove((path + sfx).c_str());
-  FakeClock clock;
-  auto spec = LoadJobSpecString(kSpec, {});
+  common::FakeClock clock;
+  auto spec = common::LoadJobSpecString(kSpec, {});
   ASSERT_TRUE(spec.ok());
   std::string running_id, done_id;
   {
@@ -95,4 +95,4 @@ TEST(CoordinatorRestartTest, JobsHistoryAndLogsSurviveARestartOnTheSameFile) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::server

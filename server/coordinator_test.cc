@@ -9,7 +9,7 @@
 #include "common/config.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::server {
 namespace {
 
 constexpr char kSpec[] = R"(
@@ -24,7 +24,7 @@ training:
 )";
 
 v1::JobSpec Spec(const std::vector<std::string>& overrides = {}) {
-  auto s = LoadJobSpecString(kSpec, overrides);
+  auto s = common::LoadJobSpecString(kSpec, overrides);
   EXPECT_TRUE(s.ok()) << s.status();
   return *s;
 }
@@ -84,7 +84,7 @@ class CoordinatorTest : public ::testing::Test {
     return *j;
   }
 
-  FakeClock clock_;
+  common::FakeClock clock_;
   InMemoryJobStore store_;
   std::vector<std::string> data_roots_;
   std::unique_ptr<Coordinator> coord_;
@@ -615,4 +615,4 @@ TEST_F(CoordinatorTest, ListWorkersShowsFreeDevicesAndRunningAttempts) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::server

@@ -7,7 +7,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "spdlog/spdlog.h"
 
-namespace yoke {
+namespace yoke::server {
 namespace {
 
 // How often a waiting stream or rendezvous Get looks at cancellation.
@@ -242,4 +242,4 @@ void CoordinatorServer::Wait() { done_.WaitForNotification(); }
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
-}  // namespace yoke
+}  // namespace yoke::server

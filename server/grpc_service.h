@@ -34,7 +34,7 @@
 #include "proto/yoke/v1/coordinator.grpc.pb.h"
 #include "server/coordinator.h"
 
-namespace yoke {
+namespace yoke::server {
 
 grpc::Status ToGrpcStatus(const absl::Status& s);
 
@@ -140,6 +140,6 @@ class CoordinatorServer {
   absl::Notification done_;
 };
 
-}  // namespace yoke
+}  // namespace yoke::server
 
 #endif  // YOKE_SERVER_GRPC_SERVICE_H_

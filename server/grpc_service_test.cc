@@ -10,7 +10,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::server {
 namespace {
 
 constexpr char kSpec[] = R"(
@@ -25,7 +25,7 @@ training:
 )";
 
 v1::JobSpec Spec(const std::vector<std::string>& overrides = {}) {
-  auto s = LoadJobSpecString(kSpec, overrides);
+  auto s = common::LoadJobSpecString(kSpec, overrides);
   EXPECT_TRUE(s.ok()) << s.status();
   return *s;
 }
@@ -36,7 +36,7 @@ class GrpcServiceTest : public ::testing::Test {
     CoordinatorOptions o;
     o.data_roots = {"/data"};
     o.checkpoint_roots = {"/ckpt"};
-    auto c = Coordinator::Create(&store_, RealClock::Get(), o);
+    auto c = Coordinator::Create(&store_, common::RealClock::Get(), o);
     ASSERT_TRUE(c.ok()) << c.status();
     coord_ = std::move(*c);
     ServerOptions so;
@@ -509,4 +509,4 @@ TEST_F(GrpcServiceTest, SecondServerOnTheSamePortFailsCleanly) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::server

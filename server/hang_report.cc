@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
-namespace yoke {
+namespace yoke::server {
 namespace {
 
 // The clauses of a hang check's verdict that name ranks to blame:
@@ -100,4 +100,4 @@ std::string AttributeHang(const std::string& reason, const v1::Attempt& attempt,
   return out;
 }
 
-}  // namespace yoke
+}  // namespace yoke::server

@@ -29,7 +29,7 @@
 
 #include "proto/yoke/v1/coordinator.pb.h"
 
-namespace yoke {
+namespace yoke::server {
 
 // True if `reason` is a collective timeout report: it names ranks that
 // "never arrived" or "did not answer" the hang check (dead or unreachable).
@@ -49,6 +49,6 @@ std::string RanksOf(const v1::Assignment& share);
 std::string AttributeHang(const std::string& reason, const v1::Attempt& attempt,
                           const std::map<int, int64_t>& completed);
 
-}  // namespace yoke
+}  // namespace yoke::server
 
 #endif  // YOKE_SERVER_HANG_REPORT_H_

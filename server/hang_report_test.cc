@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::server {
 namespace {
 
 v1::Attempt FourRanks() {
@@ -78,4 +78,4 @@ TEST(HangReportTest, RanksOfAShare) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::server

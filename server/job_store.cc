@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace yoke {
+namespace yoke::server {
 
 bool IsTerminal(v1::JobState state) {
   return state == v1::JOB_SUCCEEDED || state == v1::JOB_FAILED || state == v1::JOB_CANCELLED;
@@ -146,4 +146,4 @@ int64_t InMemoryJobStore::writes() const {
   return writes_;
 }
 
-}  // namespace yoke
+}  // namespace yoke::server

@@ -34,7 +34,7 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/yoke/v1/coordinator.pb.h"
 
-namespace yoke {
+namespace yoke::server {
 
 bool IsTerminal(v1::JobState state);
 
@@ -125,6 +125,6 @@ class InMemoryJobStore final : public JobStore {
   int64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace yoke
+}  // namespace yoke::server
 
 #endif  // YOKE_SERVER_JOB_STORE_H_

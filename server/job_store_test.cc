@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "server/sqlite_job_store.h"
 
-namespace yoke {
+namespace yoke::server {
 namespace {
 
 std::string TempPath(const std::string& name) {
@@ -242,4 +242,4 @@ TEST(SqliteJobStoreTest, MissingDirectoryIsUnavailable) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::server

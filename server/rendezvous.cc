@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace yoke {
+namespace yoke::server {
 namespace {
 
 constexpr size_t kMaxKey = 1024;
@@ -85,4 +85,4 @@ int Rendezvous::num_namespaces() const {
   return static_cast<int>(spaces_.size());
 }
 
-}  // namespace yoke
+}  // namespace yoke::server

@@ -26,7 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace yoke {
+namespace yoke::server {
 
 class Rendezvous {
  public:
@@ -56,6 +56,6 @@ class Rendezvous {
   std::map<NsKey, Namespace> spaces_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace yoke
+}  // namespace yoke::server
 
 #endif  // YOKE_SERVER_RENDEZVOUS_H_

@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::server {
 namespace {
 
 TEST(RendezvousTest, PutThenGet) {
@@ -91,4 +91,4 @@ TEST(RendezvousTest, LimitsAreEnforced) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::server

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace yoke {
+namespace yoke::server {
 namespace {
 
 std::string Plural(int n, const std::string& noun) {
@@ -150,4 +150,4 @@ std::string CouldEverFit(const GangShape& shape, const std::vector<WorkerCapacit
                       DescribeFree(workers, shape.kind, /*total=*/true));
 }
 
-}  // namespace yoke
+}  // namespace yoke::server

@@ -33,7 +33,7 @@
 
 #include "proto/yoke/v1/coordinator.pb.h"
 
-namespace yoke {
+namespace yoke::server {
 
 // What a job asks for, with the spec's defaults applied.
 struct GangShape {
@@ -79,6 +79,6 @@ ScheduleResult Schedule(std::vector<PendingJob> jobs, std::vector<WorkerCapacity
 // Returns "" when it fits.
 std::string CouldEverFit(const GangShape& shape, const std::vector<WorkerCapacity>& workers);
 
-}  // namespace yoke
+}  // namespace yoke::server
 
 #endif  // YOKE_SERVER_SCHEDULER_H_

@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::server {
 namespace {
 
 WorkerCapacity Worker(const std::string& id, int cpus, int gpus = 0) {
@@ -153,4 +153,4 @@ TEST(SchedulerTest, CouldEverFit) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::server

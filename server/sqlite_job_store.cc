@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 
-namespace yoke {
+namespace yoke::server {
 namespace {
 
 constexpr char kSchema[] = "yoke-jobs-v1";
@@ -92,7 +92,7 @@ absl::Status SqliteJobStore::Init(const Options& options) {
   sqlite3_busy_timeout(db_, 0);
   // The first statement reads the header: a file that is not a database
   // fails here (SQLITE_NOTADB) with a clear message rather than later.
-  RETURN_IF_ERROR(Annotate(Exec("PRAGMA locking_mode=EXCLUSIVE"), "opening"));
+  RETURN_IF_ERROR(common::Annotate(Exec("PRAGMA locking_mode=EXCLUSIVE"), "opening"));
   {
     ASSIGN_OR_RETURN(sqlite3_stmt * st, Prepare("PRAGMA journal_mode=WAL"));
     if (sqlite3_step(st) != SQLITE_ROW) return Error("setting WAL mode");
@@ -366,4 +366,4 @@ absl::StatusOr<std::vector<v1::Job>> SqliteJobStore::ListNonTerminal() {
   return out;
 }
 
-}  // namespace yoke
+}  // namespace yoke::server

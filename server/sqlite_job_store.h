@@ -32,7 +32,7 @@
 struct sqlite3;
 struct sqlite3_stmt;
 
-namespace yoke {
+namespace yoke::server {
 
 class SqliteJobStore final : public JobStore {
  public:
@@ -88,6 +88,6 @@ class SqliteJobStore final : public JobStore {
   const std::string path_;
 };
 
-}  // namespace yoke
+}  // namespace yoke::server
 
 #endif  // YOKE_SERVER_SQLITE_JOB_STORE_H_

@@ -4,7 +4,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-namespace yoke {
+namespace yoke::server {
 
 void WorkerRegistry::NoteId(const std::string& id) {
   int64_t n = 0;
@@ -94,4 +94,4 @@ bool WorkerRegistry::IsAlive(const std::string& id) const {
   return w != nullptr && w->registered && w->alive;
 }
 
-}  // namespace yoke
+}  // namespace yoke::server

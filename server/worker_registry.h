@@ -29,7 +29,7 @@
 #include "common/clock.h"
 #include "proto/yoke/v1/coordinator.pb.h"
 
-namespace yoke {
+namespace yoke::server {
 
 struct WorkerEntry {
   std::string id;
@@ -52,7 +52,7 @@ struct LostWorker {
 class WorkerRegistry {
  public:
   // `clock` must outlive the registry.
-  WorkerRegistry(const Clock* clock, absl::Duration heartbeat_deadline)
+  WorkerRegistry(const common::Clock* clock, absl::Duration heartbeat_deadline)
       : clock_(clock), deadline_(heartbeat_deadline) {}
 
   // Registers a worker and returns its id: `requested_id` when set (a worker
@@ -86,12 +86,12 @@ class WorkerRegistry {
  private:
   void NoteId(const std::string& id);
 
-  const Clock* clock_;
+  const common::Clock* clock_;
   const absl::Duration deadline_;
   std::map<std::string, WorkerEntry> workers_;
   int64_t next_number_ = 1;
 };
 
-}  // namespace yoke
+}  // namespace yoke::server
 
 #endif  // YOKE_SERVER_WORKER_REGISTRY_H_

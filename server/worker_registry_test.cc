@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::server {
 namespace {
 
 std::vector<v1::Device> Cpus(int n) {
@@ -15,7 +15,7 @@ std::vector<v1::Device> Cpus(int n) {
 }
 
 TEST(WorkerRegistryTest, AssignsIdsAndKeepsARequestedOne) {
-  FakeClock clock;
+  common::FakeClock clock;
   WorkerRegistry reg(&clock, absl::Seconds(10));
   EXPECT_EQ(reg.Register("", "host-a", Cpus(1)), "w-1");
   EXPECT_EQ(reg.Register("w-7", "host-b", Cpus(2)), "w-7");
@@ -27,7 +27,7 @@ TEST(WorkerRegistryTest, AssignsIdsAndKeepsARequestedOne) {
 }
 
 TEST(WorkerRegistryTest, MissedDeadlineIsReportedOnceWithAReason) {
-  FakeClock clock;
+  common::FakeClock clock;
   WorkerRegistry reg(&clock, absl::Seconds(10));
   reg.Register("", "a", Cpus(1));
   reg.Register("", "b", Cpus(1));
@@ -49,7 +49,7 @@ TEST(WorkerRegistryTest, MissedDeadlineIsReportedOnceWithAReason) {
 }
 
 TEST(WorkerRegistryTest, ExactlyAtTheDeadlineIsStillAlive) {
-  FakeClock clock;
+  common::FakeClock clock;
   WorkerRegistry reg(&clock, absl::Seconds(10));
   reg.Register("", "a", Cpus(1));
   clock.Advance(absl::Seconds(10));
@@ -59,13 +59,13 @@ TEST(WorkerRegistryTest, ExactlyAtTheDeadlineIsStillAlive) {
 }
 
 TEST(WorkerRegistryTest, UnknownWorkerHeartbeatIsNotFound) {
-  FakeClock clock;
+  common::FakeClock clock;
   WorkerRegistry reg(&clock, absl::Seconds(10));
   EXPECT_EQ(reg.Heartbeat("w-3").code(), absl::StatusCode::kNotFound);
 }
 
 TEST(WorkerRegistryTest, ExpectedWorkerGetsOneDeadlineToRegister) {
-  FakeClock clock;
+  common::FakeClock clock;
   WorkerRegistry reg(&clock, absl::Seconds(10));
   reg.Expect("w-4");
   reg.Expect("w-5");
@@ -83,7 +83,7 @@ TEST(WorkerRegistryTest, ExpectedWorkerGetsOneDeadlineToRegister) {
 }
 
 TEST(WorkerRegistryTest, LostWorkersAreForgottenAfterAnHour) {
-  FakeClock clock;
+  common::FakeClock clock;
   WorkerRegistry reg(&clock, absl::Seconds(10));
   reg.Register("", "a", Cpus(1));
   clock.Advance(absl::Seconds(11));
@@ -97,4 +97,4 @@ TEST(WorkerRegistryTest, LostWorkersAreForgottenAfterAnHour) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::server

@@ -88,9 +88,9 @@ TEST(BadInputE2ETest, RefusedWithTheFieldAndNothingStored) {
   expect_refused(mlp + " --set data.train.images=/etc/passwd", "data.train.images");
 
   // The coordinator checks on its own what the CLI checks locally.
-  auto spec = LoadJobSpecFile(mlp, {"training.batch_size=-64"});
+  auto spec = common::LoadJobSpecFile(mlp, {"training.batch_size=-64"});
   ASSERT_TRUE(spec.ok()) << spec.status();
-  CoordinatorClient client(cluster.address());
+  client::CoordinatorClient client(cluster.address());
   auto id = client.SubmitJob(*spec);
   EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << id.status();
   EXPECT_NE(id.status().message().find("training.batch_size"), absl::string_view::npos)
@@ -103,7 +103,7 @@ TEST(BadInputE2ETest, RefusedWithTheFieldAndNothingStored) {
   SendRaw(cluster.address(),
           std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + std::string("\xff\xff\xff\x09\x00garbage", 12));
   v1::SubmitJobRequest req;
-  *req.mutable_spec() = *LoadJobSpecFile(mlp, {});
+  *req.mutable_spec() = *common::LoadJobSpecFile(mlp, {});
   std::string wire = req.SerializeAsString();
   grpc::Status st = RawCall(cluster.address(), "/yoke.v1.Coordinator/SubmitJob",
                             wire.substr(0, wire.size() / 2));

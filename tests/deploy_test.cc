@@ -93,15 +93,16 @@ TEST(DeployTest, KubernetesManifestsAreWellFormedAndComplete) {
   // port the coordinator listens on.
   v1::CoordinatorConfig cc;
   v1::WorkerConfig wc;
-  ASSERT_TRUE(YamlToProto(YAML::Load(objects.at("ConfigMap/yoke-coordinator")["data"]
+  ASSERT_TRUE(common::YamlToProto(YAML::Load(objects.at("ConfigMap/yoke-coordinator")["data"]
                                          ["coordinator.yaml"]
                                              .as<std::string>()),
                           &cc, "")
                   .ok());
-  ASSERT_TRUE(YamlToProto(YAML::Load(objects.at("ConfigMap/yoke-worker")["data"]["worker.yaml"]
-                                         .as<std::string>()),
-                          &wc, "")
-                  .ok());
+  ASSERT_TRUE(
+      common::YamlToProto(
+          YAML::Load(objects.at("ConfigMap/yoke-worker")["data"]["worker.yaml"].as<std::string>()),
+          &wc, "")
+          .ok());
   const std::string port = cc.listen().substr(cc.listen().rfind(':') + 1);
   EXPECT_EQ(wc.coordinator(), "yoke-coordinator:" + port);
   EXPECT_EQ(objects.at("Service/yoke-coordinator")["spec"]["ports"][0]["port"].as<std::string>(),

@@ -165,7 +165,7 @@ class Daemon {
  public:
   Daemon() = default;
   Daemon(const std::vector<std::string>& argv, const std::string& log) {
-    auto pid = SpawnDaemon(argv, log);
+    auto pid = client::SpawnDaemon(argv, log);
     if (pid.ok()) pid_ = *pid;
   }
   Daemon(Daemon&& o) noexcept : pid_(o.pid_) { o.pid_ = 0; }
@@ -200,7 +200,7 @@ class TestCluster {
                          " --dir " + dir_ + " " + up_flags,
                      true);
     up_output_ = r.out;
-    auto st = ReadClusterState(dir_ + "/cluster.json");
+    auto st = client::ReadClusterState(dir_ + "/cluster.json");
     if (r.exit_code == 0 && st.ok()) {
       state_ = *st;
       ok_ = true;
@@ -235,7 +235,7 @@ class TestCluster {
   const std::string& up_output() const { return up_output_; }
   const std::string& dir() const { return dir_; }
   const std::string& address() const { return state_.address; }
-  const ClusterState& state() const { return state_; }
+  const client::ClusterState& state() const { return state_; }
 
   // `yoke ARGS --coordinator ADDR`.
   RunResult Yoke(const std::string& args, bool merge_stderr = false) const {
@@ -288,7 +288,7 @@ class TestCluster {
 
   std::string dir_;
   std::string up_output_;
-  ClusterState state_;
+  client::ClusterState state_;
   bool ok_ = false;
 };
 

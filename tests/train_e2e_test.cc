@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "proto/yoke/v1/metrics.pb.h"
 
-namespace yoke {
+namespace yoke::e2e {
 namespace {
 
 std::string BinDir() {
@@ -104,4 +104,4 @@ TEST(TrainE2ETest, BadInputExitsNonZeroWithAMessage) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::e2e

@@ -14,7 +14,7 @@
 #include "proto/yoke/v1/coordinator.grpc.pb.h"
 #include "worker/devices.h"
 
-namespace yoke {
+namespace yoke::worker {
 namespace {
 
 // ------------------------------------------------------------ gRPC client
@@ -356,7 +356,7 @@ absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerProcessOptions* opt
   const std::string spec_path = (dir / "job.yaml").string();
   {
     std::ofstream f(spec_path, std::ios::trunc);
-    f << JobSpecToYaml(d.spec());
+    f << common::JobSpecToYaml(d.spec());
     if (!f.good()) return absl::FailedPreconditionError("cannot write " + spec_path);
   }
   opts->binary = options_.trainer_path;
@@ -473,4 +473,4 @@ absl::Status WorkerDaemon::Run() {
   return absl::OkStatus();
 }
 
-}  // namespace yoke
+}  // namespace yoke::worker

@@ -59,7 +59,7 @@
 #include "proto/yoke/v1/coordinator.pb.h"
 #include "worker/trainer_process.h"
 
-namespace yoke {
+namespace yoke::worker {
 
 // The two worker-facing RPCs of the coordinator's WorkerControl service.
 // Errors carry the canonical code (NOT_FOUND, UNAVAILABLE, ...).
@@ -171,6 +171,6 @@ class WorkerDaemon {
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace yoke
+}  // namespace yoke::worker
 
 #endif  // YOKE_WORKER_DAEMON_H_

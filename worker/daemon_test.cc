@@ -17,7 +17,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::worker {
 namespace {
 
 std::string TempDir() {
@@ -226,7 +226,7 @@ TEST_F(DaemonTest, RunsADesiredAttemptAndReportsEachEpochAndLineOnce) {
   // The trainer ran once, in its attempt directory, with the spec the
   // coordinator sent and the event protocol.
   const std::string attempt_dir = options_.work_dir + "/job-1/attempt-1";
-  auto spec = LoadJobSpecFile(attempt_dir + "/job.yaml", {});
+  auto spec = common::LoadJobSpecFile(attempt_dir + "/job.yaml", {});
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*spec, want.spec()));
   EXPECT_EQ(ReadFile(attempt_dir + "/runs.txt"),
@@ -491,4 +491,4 @@ TEST_F(DaemonTest, ShutdownStopsTrainersAndReportsTheirExit) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::worker

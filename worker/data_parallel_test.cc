@@ -19,7 +19,7 @@
 #include "gtest/gtest.h"
 #include "worker/trainer.h"
 
-namespace yoke {
+namespace yoke::worker {
 namespace {
 
 using ::testing::AnyOf;
@@ -49,7 +49,7 @@ training:
   optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
   threads: 2
 )";
-  auto spec = LoadJobSpecString(yaml, {}, "test");
+  auto spec = common::LoadJobSpecString(yaml, {}, "test");
   EXPECT_TRUE(spec.ok()) << spec.status();
   spec->mutable_training()->set_batch_size(batch);
   spec->mutable_training()->set_max_steps(max_steps);
@@ -57,7 +57,7 @@ training:
 }
 
 std::vector<float> Params(Trainer& t, int replica = 0) {
-  const Tensor& v = t.model(replica).params().flat_values();
+  const engine::Tensor& v = t.model(replica).params().flat_values();
   return std::vector<float>(v.data<float>(), v.data<float>() + v.numel());
 }
 
@@ -172,7 +172,7 @@ TEST(DataParallelTest, TwoWorkersOfTwoReplicasMatchOneReplicaWithBatch128) {
 // The MLP with BatchNorm after each hidden dense layer.
 v1::JobSpec BatchNormJob(int batch, int64_t max_steps, bool sync) {
   v1::JobSpec spec = MlpJob(batch, max_steps);
-  auto yaml = LoadJobSpecString(R"(
+  auto yaml = common::LoadJobSpecString(R"(
 model:
   layers:
     - flatten
@@ -192,7 +192,7 @@ model:
 }
 
 std::vector<float> State(Trainer& t, int replica = 0) {
-  const Tensor& v = t.model(replica).params().flat_state();
+  const engine::Tensor& v = t.model(replica).params().flat_state();
   return std::vector<float>(v.data<float>(), v.data<float>() + v.numel());
 }
 
@@ -268,19 +268,22 @@ TEST(DataParallelTest, FirstStepMatchesAHandComputedUpdate) {
   data::Batch& b = **batch;
   ASSERT_EQ(b.n, 64);
 
-  auto model = Model::Create(spec.model(), {28, 28, 1}, 10);
+  auto model = engine::Model::Create(spec.model(), {28, 28, 1}, 10);
   ASSERT_TRUE(model.ok()) << model.status();
-  ParamSet& ps = (*model)->params();
+  engine::ParamSet& ps = (*model)->params();
   ps.Initialize(spec.training().seed());
-  auto loss = CreateLoss("softmax_cross_entropy");
+  auto loss = engine::CreateLoss("softmax_cross_entropy");
   ASSERT_TRUE(loss.ok());
-  LayerContext ctx;
+  engine::LayerContext ctx;
   ctx.seed = spec.training().seed();
-  auto logits = (*model)->Forward(Tensor::Wrap(b.x.data(), b.x_shape(), DType::kF32), ctx);
+  auto logits =
+      (*model)->Forward(engine::Tensor::Wrap(b.x.data(), b.x_shape(), engine::DType::kF32), ctx);
   ASSERT_TRUE(logits.ok()) << logits.status();
-  Tensor dlogits = Tensor::Empty(logits->shape());
-  ASSERT_TRUE((*loss)->Compute(*logits, Tensor::Wrap(b.y.data(), {b.n}, DType::kI32),
-                               1.0f / 64, &dlogits).ok());
+  engine::Tensor dlogits = engine::Tensor::Empty(logits->shape());
+  ASSERT_TRUE((*loss)
+                  ->Compute(*logits, engine::Tensor::Wrap(b.y.data(), {b.n}, engine::DType::kI32),
+                            1.0f / 64, &dlogits)
+                  .ok());
   ASSERT_TRUE((*model)->Backward(dlogits, ctx).ok());
   std::vector<float> want(ps.flat_values().numel());
   const float lr = spec.training().optimizer().lr();
@@ -384,8 +387,8 @@ TEST(DataParallelTest, StopIsAgreedAndResumeOnAllRanksContinuesExactly) {
   EXPECT_EQ(first[1].trainer->global_step(), stopped);
   EXPECT_GE(stopped, 5);
   EXPECT_LT(stopped, 12);
-  const std::string ckpt = CheckpointPath(dir, stopped);
-  auto ck = ReadCheckpoint(ckpt);
+  const std::string ckpt = engine::CheckpointPath(dir, stopped);
+  auto ck = engine::ReadCheckpoint(ckpt);
   ASSERT_TRUE(ck.ok()) << ck.status();
   EXPECT_EQ(ck->header.world_size(), 2);
   EXPECT_EQ(ck->header.step(), stopped);
@@ -401,4 +404,4 @@ TEST(DataParallelTest, StopIsAgreedAndResumeOnAllRanksContinuesExactly) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::worker

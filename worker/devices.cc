@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace yoke {
+namespace yoke::worker {
 namespace {
 
 // The few driver API entry points we need, declared by hand with the ABI's
@@ -144,4 +144,4 @@ int CountDevices(const std::vector<v1::Device>& devices, const std::string& kind
   return n;
 }
 
-}  // namespace yoke
+}  // namespace yoke::worker

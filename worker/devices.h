@@ -18,7 +18,7 @@
 
 #include "proto/yoke/v1/coordinator.pb.h"
 
-namespace yoke {
+namespace yoke::worker {
 
 struct DeviceOptions {
   // CPU replica slots to offer (kind "cpu", indices 0..n-1); 0 offers none.
@@ -46,6 +46,6 @@ DeviceInventory DiscoverDevices(const DeviceOptions& options);
 // Counts of `kind` ("cpu", "cuda") in `devices`.
 int CountDevices(const std::vector<v1::Device>& devices, const std::string& kind);
 
-}  // namespace yoke
+}  // namespace yoke::worker
 
 #endif  // YOKE_WORKER_DEVICES_H_

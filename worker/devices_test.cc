@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::worker {
 namespace {
 
 TEST(DevicesTest, CpuReplicasComeFromOptions) {
@@ -89,4 +89,4 @@ TEST(DevicesTest, RealDriverIfAny) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::worker

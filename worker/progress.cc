@@ -5,7 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/json_util.h"
 
-namespace yoke {
+namespace yoke::worker {
 
 std::string FormatDuration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
@@ -130,4 +130,4 @@ void EventProgress::OnError(const std::string& message) {
   Write(ev);
 }
 
-}  // namespace yoke
+}  // namespace yoke::worker

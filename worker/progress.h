@@ -17,7 +17,7 @@
 
 #include "proto/yoke/v1/metrics.pb.h"
 
-namespace yoke {
+namespace yoke::worker {
 
 class ProgressSink {
  public:
@@ -86,6 +86,6 @@ std::string TrainerEventToJson(const v1::TrainerEvent& event);
 // "1:02:03" / "4:05".
 std::string FormatDuration(double seconds);
 
-}  // namespace yoke
+}  // namespace yoke::worker
 
 #endif  // YOKE_WORKER_PROGRESS_H_

@@ -20,7 +20,7 @@
 #include "engine/checkpoint.h"
 #include "engine/kernels/cpu/dnnl_context.h"
 
-namespace yoke {
+namespace yoke::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -42,14 +42,14 @@ absl::Status MakeDirs(const std::string& dir) {
   return absl::OkStatus();
 }
 
-Tensor BatchInput(data::Batch& b) {
-  return Tensor::Wrap(b.x.data(), b.x_shape(), DType::kF32);
+engine::Tensor BatchInput(data::Batch& b) {
+  return engine::Tensor::Wrap(b.x.data(), b.x_shape(), engine::DType::kF32);
 }
-Tensor BatchLabels(data::Batch& b) {
-  return Tensor::Wrap(b.y.data(), {b.n}, DType::kI32);
+engine::Tensor BatchLabels(data::Batch& b) {
+  return engine::Tensor::Wrap(b.y.data(), {b.n}, engine::DType::kI32);
 }
 
-collective::Buffer FlatBuffer(const Tensor& t) {
+collective::Buffer FlatBuffer(const engine::Tensor& t) {
   return collective::Buffer{t.raw(), t.numel(), collective::DataType::kF32,
                             collective::DeviceKind::kCpu, 0};
 }
@@ -58,7 +58,7 @@ collective::Buffer FlatBuffer(const Tensor& t) {
 // queue behind the gradient buckets already in flight, which keeps one order
 // of ops on every rank: each rank's layers call this at the same points of
 // the same forward and backward.
-class CommunicatorSum final : public CrossReplicaSum {
+class CommunicatorSum final : public engine::CrossReplicaSum {
  public:
   CommunicatorSum(collective::Communicator* comm, absl::Duration timeout)
       : comm_(comm), timeout_(timeout) {}
@@ -85,14 +85,14 @@ class CommunicatorSum final : public CrossReplicaSum {
 struct Trainer::Replica {
   int local = 0;  // index among this Trainer's replicas
   int rank = 0;   // global rank
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Loss> loss;
-  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<engine::Model> model;
+  std::unique_ptr<engine::Loss> loss;
+  std::unique_ptr<engine::Optimizer> optimizer;
   std::unique_ptr<collective::Communicator> comm;  // set under comm_mu_
   std::unique_ptr<collective::Reducer> reducer;
   // Set when distribution.sync_batch_norm: batch_norm's statistics span
   // every replica's samples.
-  std::unique_ptr<CrossReplicaSum> sync_stats;
+  std::unique_ptr<engine::CrossReplicaSum> sync_stats;
   absl::Status status;  // how RunLoop ended
 };
 
@@ -104,11 +104,11 @@ int64_t PeakRssBytes() {
 
 Trainer::~Trainer() = default;
 
-Model& Trainer::model(int i) { return *replicas_[i]->model; }
+engine::Model& Trainer::model(int i) { return *replicas_[i]->model; }
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec,
                                                          const TrainerOptions& options) {
-  RETURN_IF_ERROR(ValidateJobSpec(spec));
+  RETURN_IF_ERROR(common::ValidateJobSpec(spec));
   if (options.world_size < 1 || options.num_replicas < 1 || options.first_rank < 0 ||
       options.first_rank + options.num_replicas > options.world_size) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -135,7 +135,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
   const int budget = tr.threads() > 0
                          ? tr.threads()
                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  t->threads_ = cpu::SetCpuThreads(std::max(1, budget / options.num_replicas));
+  t->threads_ = engine::cpu::SetCpuThreads(std::max(1, budget / options.num_replicas));
   const int timeout_s = spec.distribution().collective_timeout_s() > 0
                             ? spec.distribution().collective_timeout_s()
                             : 300;
@@ -157,15 +157,15 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
   int classes = t->train_->num_classes();
   if (t->test_) classes = std::max(classes, t->test_->num_classes());
 
-  Shape input(t->train_->example_shape().begin(), t->train_->example_shape().end());
+  engine::Shape input(t->train_->example_shape().begin(), t->train_->example_shape().end());
   for (int i = 0; i < options.num_replicas; ++i) {
     auto r = std::make_unique<Replica>();
     r->local = i;
     r->rank = options.first_rank + i;
-    ASSIGN_OR_RETURN(r->model, Model::Create(spec.model(), input, classes));
-    ASSIGN_OR_RETURN(r->loss, CreateLoss(tr.loss().empty() ? "softmax_cross_entropy"
+    ASSIGN_OR_RETURN(r->model, engine::Model::Create(spec.model(), input, classes));
+    ASSIGN_OR_RETURN(r->loss, engine::CreateLoss(tr.loss().empty() ? "softmax_cross_entropy"
                                                            : tr.loss()));
-    ASSIGN_OR_RETURN(r->optimizer, CreateOptimizer(tr.optimizer(), &r->model->params()));
+    ASSIGN_OR_RETURN(r->optimizer, engine::CreateOptimizer(tr.optimizer(), &r->model->params()));
     r->model->params().Initialize(tr.seed());
     t->replicas_.push_back(std::move(r));
   }
@@ -191,7 +191,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
   t->steps_per_epoch_ = (t->train_->size() + tr.batch_size() - 1) / tr.batch_size();
   t->total_steps_ = t->steps_per_epoch_ * tr.epochs();
   if (tr.max_steps() > 0) t->total_steps_ = std::min(t->total_steps_, tr.max_steps());
-  ASSIGN_OR_RETURN(t->schedule_, CreateSchedule(tr.schedule(), tr.optimizer().lr(),
+  ASSIGN_OR_RETURN(t->schedule_, engine::CreateSchedule(tr.schedule(), tr.optimizer().lr(),
                                                 t->total_steps_));
 
   if (!options.resume.empty()) RETURN_IF_ERROR(t->Restore(options.resume));
@@ -213,16 +213,16 @@ absl::Status Trainer::SaveCheckpoint(const std::string& path) {
   h.set_world_size(options_.world_size);
   h.set_wall_seconds(train_seconds_);
   h.set_samples_seen(samples_seen_);
-  NamedTensors tensors = {{"params", r.model->params().flat_values()},
+  engine::NamedTensors tensors = {{"params", r.model->params().flat_values()},
                           {"state", r.model->params().flat_state()}};
   for (auto& [name, t] : r.optimizer->State()) tensors.emplace_back("optim/" + name, t);
-  return WriteCheckpoint(path, h, tensors);
+  return engine::WriteCheckpoint(path, h, tensors);
 }
 
 absl::Status Trainer::Restore(const std::string& path) {
-  ASSIGN_OR_RETURN(Checkpoint ck, ReadCheckpoint(path));
-  auto restore = [&](const std::string& name, const Tensor& dst) -> absl::Status {
-    const Tensor* src = ck.Find(name);
+  ASSIGN_OR_RETURN(engine::Checkpoint ck, engine::ReadCheckpoint(path));
+  auto restore = [&](const std::string& name, const engine::Tensor& dst) -> absl::Status {
+    const engine::Tensor* src = ck.Find(name);
     if (src == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("checkpoint ", path, " has no '", name, "' tensor"));
@@ -269,10 +269,10 @@ absl::Status Trainer::MaybeCheckpoint(bool end_of_epoch) {
   if (c.dir().empty()) return absl::OkStatus();
   bool due = end_of_epoch || (c.every_steps() > 0 && step_ % c.every_steps() == 0);
   if (!due) return absl::OkStatus();
-  std::string path = CheckpointPath(c.dir(), step_);
+  std::string path = engine::CheckpointPath(c.dir(), step_);
   RETURN_IF_ERROR(SaveCheckpoint(path));
   last_checkpoint_ = path;
-  return PruneCheckpoints(c.dir(), c.keep() > 0 ? c.keep() : 3);
+  return engine::PruneCheckpoints(c.dir(), c.keep() > 0 ? c.keep() : 3);
 }
 
 absl::StatusOr<std::pair<double, double>> Trainer::Evaluate() {
@@ -287,7 +287,7 @@ absl::StatusOr<std::pair<double, double>> Trainer::Evaluate() {
   po.prefetch = 2;
   ASSIGN_OR_RETURN(auto pipe, data::Pipeline::Create(test_, so, spec_.data().transform(),
                                                      /*train=*/false, po));
-  LayerContext ctx;
+  engine::LayerContext ctx;
   ctx.training = false;
   ctx.seed = spec_.training().seed();
   ctx.step = step_;
@@ -298,8 +298,8 @@ absl::StatusOr<std::pair<double, double>> Trainer::Evaluate() {
     if (!batch.has_value()) break;
     if (batch->n == 0) continue;
     Replica& rep = *replicas_[0];
-    ASSIGN_OR_RETURN(Tensor logits, rep.model->Forward(BatchInput(*batch), ctx));
-    ASSIGN_OR_RETURN(LossResult r,
+    ASSIGN_OR_RETURN(engine::Tensor logits, rep.model->Forward(BatchInput(*batch), ctx));
+    ASSIGN_OR_RETURN(engine::LossResult r,
                      rep.loss->Compute(logits, BatchLabels(*batch), 0.0f, nullptr));
     loss_sum += r.loss_sum;
     correct += r.correct;
@@ -325,8 +325,8 @@ absl::Status Trainer::Connect(Replica& r) {
   // Every rank starts from global rank 0's parameters, state buffers and
   // optimizer state (identical already when every rank used the same seed or
   // checkpoint; the broadcast makes it a guarantee, once, before step 1).
-  ParamSet& ps = r.model->params();
-  std::vector<std::pair<std::string, Tensor>> tensors = {{"parameters", ps.flat_values()},
+  engine::ParamSet& ps = r.model->params();
+  std::vector<std::pair<std::string, engine::Tensor>> tensors = {{"parameters", ps.flat_values()},
                                                          {"state buffers", ps.flat_state()}};
   for (auto& named : r.optimizer->State()) tensors.emplace_back("optimizer " + named.first, named.second);
   std::vector<std::unique_ptr<collective::Work>> works;
@@ -340,7 +340,7 @@ absl::Status Trainer::Connect(Replica& r) {
   for (auto& w : works) RETURN_IF_ERROR(w->Wait());
 
   std::vector<collective::ParamRange> ranges;
-  for (const auto& e : ps.entries()) ranges.push_back({e.offset, NumElements(e.shape)});
+  for (const auto& e : ps.entries()) ranges.push_back({e.offset, engine::NumElements(e.shape)});
   const v1::DistributionSpec& d = spec_.distribution();
   collective::ReducerOptions ro;
   if (d.first_bucket_mb() > 0) ro.first_bucket_bytes = static_cast<int64_t>(d.first_bucket_mb() * (1 << 20));
@@ -370,7 +370,7 @@ void Trainer::AbortOthers(const Replica* failed, const absl::Status& why) {
 absl::StatusOr<v1::TrainResult> Trainer::Run() {
   const auto wall_start = Clock::now();
   v1::TrainResult result;
-  const Model& model0 = *replicas_[0]->model;
+  const engine::Model& model0 = *replicas_[0]->model;
   result.set_num_parameters(model0.params().num_parameters());
   result.set_device("cpu");
   result.set_threads(threads_ * options_.num_replicas);
@@ -408,7 +408,7 @@ absl::StatusOr<v1::TrainResult> Trainer::Run() {
   for (size_t i = 1; i < replicas_.size(); ++i) {
     threads.emplace_back([this, i] {
       Replica& r = *replicas_[i];
-      cpu::SetCpuThreads(threads_);  // this thread's own OpenMP pool
+      engine::cpu::SetCpuThreads(threads_);  // this thread's own OpenMP pool
       r.status = RunLoop(r, nullptr);
       if (!r.status.ok()) AbortOthers(&r, r.status);
     });
@@ -457,7 +457,7 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
   const bool lead = rep.local == 0;
   const bool root = rep.rank == 0;
   ProgressSink* progress = lead ? options_.progress : nullptr;
-  Model& model = *rep.model;
+  engine::Model& model = *rep.model;
   if (distributed()) RETURN_IF_ERROR(Connect(rep));
   collective::Reducer* reducer = rep.reducer.get();
 
@@ -481,9 +481,9 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     ASSIGN_OR_RETURN(pipe, data::Pipeline::Create(train_, so, spec_.data().transform(),
                                                   /*train=*/true, po));
   }
-  Tensor dlogits;
-  const Model::GradReadyFn on_grad_ready =
-      reducer ? Model::GradReadyFn([reducer](int id) { reducer->MarkReady(id); }) : nullptr;
+  engine::Tensor dlogits;
+  const engine::Model::GradReadyFn on_grad_ready =
+      reducer ? engine::Model::GradReadyFn([reducer](int id) { reducer->MarkReady(id); }) : nullptr;
   const int log_every = tr.log_every_steps() > 0 ? tr.log_every_steps() : 100;
   // Per-epoch and per-log-window accumulators (this replica's samples), and
   // the samples of the whole job in the window (for throughput).
@@ -501,7 +501,7 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     ASSIGN_OR_RETURN(auto batch, pipe->Next());
     if (!batch.has_value()) break;
     const int64_t n = batch->n;
-    LayerContext ctx;
+    engine::LayerContext ctx;
     ctx.training = true;
     ctx.seed = tr.seed();
     ctx.step = step;
@@ -509,15 +509,15 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     ctx.sync_stats = rep.sync_stats.get();
     if (reducer) RETURN_IF_ERROR(reducer->Prepare(n, stop_.load() ? 1 : 0));
     if (n > 0) {
-      ASSIGN_OR_RETURN(Tensor logits, model.Forward(BatchInput(*batch), ctx));
+      ASSIGN_OR_RETURN(engine::Tensor logits, model.Forward(BatchInput(*batch), ctx));
       if (!dlogits.defined() || dlogits.shape() != logits.shape()) {
-        dlogits = Tensor::Empty(logits.shape());
+        dlogits = engine::Tensor::Empty(logits.shape());
       }
       // Alone: the mean over the batch, folded into dlogits. Distributed: the
       // per-sample SUM; the reducer sums over ranks and the optimizer step
       // divides by the global count.
       const float loss_scale = reducer ? 1.0f : 1.0f / static_cast<float>(batch->global_n);
-      ASSIGN_OR_RETURN(LossResult r,
+      ASSIGN_OR_RETURN(engine::LossResult r,
                        rep.loss->Compute(logits, BatchLabels(*batch), loss_scale, &dlogits));
       RETURN_IF_ERROR(model.Backward(dlogits, ctx, on_grad_ready));
       epoch_loss += r.loss_sum;
@@ -633,7 +633,7 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     result->set_test_loss(eval.first);
     result->set_test_accuracy(eval.second);
     if (!spec_.checkpoint().dir().empty()) {
-      std::string path = CheckpointPath(spec_.checkpoint().dir(), step_);
+      std::string path = engine::CheckpointPath(spec_.checkpoint().dir(), step_);
       RETURN_IF_ERROR(SaveCheckpoint(path));
       last_checkpoint_ = path;
     }
@@ -646,4 +646,4 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
   return absl::OkStatus();
 }
 
-}  // namespace yoke
+}  // namespace yoke::worker

@@ -77,7 +77,7 @@
 #include "proto/yoke/v1/metrics.pb.h"
 #include "worker/progress.h"
 
-namespace yoke {
+namespace yoke::worker {
 
 struct TrainerOptions {
   // Checkpoint file to continue from ("" starts fresh from the spec's seed).
@@ -128,7 +128,7 @@ class Trainer {
   absl::StatusOr<std::pair<double, double>> Evaluate();
 
   // Local replica i's model (global rank first_rank + i).
-  Model& model(int i = 0);
+  engine::Model& model(int i = 0);
   int64_t global_step() const { return step_; }
   // Writes a checkpoint of the current state to `path`.
   absl::Status SaveCheckpoint(const std::string& path);
@@ -160,7 +160,7 @@ class Trainer {
   absl::Duration collective_timeout_;
   absl::Mutex comm_mu_;  // guards the replicas' `comm` while they connect
   bool aborted_ ABSL_GUARDED_BY(comm_mu_) = false;
-  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<engine::LrSchedule> schedule_;
   int threads_ = 1;  // per replica
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
@@ -177,6 +177,6 @@ class Trainer {
 // Peak resident set size of this process, in bytes.
 int64_t PeakRssBytes();
 
-}  // namespace yoke
+}  // namespace yoke::worker
 
 #endif  // YOKE_WORKER_TRAINER_H_

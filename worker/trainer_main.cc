@@ -49,12 +49,12 @@
 
 namespace {
 
-std::atomic<yoke::Trainer*> g_trainer{nullptr};
+std::atomic<yoke::worker::Trainer*> g_trainer{nullptr};
 std::atomic<int> g_signal{0};
 
 void OnSignal(int sig) {
   g_signal.store(sig);
-  if (yoke::Trainer* t = g_trainer.load()) t->RequestStop();
+  if (yoke::worker::Trainer* t = g_trainer.load()) t->RequestStop();
 }
 
 void Usage(FILE* f) {
@@ -69,7 +69,7 @@ void Usage(FILE* f) {
 }
 
 // Set with --output events: failures are reported on stdout too.
-yoke::EventProgress* g_events = nullptr;
+yoke::worker::EventProgress* g_events = nullptr;
 
 int Fail(const std::string& message, int code) {
   std::fprintf(stderr, "yoke train: %s\n", message.c_str());
@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
                  output.c_str());
     return 2;
   }
-  yoke::EventProgress events(stdout);
+  yoke::worker::EventProgress events(stdout);
   if (output == "events") g_events = &events;
   if (bad_number) {
     return Fail("--rank, --world-size, --replicas and --attempt must be non-negative integers",
@@ -184,15 +184,15 @@ int main(int argc, char** argv) {
     Usage(stderr);
     return 2;
   }
-  yoke::InitLogging("yoke-trainer", log_level);
+  yoke::common::InitLogging("yoke-trainer", log_level);
 
   yoke::v1::JobSpec spec;
   if (!job_file.empty()) {
-    auto spec_or = yoke::LoadJobSpecFile(job_file, overrides);
+    auto spec_or = yoke::common::LoadJobSpecFile(job_file, overrides);
     if (!spec_or.ok()) return Fail(spec_or.status(), 2);
     spec = *std::move(spec_or);
   } else {
-    auto ck = yoke::ReadCheckpoint(resume);
+    auto ck = yoke::engine::ReadCheckpoint(resume);
     if (!ck.ok()) return Fail(ck.status(), 2);
     spec = ck->header.spec();
     if (!overrides.empty()) {
@@ -202,11 +202,11 @@ int main(int argc, char** argv) {
   }
 
   FILE* human = output == "text" ? stdout : stderr;
-  yoke::ConsoleProgress console(human, isatty(fileno(human)) != 0);
-  yoke::TeeProgress tee(&console, &events);
+  yoke::worker::ConsoleProgress console(human, isatty(fileno(human)) != 0);
+  yoke::worker::TeeProgress tee(&console, &events);
   // All ranks in this process: they rendezvous in memory.
   yoke::collective::InMemoryStore local_store;
-  yoke::TrainerOptions opts;
+  yoke::worker::TrainerOptions opts;
   opts.resume = resume;
   opts.world_size = world_size;
   opts.first_rank = rank;
@@ -216,10 +216,10 @@ int main(int argc, char** argv) {
   opts.job_id = job_id;
   opts.attempt = attempt;
   opts.hostname = gloo_hostname;
-  opts.progress = output == "events" ? static_cast<yoke::ProgressSink*>(&tee) : &console;
-  auto trainer_or = yoke::Trainer::Create(spec, opts);
+  opts.progress = output == "events" ? static_cast<yoke::worker::ProgressSink*>(&tee) : &console;
+  auto trainer_or = yoke::worker::Trainer::Create(spec, opts);
   if (!trainer_or.ok()) return Fail(trainer_or.status(), 2);
-  std::unique_ptr<yoke::Trainer> trainer = *std::move(trainer_or);
+  std::unique_ptr<yoke::worker::Trainer> trainer = *std::move(trainer_or);
 
   g_trainer.store(trainer.get());
   struct sigaction sa;

@@ -16,7 +16,7 @@
 
 extern char** environ;
 
-namespace yoke {
+namespace yoke::worker {
 namespace {
 
 // After the child exits, how long to keep reading output that something it
@@ -398,4 +398,4 @@ void TrainerProcess::Monitor() {
   if (log_file_) std::fflush(log_file_);
 }
 
-}  // namespace yoke
+}  // namespace yoke::worker

@@ -41,7 +41,7 @@
 #include "absl/time/time.h"
 #include "proto/yoke/v1/metrics.pb.h"
 
-namespace yoke {
+namespace yoke::worker {
 
 struct TrainerProcessOptions {
   // The program to run: yoke-trainer, or anything else in tests.
@@ -146,6 +146,6 @@ class TrainerProcess {
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace yoke
+}  // namespace yoke::worker
 
 #endif  // YOKE_WORKER_TRAINER_PROCESS_H_

@@ -16,7 +16,7 @@
 #include "common/config.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::worker {
 namespace {
 
 std::string BinDir() {
@@ -40,10 +40,10 @@ std::string TempDir() {
 // Writes the MLP example job with `overrides` as a spec file, the way the
 // daemon does, and returns its path.
 std::string WriteMlpSpec(const std::string& dir, const std::vector<std::string>& overrides) {
-  auto spec = LoadJobSpecFile(SourceDir() + "/configs/fashion_mnist_mlp.yaml", overrides);
+  auto spec = common::LoadJobSpecFile(SourceDir() + "/configs/fashion_mnist_mlp.yaml", overrides);
   EXPECT_TRUE(spec.ok()) << spec.status();
   std::string path = dir + "/job.yaml";
-  std::ofstream(path) << JobSpecToYaml(*spec);
+  std::ofstream(path) << common::JobSpecToYaml(*spec);
   return path;
 }
 
@@ -305,4 +305,4 @@ TEST(TrainerProcessTest, DestructorKillsARunningChild) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::worker

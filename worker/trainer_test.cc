@@ -7,7 +7,7 @@
 #include "engine/checkpoint.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::worker {
 namespace {
 
 std::string TempDir() {
@@ -46,7 +46,7 @@ training:
   optimizer: {type: sgd, lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 0.0001}
   schedule: {type: cosine, warmup_steps: 10}
 )";
-  auto spec = LoadJobSpecString(yaml, {}, "test");
+  auto spec = common::LoadJobSpecString(yaml, {}, "test");
   EXPECT_TRUE(spec.ok()) << spec.status();
   spec->mutable_training()->set_max_steps(max_steps);
   spec->mutable_training()->set_epochs(epochs);
@@ -55,11 +55,11 @@ training:
 }
 
 std::vector<float> Params(Trainer& t) {
-  const Tensor& v = t.model().params().flat_values();
+  const engine::Tensor& v = t.model().params().flat_values();
   return std::vector<float>(v.data<float>(), v.data<float>() + v.numel());
 }
 std::vector<float> State(Trainer& t) {
-  const Tensor& v = t.model().params().flat_state();
+  const engine::Tensor& v = t.model().params().flat_state();
   return std::vector<float>(v.data<float>(), v.data<float>() + v.numel());
 }
 
@@ -168,14 +168,14 @@ TEST(TrainerTest, LearnsAndCheckpointsKeepLastK) {
   EXPECT_GT(r->test_accuracy(), 0.6);
   ASSERT_EQ(r->history_size(), 2);
   EXPECT_LT(r->history(1).train_loss(), r->history(0).train_loss());
-  auto latest = LatestCheckpoint(dir);
+  auto latest = engine::LatestCheckpoint(dir);
   ASSERT_TRUE(latest.ok());
-  EXPECT_EQ(*latest, CheckpointPath(dir, 84));
-  ASSERT_TRUE(PruneCheckpoints(dir, 0).ok());
+  EXPECT_EQ(*latest, engine::CheckpointPath(dir, 84));
+  ASSERT_TRUE(engine::PruneCheckpoints(dir, 0).ok());
   // Only the newest two survive.
-  EXPECT_TRUE(ReadCheckpoint(CheckpointPath(dir, 80)).ok());
-  EXPECT_FALSE(ReadCheckpoint(CheckpointPath(dir, 70)).ok());
+  EXPECT_TRUE(engine::ReadCheckpoint(engine::CheckpointPath(dir, 80)).ok());
+  EXPECT_FALSE(engine::ReadCheckpoint(engine::CheckpointPath(dir, 70)).ok());
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::worker

@@ -82,13 +82,13 @@ absl::Status LoadConfig(const std::string& path, yoke::v1::WorkerConfig* cfg) {
                                                    e.mark.column + 1,
                                                    ": YAML syntax error: ", e.msg));
   }
-  return yoke::Annotate(yoke::YamlToProto(root, cfg, ""), path);
+  return yoke::common::Annotate(yoke::common::YamlToProto(root, cfg, ""), path);
 }
 
 // Turns SIGTERM/SIGINT into a graceful shutdown. The signals are blocked in
 // every thread (set before any thread starts) and taken here synchronously,
 // so no async-signal-safety rules apply.
-void WaitForSignals(sigset_t set, yoke::WorkerDaemon* daemon) {
+void WaitForSignals(sigset_t set, yoke::worker::WorkerDaemon* daemon) {
   int sig = 0;
   if (sigwait(&set, &sig) != 0) return;
   spdlog::info("received {}; stopping trainers and shutting down", strsignal(sig));
@@ -210,20 +210,20 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  yoke::InitLogging("yoke-worker", cfg.log_level());
+  yoke::common::InitLogging("yoke-worker", cfg.log_level());
 
-  yoke::DeviceOptions dev_opts;
+  yoke::worker::DeviceOptions dev_opts;
   dev_opts.cpu_replicas = cfg.cpu_replicas();
   dev_opts.discover_cuda = !no_cuda;
-  yoke::DeviceInventory inv = yoke::DiscoverDevices(dev_opts);
-  spdlog::info("devices: {} cpu replicas; {}", yoke::CountDevices(inv.devices, "cpu"),
+  yoke::worker::DeviceInventory inv = yoke::worker::DiscoverDevices(dev_opts);
+  spdlog::info("devices: {} cpu replicas; {}", yoke::worker::CountDevices(inv.devices, "cpu"),
                inv.cuda_note);
   if (inv.devices.empty()) return Fail("no devices: set --cpu-replicas or install a GPU driver");
 
   char host[256] = {0};
   ::gethostname(host, sizeof(host) - 1);
 
-  yoke::WorkerDaemonOptions opts;
+  yoke::worker::WorkerDaemonOptions opts;
   opts.hostname = host;
   opts.devices = inv.devices;
   opts.coordinator_address = cfg.coordinator();
@@ -233,9 +233,9 @@ int main(int argc, char** argv) {
   opts.heartbeat_interval = absl::Milliseconds(cfg.heartbeat_interval_ms());
   opts.stop_grace = absl::Milliseconds(cfg.stop_grace_ms());
 
-  std::unique_ptr<yoke::CoordinatorClient> client =
-      yoke::NewGrpcCoordinatorClient(cfg.coordinator());
-  yoke::WorkerDaemon daemon(opts, client.get());
+  std::unique_ptr<yoke::worker::CoordinatorClient> client =
+      yoke::worker::NewGrpcCoordinatorClient(cfg.coordinator());
+  yoke::worker::WorkerDaemon daemon(opts, client.get());
   daemon.on_registered = [&](const std::string& id, bool first) {
     if (!first) return;
     std::printf("yoke-worker %s registered with %s\n", id.c_str(), cfg.coordinator().c_str());

@@ -6,7 +6,7 @@
 #include "common/status.h"
 #include "engine/registry.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 // Below this many elements a parallel region costs more than the loop.
@@ -145,4 +145,4 @@ YOKE_REGISTER_LAYER("sigmoid", MakeSimple<ActivationLayer::Kind::kSigmoid>);
 YOKE_REGISTER_LAYER("tanh", MakeSimple<ActivationLayer::Kind::kTanh>);
 YOKE_REGISTER_LAYER("gelu", MakeSimple<ActivationLayer::Kind::kGelu>);
 
-}  // namespace yoke
+}  // namespace yoke::engine

@@ -18,7 +18,7 @@
 
 #include "engine/layer.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 class ActivationLayer final : public Layer {
  public:
@@ -42,6 +42,6 @@ class ActivationLayer final : public Layer {
   float alpha_;
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_LAYERS_ACTIVATION_H_

@@ -7,7 +7,7 @@
 #include "engine/testing/grad_check.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 using Kind = ActivationLayer::Kind;
@@ -126,4 +126,4 @@ TEST(ActivationTest, RegistryCreatesEveryNameAndLeakyDefault) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

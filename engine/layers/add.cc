@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/registry.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 constexpr int64_t kParallelThreshold = 32768;  // elements
 }  // namespace
@@ -61,4 +61,4 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeAdd(const v1::LayerSpec&) {
 
 YOKE_REGISTER_LAYER("add", MakeAdd);
 
-}  // namespace yoke
+}  // namespace yoke::engine

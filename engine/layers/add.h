@@ -10,7 +10,7 @@
 
 #include "engine/layer.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 class AddLayer final : public Layer {
  public:
@@ -26,6 +26,6 @@ class AddLayer final : public Layer {
                         const LayerContext& ctx) override;
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_LAYERS_ADD_H_

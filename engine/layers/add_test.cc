@@ -4,7 +4,7 @@
 #include "engine/testing/grad_check.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 TEST(AddTest, SumsThreeInputs) {
@@ -59,4 +59,4 @@ TEST(AddTest, Registered) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

@@ -7,7 +7,7 @@
 #include "common/status.h"
 #include "engine/registry.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 absl::StatusOr<Shape> BatchNormLayer::Build(const std::vector<Shape>& inputs,
                                             ParamSet* params) {
@@ -211,4 +211,4 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeBatchNorm(const v1::LayerSpec& spec) 
 
 YOKE_REGISTER_LAYER("batch_norm", MakeBatchNorm);
 
-}  // namespace yoke
+}  // namespace yoke::engine

@@ -30,7 +30,7 @@
 #include "engine/kernels/cpu/batch_norm.h"
 #include "engine/layer.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 class BatchNormLayer final : public Layer {
  public:
@@ -68,6 +68,6 @@ class BatchNormLayer final : public Layer {
   std::vector<float> sync_buf_;  // staging for the cross-replica sums
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_LAYERS_BATCH_NORM_H_

@@ -11,11 +11,11 @@
 #include "engine/testing/grad_check.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 void Fill(const Tensor& t, uint64_t seed, float lo, float hi) {
-  Philox rng(seed, 9);
+  common::Philox rng(seed, 9);
   float* p = t.data<float>();
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = lo + (hi - lo) * rng.NextFloat();
 }
@@ -356,4 +356,4 @@ TEST(BatchNormTest, RejectsBadSpecs) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

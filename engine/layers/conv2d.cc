@@ -7,7 +7,7 @@
 #include "engine/kernels/cpu/padding.h"
 #include "engine/registry.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 absl::StatusOr<Shape> Conv2dLayer::Build(const std::vector<Shape>& inputs,
                                          ParamSet* params) {
@@ -119,4 +119,4 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeConv2d(const v1::LayerSpec& spec) {
 
 YOKE_REGISTER_LAYER("conv2d", MakeConv2d);
 
-}  // namespace yoke
+}  // namespace yoke::engine

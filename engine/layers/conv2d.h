@@ -21,7 +21,7 @@
 #include "engine/kernels/cpu/conv.h"
 #include "engine/layer.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 class Conv2dLayer final : public Layer {
  public:
@@ -57,6 +57,6 @@ class Conv2dLayer final : public Layer {
   std::map<int64_t, CachedPlan> plans_;  // by batch size
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_LAYERS_CONV2D_H_

@@ -11,7 +11,7 @@
 #include "engine/testing/grad_check.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 struct Cfg {
@@ -20,7 +20,7 @@ struct Cfg {
 };
 
 void Fill(const Tensor& t, uint64_t seed) {
-  Philox rng(seed, 7);
+  common::Philox rng(seed, 7);
   float* p = t.data<float>();
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = 2.0f * rng.NextFloat() - 1.0f;
 }
@@ -240,4 +240,4 @@ TEST(Conv2dTest, DISABLED_CnnConvTiming) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

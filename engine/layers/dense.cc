@@ -7,7 +7,7 @@
 #include "engine/kernels/cpu/gemm.h"
 #include "engine/registry.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 absl::StatusOr<Shape> DenseLayer::Build(const std::vector<Shape>& inputs,
                                         ParamSet* params) {
@@ -82,4 +82,4 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeDense(const v1::LayerSpec& spec) {
 
 YOKE_REGISTER_LAYER("dense", MakeDense);
 
-}  // namespace yoke
+}  // namespace yoke::engine

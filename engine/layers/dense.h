@@ -8,7 +8,7 @@
 
 #include "engine/layer.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 class DenseLayer final : public Layer {
  public:
@@ -29,6 +29,6 @@ class DenseLayer final : public Layer {
   int w_ = -1, b_ = -1;
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_LAYERS_DENSE_H_

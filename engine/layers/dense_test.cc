@@ -4,7 +4,7 @@
 #include "engine/testing/grad_check.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 TEST(DenseTest, GradientsMatchFiniteDifferences) {
@@ -49,4 +49,4 @@ TEST(DenseTest, RejectsBadSpecAndShapes) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

@@ -8,7 +8,7 @@
 #include "engine/registry.h"
 #include "engine/rng.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 constexpr int64_t kParallelThreshold = 32768;  // elements
@@ -69,7 +69,7 @@ absl::Status DropoutLayer::Forward(const std::vector<const Tensor*>& in, Tensor*
     const int64_t b0 = c * kBlocksPerChunk;
     const int64_t i0 = b0 * 4;
     const int64_t len = std::min<int64_t>(n - i0, 4 * kBlocksPerChunk);
-    Philox rng(key, stream);
+    common::Philox rng(key, stream);
     rng.Seek(base + static_cast<uint64_t>(b0));
     for (int64_t j = 0; j < len; ++j) draws[j] = rng.Next();
     const float* __restrict xc = x + i0;
@@ -119,4 +119,4 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeDropout(const v1::LayerSpec& spec) {
 
 YOKE_REGISTER_LAYER("dropout", MakeDropout);
 
-}  // namespace yoke
+}  // namespace yoke::engine

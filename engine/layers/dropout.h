@@ -18,7 +18,7 @@
 
 #include "engine/layer.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 class DropoutLayer final : public Layer {
  public:
@@ -44,6 +44,6 @@ class DropoutLayer final : public Layer {
   bool masked_ = false;      // whether the last Forward applied mask_
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_LAYERS_DROPOUT_H_

@@ -9,7 +9,7 @@
 #include "engine/testing/grad_check.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 constexpr int64_t kN = 1 << 20;  // above the parallel threshold
@@ -158,4 +158,4 @@ TEST(DropoutTest, RejectsRateOutsideUnitInterval) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

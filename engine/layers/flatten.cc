@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/registry.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 absl::StatusOr<Shape> FlattenLayer::Build(const std::vector<Shape>& inputs,
                                           ParamSet* params) {
@@ -41,4 +41,4 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeFlatten(const v1::LayerSpec&) {
 
 YOKE_REGISTER_LAYER("flatten", MakeFlatten);
 
-}  // namespace yoke
+}  // namespace yoke::engine

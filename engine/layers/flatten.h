@@ -10,7 +10,7 @@
 
 #include "engine/layer.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 class FlattenLayer final : public Layer {
  public:
@@ -25,6 +25,6 @@ class FlattenLayer final : public Layer {
                         const LayerContext& ctx) override;
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_LAYERS_FLATTEN_H_

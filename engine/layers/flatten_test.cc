@@ -4,7 +4,7 @@
 #include "engine/testing/grad_check.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 TEST(FlattenTest, ShapeAndChannelsLastOrder) {
@@ -36,4 +36,4 @@ TEST(FlattenTest, Registered) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/registry.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 absl::StatusOr<Shape> GlobalAvgPoolLayer::Build(const std::vector<Shape>& inputs,
                                                 ParamSet* params) {
@@ -67,4 +67,4 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeGlobalAvgPool(const v1::LayerSpec&) {
 
 YOKE_REGISTER_LAYER("global_avg_pool", MakeGlobalAvgPool);
 
-}  // namespace yoke
+}  // namespace yoke::engine

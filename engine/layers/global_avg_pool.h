@@ -7,7 +7,7 @@
 
 #include "engine/layer.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 class GlobalAvgPoolLayer final : public Layer {
  public:
@@ -25,6 +25,6 @@ class GlobalAvgPoolLayer final : public Layer {
   int64_t hw_ = 0, c_ = 0;
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_LAYERS_GLOBAL_AVG_POOL_H_

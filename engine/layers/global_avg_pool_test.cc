@@ -4,7 +4,7 @@
 #include "engine/testing/grad_check.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 TEST(GlobalAvgPoolTest, ForwardMatchesHandComputed) {
@@ -52,4 +52,4 @@ TEST(GlobalAvgPoolTest, RejectsNonImages) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

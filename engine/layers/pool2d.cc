@@ -5,7 +5,7 @@
 #include "engine/kernels/cpu/padding.h"
 #include "engine/registry.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 absl::StatusOr<Shape> Pool2dLayer::Build(const std::vector<Shape>& inputs,
                                          ParamSet* params) {
@@ -96,4 +96,4 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeAvgPool(const v1::LayerSpec& spec) {
 YOKE_REGISTER_LAYER("max_pool2d", MakeMaxPool);
 YOKE_REGISTER_LAYER("avg_pool2d", MakeAvgPool);
 
-}  // namespace yoke
+}  // namespace yoke::engine

@@ -18,7 +18,7 @@
 #include "engine/kernels/cpu/pool.h"
 #include "engine/layer.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 class Pool2dLayer final : public Layer {
  public:
@@ -43,6 +43,6 @@ class Pool2dLayer final : public Layer {
   std::map<int64_t, std::unique_ptr<cpu::Pool2dPlan>> plans_;  // by batch size
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_LAYERS_POOL2D_H_

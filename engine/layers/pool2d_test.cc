@@ -10,7 +10,7 @@
 #include "engine/testing/grad_check.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 struct Cfg {
@@ -20,7 +20,7 @@ struct Cfg {
 };
 
 void Fill(const Tensor& t, uint64_t seed) {
-  Philox rng(seed, 3);
+  common::Philox rng(seed, 3);
   float* p = t.data<float>();
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = 2.0f * rng.NextFloat() - 1.0f;
 }
@@ -175,4 +175,4 @@ TEST(Pool2dTest, SpecDefaultsAndErrors) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

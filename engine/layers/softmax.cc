@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/registry.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 constexpr int64_t kParallelThreshold = 32768;  // elements
 }  // namespace
@@ -79,4 +79,4 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeSoftmax(const v1::LayerSpec&) {
 
 YOKE_REGISTER_LAYER("softmax", MakeSoftmax);
 
-}  // namespace yoke
+}  // namespace yoke::engine

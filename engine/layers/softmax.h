@@ -13,7 +13,7 @@
 
 #include "engine/layer.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 class SoftmaxLayer final : public Layer {
  public:
@@ -28,6 +28,6 @@ class SoftmaxLayer final : public Layer {
                         const LayerContext& ctx) override;
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_LAYERS_SOFTMAX_H_

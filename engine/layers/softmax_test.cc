@@ -6,7 +6,7 @@
 #include "engine/testing/grad_check.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 TEST(SoftmaxTest, GradientsMatchFiniteDifferences) {
@@ -58,4 +58,4 @@ TEST(SoftmaxTest, RegisteredAndRejectsScalarInput) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

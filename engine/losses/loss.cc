@@ -5,7 +5,7 @@
 #include "engine/losses/mse.h"
 #include "engine/losses/softmax_cross_entropy.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 std::vector<std::string> KnownLosses() { return {"mse", "softmax_cross_entropy"}; }
 
@@ -17,4 +17,4 @@ absl::StatusOr<std::unique_ptr<Loss>> CreateLoss(const std::string& name) {
                                                  absl::StrJoin(KnownLosses(), ", "), ")"));
 }
 
-}  // namespace yoke
+}  // namespace yoke::engine

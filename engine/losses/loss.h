@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "engine/tensor.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 struct LossResult {
   double loss_sum = 0.0;  // sum over the N examples (not the mean)
@@ -37,6 +37,6 @@ class Loss {
 absl::StatusOr<std::unique_ptr<Loss>> CreateLoss(const std::string& name);
 std::vector<std::string> KnownLosses();
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_LOSSES_LOSS_H_

@@ -6,7 +6,7 @@
 #include "engine/rng.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 // Central differences of loss_sum against the analytic dlogits / grad_scale,
@@ -19,7 +19,7 @@ void CheckLossGradient(const std::string& name, float lo, float hi) {
   const int64_t n = 4, k = 5;
   Tensor z = Tensor::Empty({n, k});
   Tensor y = Tensor::Empty({n}, DType::kI32);
-  Philox rng(3, 0);
+  common::Philox rng(3, 0);
   for (int64_t i = 0; i < n * k; ++i) z.data<float>()[i] = lo + (hi - lo) * rng.NextFloat();
   for (int64_t i = 0; i < n; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(rng.Uniform(k));
   const float scale = 0.25f;
@@ -64,4 +64,4 @@ TEST(LossTest, CreateKnowsBothAndListsThemOnError) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

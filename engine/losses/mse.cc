@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 absl::StatusOr<LossResult> MeanSquaredError::Compute(const Tensor& logits,
                                                      const Tensor& labels,
@@ -38,4 +38,4 @@ absl::StatusOr<LossResult> MeanSquaredError::Compute(const Tensor& logits,
   return r;
 }
 
-}  // namespace yoke
+}  // namespace yoke::engine

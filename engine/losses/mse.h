@@ -12,7 +12,7 @@
 
 #include "engine/losses/loss.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 class MeanSquaredError final : public Loss {
  public:
@@ -22,6 +22,6 @@ class MeanSquaredError final : public Loss {
                                      float grad_scale, Tensor* dlogits) override;
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_LOSSES_MSE_H_

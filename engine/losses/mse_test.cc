@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 TEST(MseTest, ValuesGradientAndAccuracyMatchHandComputed) {
@@ -34,4 +34,4 @@ TEST(MseTest, RejectsLabelOutOfRange) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 absl::StatusOr<LossResult> SoftmaxCrossEntropy::Compute(const Tensor& logits,
                                                         const Tensor& labels,
@@ -42,4 +42,4 @@ absl::StatusOr<LossResult> SoftmaxCrossEntropy::Compute(const Tensor& logits,
   return r;
 }
 
-}  // namespace yoke
+}  // namespace yoke::engine

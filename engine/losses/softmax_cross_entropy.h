@@ -8,7 +8,7 @@
 
 #include "engine/losses/loss.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 class SoftmaxCrossEntropy final : public Loss {
  public:
@@ -17,6 +17,6 @@ class SoftmaxCrossEntropy final : public Loss {
                                      float grad_scale, Tensor* dlogits) override;
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_LOSSES_SOFTMAX_CROSS_ENTROPY_H_

@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 TEST(SoftmaxCrossEntropyTest, ValuesMatchHandComputed) {
@@ -52,4 +52,4 @@ TEST(SoftmaxCrossEntropyTest, RejectsLabelOutOfRange) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

@@ -8,7 +8,7 @@
 
 #include "common/status.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 constexpr int64_t kParallelThreshold = 32768;  // elements
 }  // namespace
@@ -85,4 +85,4 @@ std::vector<std::pair<std::string, Tensor>> Adam::State() const {
   return {{"exp_avg", m_}, {"exp_avg_sq", v_}};
 }
 
-}  // namespace yoke
+}  // namespace yoke::engine

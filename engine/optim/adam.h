@@ -11,7 +11,7 @@
 
 #include "engine/optim/optimizer.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 struct AdamOptions {
   float beta1 = 0.9f;         // in [0, 1)
@@ -35,6 +35,6 @@ class Adam final : public Optimizer {
   Tensor m_, v_;  // first and second moments, (padded_size,) each
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_OPTIM_ADAM_H_

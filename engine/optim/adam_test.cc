@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 struct Fixture {
@@ -140,9 +140,9 @@ TEST(AdamTest, UnsetHyperParametersTakeDocumentedDefaults) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 // Step(lr, s) with gradients g is Step(lr) with gradients s * g (a
@@ -168,4 +168,4 @@ TEST(AdamTest, GradScaleEqualsScaledGradients) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

@@ -7,7 +7,7 @@
 #include "engine/optim/adam.h"
 #include "engine/optim/sgd.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 absl::Status Field(const std::string& field, const std::string& what, float got) {
@@ -87,4 +87,4 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const v1::OptimizerSp
   return std::unique_ptr<Optimizer>(new Adam(params, o));
 }
 
-}  // namespace yoke
+}  // namespace yoke::engine

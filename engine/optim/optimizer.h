@@ -29,7 +29,7 @@
 #include "engine/tensor.h"
 #include "proto/yoke/v1/job.pb.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 class Optimizer {
  public:
@@ -76,6 +76,6 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const v1::OptimizerSp
 // "sgd", "adam", "adamw".
 std::vector<std::string> KnownOptimizers();
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_OPTIM_OPTIMIZER_H_

@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 
@@ -81,4 +81,4 @@ TEST(OptimizerTest, RequiresFinalizedParams) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

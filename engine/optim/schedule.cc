@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
@@ -95,4 +95,4 @@ absl::StatusOr<std::unique_ptr<LrSchedule>> CreateSchedule(const v1::ScheduleSpe
                                                   total_steps));
 }
 
-}  // namespace yoke
+}  // namespace yoke::engine

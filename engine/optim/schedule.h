@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "proto/yoke/v1/job.pb.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 class LrSchedule {
  public:
@@ -43,6 +43,6 @@ absl::StatusOr<std::unique_ptr<LrSchedule>> CreateSchedule(const v1::ScheduleSpe
 // "constant", "step", "cosine".
 std::vector<std::string> KnownSchedules();
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_OPTIM_SCHEDULE_H_

@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 std::unique_ptr<LrSchedule> Make(const std::string& type, int64_t warmup, float base,
@@ -106,4 +106,4 @@ TEST(ScheduleTest, ErrorsNameTheField) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

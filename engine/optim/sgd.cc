@@ -2,7 +2,7 @@
 
 #include "common/status.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 constexpr int64_t kParallelThreshold = 32768;  // elements
 }  // namespace
@@ -55,4 +55,4 @@ std::vector<std::pair<std::string, Tensor>> Sgd::State() const {
   return {{"momentum", velocity_}};
 }
 
-}  // namespace yoke
+}  // namespace yoke::engine

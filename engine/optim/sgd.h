@@ -12,7 +12,7 @@
 
 #include "engine/optim/optimizer.h"
 
-namespace yoke {
+namespace yoke::engine {
 
 struct SgdOptions {
   float momentum = 0.0f;      // >= 0; 0 = plain SGD
@@ -40,6 +40,6 @@ class Sgd final : public Optimizer {
   Tensor velocity_;  // (padded_size,), defined only when momentum > 0
 };
 
-}  // namespace yoke
+}  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_OPTIM_SGD_H_

@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 // A ParamSet with two entries, {3} and {2}, so the flat buffer has padding.
@@ -158,9 +158,9 @@ TEST(SgdTest, StepRejectsBadLearningRate) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine
 
-namespace yoke {
+namespace yoke::engine {
 namespace {
 
 // Step(lr, s) with gradients g is Step(lr) with gradients s * g, for every
@@ -193,4 +193,4 @@ TEST(SgdTest, RejectsBadGradScale) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine

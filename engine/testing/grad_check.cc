@@ -7,10 +7,10 @@
 #include "engine/rng.h"
 #include "gtest/gtest.h"
 
-namespace yoke::testing {
+namespace yoke::engine::testing {
 namespace {
 
-void FillUniform(Tensor* t, Philox* rng, float lo, float hi) {
+void FillUniform(Tensor* t, common::Philox* rng, float lo, float hi) {
   float* p = t->data<float>();
   for (int64_t i = 0; i < t->numel(); ++i) p[i] = lo + (hi - lo) * rng->NextFloat();
 }
@@ -24,7 +24,7 @@ void CheckLayerGradients(Layer* layer, const std::vector<Shape>& input_shapes,
   ASSERT_TRUE(out_shape_or.ok()) << out_shape_or.status();
   params.Finalize();
   params.Initialize(o.seed);
-  Philox rng(o.seed, 12345);
+  common::Philox rng(o.seed, 12345);
   // Parameters random too (a constant init such as bias = 0 hides errors).
   {
     Tensor v = params.flat_values();
@@ -107,4 +107,4 @@ void CheckLayerGradients(Layer* layer, const std::vector<Shape>& input_shapes,
   }
 }
 
-}  // namespace yoke::testing
+}  // namespace yoke::engine::testing

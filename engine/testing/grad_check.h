@@ -13,7 +13,7 @@
 
 #include "engine/layer.h"
 
-namespace yoke::testing {
+namespace yoke::engine::testing {
 
 struct GradCheckOptions {
   float step = 1e-2f;        // h for the central difference
@@ -32,6 +32,6 @@ struct GradCheckOptions {
 void CheckLayerGradients(Layer* layer, const std::vector<Shape>& input_shapes,
                          int64_t batch, const GradCheckOptions& options = {});
 
-}  // namespace yoke::testing
+}  // namespace yoke::engine::testing
 
 #endif  // YOKE_ENGINE_TESTING_GRAD_CHECK_H_

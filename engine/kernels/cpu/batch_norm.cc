@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/kernels/cpu/dnnl_context.h"
 
-namespace yoke::cpu {
+namespace yoke::engine::cpu {
 
 using dnnl::memory;
 using tag = dnnl::memory::format_tag;
@@ -149,4 +149,4 @@ const float* BatchNormPlan::batch_var() const {
   return static_cast<const float*>(var_.get_data_handle());
 }
 
-}  // namespace yoke::cpu
+}  // namespace yoke::engine::cpu

@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "dnnl.hpp"
 
-namespace yoke::cpu {
+namespace yoke::engine::cpu {
 
 class BatchNormPlan {
  public:
@@ -65,6 +65,6 @@ class BatchNormPlan {
       bwd_global_args_;
 };
 
-}  // namespace yoke::cpu
+}  // namespace yoke::engine::cpu
 
 #endif  // YOKE_ENGINE_KERNELS_CPU_BATCH_NORM_H_

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/kernels/cpu/dnnl_context.h"
 
-namespace yoke::cpu {
+namespace yoke::engine::cpu {
 
 using dnnl::memory;
 using tag = dnnl::memory::format_tag;
@@ -182,4 +182,4 @@ absl::Status Conv2dPlan::BackwardWeights(const float* x, const float* dy, float*
   });
 }
 
-}  // namespace yoke::cpu
+}  // namespace yoke::engine::cpu

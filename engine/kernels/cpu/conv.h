@@ -22,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "dnnl.hpp"
 
-namespace yoke::cpu {
+namespace yoke::engine::cpu {
 
 struct Conv2dGeometry {
   int64_t n = 0, h = 0, w = 0, c = 0;  // input (N, H, W, C)
@@ -88,6 +88,6 @@ class Conv2dPlan {
   std::unordered_map<int, dnnl::memory> fwd_args_, bwd_data_args_, bwd_w_args_;
 };
 
-}  // namespace yoke::cpu
+}  // namespace yoke::engine::cpu
 
 #endif  // YOKE_ENGINE_KERNELS_CPU_CONV_H_

@@ -3,7 +3,7 @@
 #include <omp.h>
 #include <thread>
 
-namespace yoke::cpu {
+namespace yoke::engine::cpu {
 
 dnnl::engine& CpuEngine() {
   static dnnl::engine* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);
@@ -22,4 +22,4 @@ int SetCpuThreads(int n) {
   return n;
 }
 
-}  // namespace yoke::cpu
+}  // namespace yoke::engine::cpu

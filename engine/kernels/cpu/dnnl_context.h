@@ -10,7 +10,7 @@
 
 #include "dnnl.hpp"
 
-namespace yoke::cpu {
+namespace yoke::engine::cpu {
 
 dnnl::engine& CpuEngine();
 dnnl::stream& CpuStream();
@@ -19,6 +19,6 @@ dnnl::stream& CpuStream();
 // Returns the count in effect.
 int SetCpuThreads(int n);
 
-}  // namespace yoke::cpu
+}  // namespace yoke::engine::cpu
 
 #endif  // YOKE_ENGINE_KERNELS_CPU_DNNL_CONTEXT_H_

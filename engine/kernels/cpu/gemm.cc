@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "dnnl.h"
 
-namespace yoke::cpu {
+namespace yoke::engine::cpu {
 
 absl::Status Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                    float alpha, const float* a, const float* b, float beta, float* c) {
@@ -19,4 +19,4 @@ absl::Status Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
   return absl::OkStatus();
 }
 
-}  // namespace yoke::cpu
+}  // namespace yoke::engine::cpu

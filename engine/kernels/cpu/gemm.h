@@ -9,11 +9,11 @@
 
 #include "absl/status/status.h"
 
-namespace yoke::cpu {
+namespace yoke::engine::cpu {
 
 absl::Status Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                    float alpha, const float* a, const float* b, float beta, float* c);
 
-}  // namespace yoke::cpu
+}  // namespace yoke::engine::cpu
 
 #endif  // YOKE_ENGINE_KERNELS_CPU_GEMM_H_

@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 
-namespace yoke::cpu {
+namespace yoke::engine::cpu {
 
 struct Padding1d {
   int64_t out = 0;     // output size
@@ -33,6 +33,6 @@ inline Padding1d ComputePadding(int64_t in, int64_t window, int64_t stride, bool
   return p;
 }
 
-}  // namespace yoke::cpu
+}  // namespace yoke::engine::cpu
 
 #endif  // YOKE_ENGINE_KERNELS_CPU_PADDING_H_

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace yoke::cpu {
+namespace yoke::engine::cpu {
 
 // Batches smaller than this many input elements run on one thread.
 constexpr int64_t kParallelThreshold = 1 << 15;
@@ -122,4 +122,4 @@ absl::Status Pool2dPlan::Backward(const float* dy, float* dx) {
   return absl::OkStatus();
 }
 
-}  // namespace yoke::cpu
+}  // namespace yoke::engine::cpu

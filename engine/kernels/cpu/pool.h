@@ -24,7 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace yoke::cpu {
+namespace yoke::engine::cpu {
 
 struct Pool2dGeometry {
   bool max = true;                     // max, else average (excluding padding)
@@ -58,6 +58,6 @@ class Pool2dPlan {
   std::vector<int32_t> argmax_;
 };
 
-}  // namespace yoke::cpu
+}  // namespace yoke::engine::cpu
 
 #endif  // YOKE_ENGINE_KERNELS_CPU_POOL_H_

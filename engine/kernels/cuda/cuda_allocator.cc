@@ -9,7 +9,7 @@
 #include "common/cuda_check.h"
 #include "common/status.h"
 
-namespace yoke::cuda {
+namespace yoke::engine::cuda {
 namespace {
 
 // Makes `index` the calling thread's current device until destruction.
@@ -70,4 +70,4 @@ absl::StatusOr<CachingAllocator*> CudaAllocator(int index) {
   return a;
 }
 
-}  // namespace yoke::cuda
+}  // namespace yoke::engine::cuda

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "engine/caching_allocator.h"
 
-namespace yoke::cuda {
+namespace yoke::engine::cuda {
 
 // cudaMalloc/cudaFree on device `index`. Malloc returns RESOURCE_EXHAUSTED on
 // cudaErrorMemoryAllocation and the converted error otherwise (call text,
@@ -25,6 +25,6 @@ std::unique_ptr<DeviceMemory> NewCudaDeviceMemory(int index);
 // UNAVAILABLE without a usable device.
 absl::StatusOr<CachingAllocator*> CudaAllocator(int index);
 
-}  // namespace yoke::cuda
+}  // namespace yoke::engine::cuda
 
 #endif  // YOKE_ENGINE_KERNELS_CUDA_CUDA_ALLOCATOR_H_

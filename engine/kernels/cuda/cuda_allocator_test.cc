@@ -10,7 +10,7 @@
 #include "common/cuda_test_util.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine::cuda {
 namespace {
 
 TEST(CudaAllocatorTest, RepeatedStepsCallCudaMallocOnlyInTheFirst) {
@@ -60,4 +60,4 @@ TEST(CudaAllocatorTest, AnUnknownDeviceIsInvalidArgument) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine::cuda

@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/cuda_check.h"  // CudaErrorToStatus, CUDA_RETURN_IF_ERROR, ...
 
-namespace yoke::cuda {
+namespace yoke::engine::cuda {
 
 // OK for CUBLAS_STATUS_SUCCESS; otherwise the Status described above.
 inline absl::Status CublasErrorToStatus(cublasStatus_t s, const char* call, const char* file,
@@ -34,13 +34,13 @@ inline absl::Status CublasErrorToStatus(cublasStatus_t s, const char* call, cons
   return absl::InternalError(msg);
 }
 
-}  // namespace yoke::cuda
+}  // namespace yoke::engine::cuda
 
 // Returns the converted Status from the enclosing function if `call` fails.
 #define CUBLAS_RETURN_IF_ERROR(call)                                              \
   do {                                                                            \
     ::absl::Status _yoke_cublas_status =                                          \
-        ::yoke::cuda::CublasErrorToStatus((call), #call, __FILE__, __LINE__);     \
+        ::yoke::engine::cuda::CublasErrorToStatus((call), #call, __FILE__, __LINE__);     \
     if (!_yoke_cublas_status.ok()) return _yoke_cublas_status;                    \
   } while (0)
 

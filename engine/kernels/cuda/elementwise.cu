@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/kernels/cuda/cuda_check.h"
 
-namespace yoke::cuda {
+namespace yoke::engine::cuda {
 namespace {
 
 constexpr int kThreads = 256;
@@ -88,4 +88,4 @@ absl::Status SgdMomentumStep(float* p, const float* grad, float* v, int64_t n, f
   return absl::OkStatus();
 }
 
-}  // namespace yoke::cuda
+}  // namespace yoke::engine::cuda

@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 
-namespace yoke::cuda {
+namespace yoke::engine::cuda {
 
 // x: (n,) -> y: (n,), y = max(x, 0). x and y may be the same buffer.
 absl::Status ReluForward(const float* x, float* y, int64_t n, cudaStream_t stream);
@@ -30,6 +30,6 @@ absl::Status SgdMomentumStep(float* p, const float* grad, float* v, int64_t n, f
                              float momentum, float weight_decay, bool nesterov,
                              cudaStream_t stream);
 
-}  // namespace yoke::cuda
+}  // namespace yoke::engine::cuda
 
 #endif  // YOKE_ENGINE_KERNELS_CUDA_ELEMENTWISE_H_

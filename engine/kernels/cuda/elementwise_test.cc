@@ -15,11 +15,11 @@
 #include "engine/rng.h"
 #include "gtest/gtest.h"
 
-namespace yoke {
+namespace yoke::engine::cuda {
 namespace {
 
 std::vector<float> Random(int64_t n, uint64_t stream, float lo, float hi) {
-  Philox rng(77, stream);
+  common::Philox rng(77, stream);
   std::vector<float> v(n);
   for (float& x : v) x = lo + (hi - lo) * rng.NextFloat();
   return v;
@@ -125,4 +125,4 @@ TEST(CudaElementwiseTest, SgdMomentumStepMatchesCpu) {
 }
 
 }  // namespace
-}  // namespace yoke
+}  // namespace yoke::engine::cuda
