@@ -120,7 +120,8 @@ void StandInForMissingCifar(const std::string& dir, v1::DatasetSpec* d) {
   if (d->format() != "cifar10") return;
   for (int i = 0; i < d->files_size(); ++i) {
     if (fs::exists(d->files(i))) continue;
-    std::string path = dir + "/" + std::to_string(i) + "_" + fs::path(d->files(i)).filename().string();
+    const std::string path =
+        dir + "/" + std::to_string(i) + "_" + fs::path(d->files(i)).filename().string();
     std::string bytes;
     for (int r = 0; r < 2; ++r) {
       bytes.push_back(static_cast<char>((i + r) % 10));
@@ -190,7 +191,8 @@ TEST(ConfigsTest, EveryExampleBuildsForItsDataset) {
     auto batch = (*pipe)->Next();
     ASSERT_TRUE(batch.ok() && batch->has_value());
     std::vector<int64_t> xs = (*batch)->x_shape();
-    engine::Tensor x = engine::Tensor::Wrap((*batch)->x.data(), engine::Shape(xs.begin(), xs.end()));
+    engine::Tensor x =
+        engine::Tensor::Wrap((*batch)->x.data(), engine::Shape(xs.begin(), xs.end()));
     engine::LayerContext ctx;
     ctx.training = false;
     auto logits = (*model)->Forward(x, ctx);
