@@ -1,9 +1,6 @@
 #include "engine/model_zoo.h"
 
-#include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 
 #include "engine/losses/softmax_cross_entropy.h"
 #include "engine/model.h"
@@ -203,38 +200,6 @@ void CheckStep(const std::string& name, const Shape& in, int width) {
 
 TEST(ModelZooTest, SmallResNet18TrainsAStep) { CheckStep("resnet18", {32, 32, 3}, 16); }
 TEST(ModelZooTest, NarrowResNet50TrainsAStep) { CheckStep("resnet50", {64, 64, 3}, 8); }
-
-// Wall time of a training step (forward + backward, no optimizer) of the cnn
-// zoo entry on Fashion-MNIST-sized input, batch 64. Not a target (targets live
-// in bench/); run with --gtest_also_run_disabled_tests.
-TEST(ModelZooTest, DISABLED_CnnStepTiming) {
-  auto mo = Model::Create(Zoo("cnn"), {28, 28, 1}, 10);
-  ASSERT_TRUE(mo.ok()) << mo.status();
-  Model& m = **mo;
-  m.params().Initialize(1);
-  Tensor x = Tensor::Empty({64, 28, 28, 1}), dl = Tensor::Empty({64, 10});
-  common::Philox rng(1, 2);
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = rng.NextFloat();
-  for (int64_t i = 0; i < dl.numel(); ++i) dl.data<float>()[i] = rng.NextFloat() - 0.5f;
-  LayerContext ctx;
-  auto step = [&] {
-    ASSERT_TRUE(m.Forward(x, ctx).ok());
-    ASSERT_TRUE(m.Backward(dl, ctx).ok());
-  };
-  for (int i = 0; i < 5; ++i) step();
-  const int iters = 30;
-  double best = 1e9, total = 0;
-  for (int i = 0; i < iters; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    step();
-    double ms = std::chrono::duration<double, std::milli>(
-                    std::chrono::steady_clock::now() - t0).count();
-    best = std::min(best, ms);
-    total += ms;
-  }
-  std::printf("cnn step (fwd+bwd), batch 64: mean %.2f ms, best %.2f ms\n", total / iters,
-              best);
-}
 
 }  // namespace
 }  // namespace yoke::engine
