@@ -1,11 +1,8 @@
 #include "data/pipeline.h"
 
 #include <chrono>
-#include <cstdio>
-#include <filesystem>
 #include <thread>
 
-#include "data/idx_reader.h"
 #include "data/synthetic_dataset.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -220,35 +217,6 @@ TEST(PipelineTest, BadOptions) {
   bad.add_mean(3);
   EXPECT_THAT(std::string(Pipeline::Create(ds, Options(4, 0), bad, true, po).status().message()),
               ::testing::HasSubstr("data.transform.mean"));
-}
-
-// Not a speed test (those live in bench/): prints throughput for the report.
-TEST(PipelineTest, FashionMnistThroughput) {
-  const std::string dir = "/usr/share/datasets/fashion-mnist/";
-  if (!std::filesystem::exists(dir + "train-images-idx3-ubyte.gz")) GTEST_SKIP();
-  auto ds = ReadIdx(dir + "train-images-idx3-ubyte.gz", dir + "train-labels-idx1-ubyte.gz");
-  ASSERT_TRUE(ds.ok()) << ds.status();
-  std::shared_ptr<const Dataset> shared = std::move(ds).value();
-  v1::TransformSpec t;
-  t.set_divisor(255);
-  t.add_mean(0.2860f);
-  t.add_std(0.3530f);
-  auto p = Pipeline::Create(shared, Options(64, 1), t, true, PipelineOptions());
-  ASSERT_TRUE(p.ok());
-  const auto t0 = Clock::now();
-  int64_t batches = 0, examples = 0;
-  for (;;) {
-    auto b = (*p)->Next();
-    ASSERT_TRUE(b.ok());
-    if (!b->has_value()) break;
-    ++batches;
-    examples += (*b)->n;
-    (*p)->Recycle(std::move(**b));
-  }
-  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  EXPECT_EQ(examples, 60000);
-  std::printf("Fashion-MNIST batch 64: %lld batches in %.3f s = %.0f batches/s\n",
-              static_cast<long long>(batches), secs, batches / secs);
 }
 
 }  // namespace

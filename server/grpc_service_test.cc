@@ -456,13 +456,32 @@ TEST_F(GrpcServiceTest, GarbageAndTruncatedRequestsAreRefusedAndTheServerStaysUp
   EXPECT_TRUE(Submit(Spec(), &id).ok());
 }
 
-TEST_F(GrpcServiceTest, HealthCheckReportsServing) {
-  std::string out;
-  // grpc.health.v1.HealthCheckRequest{service: ""} is the empty message.
-  grpc::Status s = RawCall("/grpc.health.v1.Health/Check", "", &out);
+// grpc.health.v1.HealthCheckRequest{service: `service`} on the wire: field 1,
+// length-delimited (the empty name is the empty message).
+std::string HealthCheckRequest(const std::string& service) {
+  if (service.empty()) return "";
+  return std::string("\x0a") + static_cast<char>(service.size()) + service;
+}
+
+TEST_F(GrpcServiceTest, HealthCheckReportsServingUntilShutdown) {
+  constexpr char kCheck[] = "/grpc.health.v1.Health/Check";
+  // The whole server (service "") answers HealthCheckResponse{status:
+  // SERVING (1)}: field 1, varint 1. NOT_SERVING would be "\x08\x02".
+  std::string out = "unset";
+  grpc::Status s = RawCall(kCheck, HealthCheckRequest(""), &out);
   ASSERT_TRUE(s.ok()) << s.error_message();
-  // HealthCheckResponse{status: SERVING (1)}: field 1, varint 1.
   EXPECT_EQ(out, std::string("\x08\x01", 2));
+  // A service the server does not know is NOT_FOUND, not SERVING.
+  out = "unset";
+  s = RawCall(kCheck, HealthCheckRequest("yoke.v1.NoSuchService"), &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  EXPECT_EQ(out, "unset");
+  // A request that is not a HealthCheckRequest is refused.
+  EXPECT_FALSE(RawCall(kCheck, std::string("\x0a\x7f", 2)).ok());
+  // Once shut down, health checks fail instead of claiming SERVING.
+  server_->Shutdown();
+  s = RawCall(kCheck, HealthCheckRequest(""), &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
 }
 
 TEST_F(GrpcServiceTest, ReflectionListsOurServices) {

@@ -11,6 +11,7 @@
 
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "client/client.h"
@@ -44,8 +45,10 @@ void SendRaw(const std::string& addr, const std::string& bytes) {
   close(fd);
 }
 
-// Calls `method` with `body` as the raw request bytes.
-grpc::Status RawCall(const std::string& addr, const std::string& method, const std::string& body) {
+// Calls `method` with `body` as the raw request bytes; on success, stores the
+// raw response bytes in `*out` if given.
+grpc::Status RawCall(const std::string& addr, const std::string& method, const std::string& body,
+                     std::string* out = nullptr) {
   auto channel = grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
   grpc::GenericStub stub(channel);
   grpc::ClientContext ctx;
@@ -61,6 +64,14 @@ grpc::Status RawCall(const std::string& addr, const std::string& method, const s
   void* tag;
   bool ok;
   cq.Next(&tag, &ok);
+  if (out != nullptr && status.ok()) {
+    std::vector<grpc::Slice> slices;
+    EXPECT_TRUE(resp.Dump(&slices).ok());
+    out->clear();
+    for (const grpc::Slice& s : slices) {
+      out->append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+  }
   return status;
 }
 
@@ -117,9 +128,12 @@ TEST(BadInputE2ETest, RefusedWithTheFieldAndNothingStored) {
   RunResult r = cluster.Yoke("jobs --output json");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(r.out, "[]\n");
-  // Standard health checking answers SERVING (empty HealthCheckResponse
-  // field 1 = 1).
-  EXPECT_TRUE(RawCall(cluster.address(), "/grpc.health.v1.Health/Check", "").ok());
+  // Standard health checking answers SERVING: HealthCheckResponse field 1
+  // (status) = 1; NOT_SERVING would be 2.
+  std::string health;
+  st = RawCall(cluster.address(), "/grpc.health.v1.Health/Check", "", &health);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(health, std::string("\x08\x01", 2));
   r = cluster.Yoke("get job-nope", true);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("job-nope"), std::string::npos) << r.out;

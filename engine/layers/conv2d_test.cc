@@ -1,9 +1,6 @@
 #include "engine/layers/conv2d.h"
 
-#include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 
 #include "engine/kernels/cpu/padding.h"
 #include "engine/registry.h"
@@ -197,46 +194,6 @@ TEST(Conv2dTest, RejectsBadSpecsAndShapes) {
   auto s = (*valid)->Build({{5, 5, 2}}, &p);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("does not fit"), std::string::npos);
-}
-
-// Timing of the CNN zoo entry's two convolutions (batch 64). Not a target
-// (targets live in bench/); run with --gtest_also_run_disabled_tests.
-TEST(Conv2dTest, DISABLED_CnnConvTiming) {
-  struct L {
-    Cfg c;
-  } ls[] = {{{28, 28, 1, 32, 5, 1, true, true}}, {{14, 14, 32, 64, 5, 1, true, true}}};
-  for (const L& l : ls) {
-    const Cfg& c = l.c;
-    Conv2dLayer layer(c.k, c.kernel, c.stride, c.same, c.bias);
-    layer.set_name("conv");
-    ParamSet p;
-    ASSERT_TRUE(layer.Build({{c.h, c.w, c.c}}, &p).ok());
-    p.Finalize();
-    p.Initialize(1);
-    const int64_t n = 64;
-    Tensor x = Tensor::Empty({n, c.h, c.w, c.c}), y = Tensor::Empty({n, c.h, c.w, c.k});
-    Tensor dy = Tensor::Empty(y.shape()), dx = Tensor::Empty(x.shape());
-    Fill(x, 1);
-    Fill(dy, 2);
-    const bool first = c.c == 1;
-    auto step = [&] {
-      ASSERT_TRUE(layer.Forward({&x}, &y, {}).ok());
-      ASSERT_TRUE(layer.Backward({&x}, y, dy, {first ? nullptr : &dx}, {}).ok());
-    };
-    for (int i = 0; i < 5; ++i) step();
-    const int iters = 50;
-    double best = 1e9, total = 0;
-    for (int i = 0; i < iters; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      step();
-      double ms = std::chrono::duration<double, std::milli>(
-                      std::chrono::steady_clock::now() - t0).count();
-      best = std::min(best, ms);
-      total += ms;
-    }
-    std::printf("conv %ldx%ld %ld->%ld on %ldx%ld, batch 64: fwd+bwd mean %.3f ms, best %.3f ms\n",
-                c.kernel, c.kernel, c.c, c.k, c.h, c.w, total / iters, best);
-  }
 }
 
 }  // namespace
