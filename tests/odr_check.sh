@@ -3,6 +3,7 @@
 #
 #   odr_check.sh LIB.a...      fails (exit 1) listing every strong external
 #                              symbol that two or more of the libraries define
+#                              (other files, such as Bazel's .so, are skipped)
 #   odr_check.sh --self-test   proves the check can fail: builds two tiny
 #                              archives that define the same function (and the
 #                              same inline one), expects the first reported
@@ -23,14 +24,24 @@ NM=${NM:-nm}
 # Prints "mangled-symbol<TAB>library" for each strong symbol each library
 # defines, once per pair.
 strong_symbols() {
-  local lib
+  local lib name
   for lib in "$@"; do
     if [[ ! -f "$lib" ]]; then
       echo "odr_check: no such library: $lib" >&2
       return 2
     fi
+    # Bazel hands over each library as .a/.lo (PIC: .pic.a/.pic.lo) and .so:
+    # the archives are the library, once, under one name.
+    case "$lib" in
+      *.a | *.lo) ;;
+      *) continue ;;
+    esac
+    name=$(basename "$lib")
+    name=${name%.a}
+    name=${name%.lo}
+    name=${name%.pic}.a
     "$NM" --defined-only --extern-only --format=posix "$lib" |
-      awk -v lib="$(basename "$lib")" 'NF >= 2 && $2 ~ /^[TDBRGS]$/ { print $1 "\t" lib }'
+      awk -v lib="$name" 'NF >= 2 && $2 ~ /^[TDBRGS]$/ { print $1 "\t" lib }'
   done | sort -u
 }
 
