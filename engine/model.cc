@@ -139,9 +139,10 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
     // Evaluation-only Forwards never pay for gradient buffers.
     for (Node& node : nodes_) {
       if (node.needs_grad || &node == &last) {
-        ASSIGN_OR_RETURN(node.grad,
-                         Tensor::Allocate(node.out.shape(), DType::kF32, Device::CPU(),
-                                          absl::StrCat("the gradient of layer ", node.layer->name())));
+        ASSIGN_OR_RETURN(
+            node.grad,
+            Tensor::Allocate(node.out.shape(), DType::kF32, Device::CPU(),
+                             absl::StrCat("the gradient of layer ", node.layer->name())));
       }
     }
   }

@@ -55,8 +55,8 @@ check() {
     echo "odr_check: no strong symbol is defined in two of the $# libraries"
     return 0
   fi
-  echo "odr_check: $(printf '%s\n' "$dups" | wc -l) strong symbol(s) defined in more than one library" \
-       "(the linker keeps one and drops the others silently):"
+  echo "odr_check: $(printf '%s\n' "$dups" | wc -l) strong symbol(s) defined in more than" \
+       "one library (the linker keeps one and drops the others silently):"
   local sym libs
   while IFS=$'\t' read -r sym libs; do
     printf '  %s\n      (%s) in %s\n' "$(c++filt "$sym")" "$sym" "$libs"
@@ -108,7 +108,8 @@ EOF
   out=$(check "$dir/liba.a" "$dir/libc.a") || status=$?
   printf '%s\n' "$out"
   if [[ $status -ne 0 ]]; then
-    echo "odr_check self-test FAILED: liba.a and libc.a share no strong symbol but were reported" >&2
+    echo "odr_check self-test FAILED: liba.a and libc.a share no strong symbol," \
+         "but were reported" >&2
     return 1
   fi
   echo "odr_check self-test passed"

@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/config.h"
 #include "gmock/gmock.h"
@@ -18,19 +20,6 @@ namespace yoke::worker {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string BinDir() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  buf[n > 0 ? n : 0] = '\0';
-  std::string p(buf);
-  return p.substr(0, p.rfind('/'));
-}
-
-std::string SourceDir() {
-  const char* d = std::getenv("YOKE_SOURCE_DIR");
-  return d ? d : ".";
-}
 
 std::string Overcommit() {
   std::string mode;
@@ -46,8 +35,9 @@ TEST(TrainerOomTest, ActivationsThatDoNotFitExitOneWithTheLayer) {
                                            "would succeed, and the test would exhaust memory";
   char tmpl[] = "/tmp/yoke_trainer_oom_XXXXXX";
   const std::string dir = mkdtemp(tmpl);
+  const char* source_dir = std::getenv("YOKE_SOURCE_DIR");
   auto spec = common::LoadJobSpecFile(
-      SourceDir() + "/configs/fashion_mnist_mlp.yaml",
+      std::string(source_dir ? source_dir : ".") + "/configs/fashion_mnist_mlp.yaml",
       {"model.layers=[{name: wide, conv2d: {filters: 262144, kernel: 1}}, global_avg_pool, "
        "{dense: {units: 10}}]",
        "data.train.num_examples=4096", "data.test.num_examples=100", "training.batch_size=4096",
@@ -57,7 +47,8 @@ TEST(TrainerOomTest, ActivationsThatDoNotFitExitOneWithTheLayer) {
   std::ofstream(path) << common::JobSpecToYaml(*spec);
 
   TrainerProcessOptions o;
-  o.binary = BinDir() + "/yoke-trainer";
+  // The real trainer, built next to this test.
+  o.binary = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "yoke-trainer";
   o.args = {path, "--output", "events"};
   o.work_dir = dir;
   auto p = TrainerProcess::Start(o);
@@ -68,7 +59,8 @@ TEST(TrainerOomTest, ActivationsThatDoNotFitExitOneWithTheLayer) {
   for (const auto& l : (*p)->LogsSince(0, 1000)) logs.push_back(l.text);
   EXPECT_EQ(s.exit_code, 1) << s.reason << "\n" << absl::StrJoin(logs, "\n");
   const int64_t bytes = int64_t{4096} * 28 * 28 * 262144 * 4;
-  EXPECT_THAT(s.reason, HasSubstr(absl::StrCat("out of memory: ", bytes, " bytes for layer wide (")));
+  EXPECT_THAT(s.reason,
+              HasSubstr(absl::StrCat("out of memory: ", bytes, " bytes for layer wide (")));
   EXPECT_THAT(s.reason, HasSubstr(" bytes in use)"));
   EXPECT_EQ(s.reason, s.error);  // the trainer's own {"error"}, not a signal
   EXPECT_FALSE(s.has_result);
