@@ -23,7 +23,6 @@
 #include "common/config_internal.h"
 #include "common/status.h"
 
-
 namespace yoke::common {
 namespace config_internal {
 
@@ -42,6 +41,7 @@ namespace {
 using config_internal::LooksLikeInteger;
 using config_internal::OverridePath;
 using config_internal::PathsRelated;
+
 using google::protobuf::Descriptor;
 using google::protobuf::EnumValueDescriptor;
 using google::protobuf::FieldDescriptor;
