@@ -13,9 +13,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "collective/hang_check.h"
-#include "common/cuda_check.h"
-#include "common/nccl_check.h"
+#include "collective/nccl_check.h"
 #include "common/status.h"
+#include "engine/kernels/cuda/cuda_check.h"  // header-only: CUDA_RETURN_IF_ERROR
 #include "spdlog/spdlog.h"
 
 namespace yoke::collective {
@@ -421,13 +421,13 @@ absl::StatusOr<std::vector<std::unique_ptr<NcclCommunicator>>> CreateNcclCommuni
     init = engine::cuda::CudaErrorToStatus(cudaSetDevice(devices[i]), "cudaSetDevice", __FILE__,
                                            __LINE__);
     if (init.ok()) {
-      init = engine::cuda::NcclErrorToStatus(
+      init = NcclErrorToStatus(
           ncclCommInitRank(&comms[i], world_size, id, first_rank + i), "ncclCommInitRank", __FILE__,
           __LINE__);
     }
   }
   const absl::Status end =
-      engine::cuda::NcclErrorToStatus(ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__);
+      NcclErrorToStatus(ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__);
   if (init.ok()) init = end;
   auto cleanup = [&] {
     for (ncclComm_t c : comms) {

@@ -28,7 +28,7 @@
 // DEADLINE_EXCEEDED (or UNAVAILABLE) after the same store-based hang check
 // as the Gloo backend (hang_check.h), naming the ranks that never arrived.
 // Every CUDA or NCCL error becomes a Status with the call, the error text,
-// file and line (common/cuda_check.h, common/nccl_check.h).
+// file and line (engine/kernels/cuda/cuda_check.h, nccl_check.h).
 //
 // Thread-safety: as Communicator (communicator.h); WaitForEventBeforeNextOp
 // from the owning thread only.

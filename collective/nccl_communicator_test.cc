@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/cuda_test_util.h"
+#include "engine/kernels/cuda/testing/cuda_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

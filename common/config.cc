@@ -1,3 +1,6 @@
+// YAML -> proto: the descriptor-walking converter and the job file loaders.
+// `--set` overrides are in config_override.cc, proto -> YAML in
+// config_emit.cc, validation in job_validate.cc.
 #include "common/config.h"
 
 #include <algorithm>
@@ -17,10 +20,27 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "common/config_internal.h"
 #include "common/status.h"
 
 namespace yoke::common {
+namespace config_internal {
+
+bool LooksLikeInteger(absl::string_view s) {
+  s = absl::StripAsciiWhitespace(s);
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return absl::ascii_isdigit(static_cast<unsigned char>(c));
+  });
+}
+
+}  // namespace config_internal
+
 namespace {
+
+using config_internal::LooksLikeInteger;
+using config_internal::OverridePath;
+using config_internal::PathsRelated;
 
 using google::protobuf::Descriptor;
 using google::protobuf::EnumValueDescriptor;
@@ -84,14 +104,6 @@ std::string Describe(const YAML::Node& n) {
     default:
       return "an undefined value";
   }
-}
-
-bool LooksLikeInteger(absl::string_view s) {
-  s = absl::StripAsciiWhitespace(s);
-  if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return absl::ascii_isdigit(static_cast<unsigned char>(c));
-  });
 }
 
 // Walks a YAML tree against a message descriptor. On failure it remembers the
@@ -392,263 +404,6 @@ class Converter {
   std::string error_path_;
 };
 
-// ------------------------------------------------------------------ overrides
-
-struct PathStep {
-  bool is_index = false;
-  std::string key;
-  size_t index = 0;
-};
-
-// Parses `a.b[2].c` into steps; false on malformed syntax.
-bool ParseOverridePath(const std::string& path, std::vector<PathStep>* steps) {
-  size_t i = 0;
-  const size_t n = path.size();
-  auto ident_char = [](char c) {
-    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
-  };
-  while (i < n) {
-    size_t start = i;
-    while (i < n && ident_char(path[i])) ++i;
-    if (i == start) return false;
-    steps->push_back({false, path.substr(start, i - start), 0});
-    while (i < n && path[i] == '[') {
-      size_t close = path.find(']', i);
-      if (close == std::string::npos) return false;
-      std::string digits = path.substr(i + 1, close - i - 1);
-      uint64_t idx;
-      if (!LooksLikeInteger(digits) || digits[0] == '-' || digits[0] == '+' ||
-          !absl::SimpleAtoi(digits, &idx)) {
-        return false;
-      }
-      steps->push_back({true, "", static_cast<size_t>(idx)});
-      i = close + 1;
-    }
-    if (i == n) break;
-    if (path[i] != '.') return false;
-    ++i;
-    if (i == n) return false;
-  }
-  return !steps->empty();
-}
-
-std::string StepsToPath(const std::vector<PathStep>& steps, size_t count) {
-  std::string out;
-  for (size_t i = 0; i < count; ++i) {
-    if (steps[i].is_index) {
-      absl::StrAppend(&out, "[", steps[i].index, "]");
-    } else {
-      absl::StrAppend(&out, out.empty() ? "" : ".", steps[i].key);
-    }
-  }
-  return out;
-}
-
-const char* KindName(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Map:
-      return "a map";
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Scalar:
-      return "a scalar";
-    default:
-      return "null";
-  }
-}
-
-absl::Status ApplyOverrideImpl(const std::string& text, YAML::Node* root) {
-  auto bad = [&text](const std::string& why) {
-    return absl::InvalidArgumentError(absl::StrCat("--set ", text, ": ", why));
-  };
-  size_t eq = text.find('=');
-  if (eq == std::string::npos) return bad("expected path=value, e.g. training.epochs=1");
-  const std::string path(absl::StripAsciiWhitespace(text.substr(0, eq)));
-  const std::string value_text = text.substr(eq + 1);
-  std::vector<PathStep> steps;
-  if (!ParseOverridePath(path, &steps) || steps[0].is_index) {
-    return bad(absl::StrCat("malformed path '", path,
-                            "' (expected field names and list indices, e.g. "
-                            "model.layers[0].dense.units)"));
-  }
-  YAML::Node value;
-  if (value_text.empty()) {
-    value = YAML::Node(std::string());
-  } else {
-    try {
-      value = YAML::Load(value_text);
-    } catch (const YAML::Exception& e) {
-      return bad(absl::StrCat("the value is not valid YAML: ", e.msg));
-    }
-  }
-
-  if (!root->IsDefined() || root->IsNull()) *root = YAML::Node(YAML::NodeType::Map);
-  // Node copies alias the same tree node; reset() moves the handle without
-  // touching the tree, whereas operator= would overwrite the node it points at.
-  YAML::Node cur;
-  cur.reset(*root);
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const PathStep& st = steps[i];
-    const std::string where = StepsToPath(steps, i);
-    YAML::Node next;
-    if (st.is_index) {
-      if (!cur.IsSequence()) {
-        return bad(absl::StrCat("'", where, "' is ", KindName(cur), ", not a list"));
-      }
-      if (st.index >= cur.size()) {
-        return bad(absl::StrCat("index ", st.index, " is past the end of '", where, "' (",
-                                cur.size(), cur.size() == 1 ? " item)" : " items)"));
-      }
-      next.reset(cur[st.index]);
-    } else {
-      if (!cur.IsDefined() || cur.IsNull()) cur = YAML::Node(YAML::NodeType::Map);
-      if (!cur.IsMap()) {
-        return bad(absl::StrCat("'", where, "' is ", KindName(cur),
-                                ", cannot set a field '", st.key, "' in it"));
-      }
-      next.reset(cur[st.key]);
-    }
-    cur.reset(next);
-  }
-  cur = value;
-  return absl::OkStatus();
-}
-
-std::string OverridePath(const std::string& text) {
-  size_t eq = text.find('=');
-  return std::string(absl::StripAsciiWhitespace(text.substr(0, eq)));
-}
-
-// True when one path equals the other or contains it (`a.b` vs `a.b[0].c`).
-bool PathsRelated(const std::string& a, const std::string& b) {
-  const std::string& shorter = a.size() <= b.size() ? a : b;
-  const std::string& longer = a.size() <= b.size() ? b : a;
-  if (!absl::StartsWith(longer, shorter)) return false;
-  if (longer.size() == shorter.size()) return true;
-  char c = longer[shorter.size()];
-  return c == '.' || c == '[';
-}
-
-// ------------------------------------------------------------------ emitting
-
-bool NeedsQuotes(const std::string& s) {
-  if (s.empty()) return true;
-  static const std::set<std::string> kReserved = {"null", "Null", "NULL", "~",     "true",
-                                                  "True", "TRUE", "false", "False", "FALSE"};
-  if (kReserved.count(s)) return true;
-  if (!(absl::ascii_isalnum(static_cast<unsigned char>(s[0])) || s[0] == '/' || s[0] == '_')) {
-    return true;
-  }
-  for (char c : s) {
-    if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ||
-          c == '/' || c == '-')) {
-      return true;
-    }
-  }
-  return false;
-}
-
-// The shortest decimal text that parses back to exactly `x`.
-template <typename T>
-std::string FloatText(T x) {
-  if (std::isnan(x)) return ".nan";
-  if (std::isinf(x)) return x > 0 ? ".inf" : "-.inf";
-  const int max_digits = std::numeric_limits<T>::max_digits10;
-  std::string s;
-  for (int p = 6; p <= max_digits; ++p) {
-    s = absl::StrFormat("%.*g", p, static_cast<double>(x));
-    T back = static_cast<T>(std::strtod(s.c_str(), nullptr));
-    if (back == x) break;
-  }
-  return s;
-}
-
-void EmitScalar(YAML::Emitter& out, const Message& msg, const FieldDescriptor* f, int index) {
-  const Reflection* r = msg.GetReflection();
-  const bool rep = index >= 0;
-  switch (f->cpp_type()) {
-    case FieldDescriptor::CPPTYPE_INT32:
-      out << absl::StrCat(rep ? r->GetRepeatedInt32(msg, f, index) : r->GetInt32(msg, f));
-      break;
-    case FieldDescriptor::CPPTYPE_INT64:
-      out << absl::StrCat(rep ? r->GetRepeatedInt64(msg, f, index) : r->GetInt64(msg, f));
-      break;
-    case FieldDescriptor::CPPTYPE_UINT32:
-      out << absl::StrCat(rep ? r->GetRepeatedUInt32(msg, f, index) : r->GetUInt32(msg, f));
-      break;
-    case FieldDescriptor::CPPTYPE_UINT64:
-      out << absl::StrCat(rep ? r->GetRepeatedUInt64(msg, f, index) : r->GetUInt64(msg, f));
-      break;
-    case FieldDescriptor::CPPTYPE_FLOAT:
-      out << FloatText(rep ? r->GetRepeatedFloat(msg, f, index) : r->GetFloat(msg, f));
-      break;
-    case FieldDescriptor::CPPTYPE_DOUBLE:
-      out << FloatText(rep ? r->GetRepeatedDouble(msg, f, index) : r->GetDouble(msg, f));
-      break;
-    case FieldDescriptor::CPPTYPE_BOOL:
-      out << ((rep ? r->GetRepeatedBool(msg, f, index) : r->GetBool(msg, f)) ? "true" : "false");
-      break;
-    case FieldDescriptor::CPPTYPE_ENUM:
-      out << (rep ? r->GetRepeatedEnum(msg, f, index) : r->GetEnum(msg, f))->name();
-      break;
-    case FieldDescriptor::CPPTYPE_STRING: {
-      std::string s = rep ? r->GetRepeatedString(msg, f, index) : r->GetString(msg, f);
-      if (NeedsQuotes(s)) out << YAML::DoubleQuoted;
-      out << s;
-      break;
-    }
-    case FieldDescriptor::CPPTYPE_MESSAGE:
-      break;
-  }
-}
-
-void EmitMessage(YAML::Emitter& out, const Message& msg);
-
-void EmitValue(YAML::Emitter& out, const Message& msg, const FieldDescriptor* f, int index) {
-  if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-    const Reflection* r = msg.GetReflection();
-    EmitMessage(out, index >= 0 ? r->GetRepeatedMessage(msg, f, index) : r->GetMessage(msg, f));
-  } else {
-    EmitScalar(out, msg, f, index);
-  }
-}
-
-void EmitMessage(YAML::Emitter& out, const Message& msg) {
-  const Reflection* r = msg.GetReflection();
-  std::vector<const FieldDescriptor*> fields;
-  r->ListFields(msg, &fields);
-  if (fields.empty()) {
-    out << YAML::Flow << YAML::BeginMap << YAML::EndMap;
-    return;
-  }
-  out << YAML::BeginMap;
-  for (const FieldDescriptor* f : fields) {
-    out << YAML::Key << f->name() << YAML::Value;
-    if (f->is_map()) {
-      out << YAML::BeginMap;
-      const Descriptor* entry = f->message_type();
-      for (int i = 0; i < r->FieldSize(msg, f); ++i) {
-        const Message& e = r->GetRepeatedMessage(msg, f, i);
-        out << YAML::Key;
-        EmitScalar(out, e, entry->map_key(), -1);
-        out << YAML::Value;
-        EmitValue(out, e, entry->map_value(), -1);
-      }
-      out << YAML::EndMap;
-    } else if (f->is_repeated()) {
-      // Numbers read best inline ([28, 28, 1]); strings (paths) one per line.
-      const bool inline_list = f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE &&
-                               f->cpp_type() != FieldDescriptor::CPPTYPE_STRING;
-      if (inline_list) out << YAML::Flow;
-      out << YAML::BeginSeq;
-      for (int i = 0; i < r->FieldSize(msg, f); ++i) EmitValue(out, msg, f, i);
-      out << YAML::EndSeq;
-    } else {
-      EmitValue(out, msg, f, -1);
-    }
-  }
-  out << YAML::EndMap;
-}
 
 }  // namespace
 
@@ -660,14 +415,6 @@ absl::Status YamlToProto(const YAML::Node& node, google::protobuf::Message* msg,
   } catch (const YAML::Exception& e) {
     // yaml-cpp reports some malformed trees only by throwing.
     return absl::InvalidArgumentError(absl::StrCat(path.empty() ? "document" : path, ": ", e.msg));
-  }
-}
-
-absl::Status ApplyOverride(const std::string& override_text, YAML::Node* root) {
-  try {
-    return ApplyOverrideImpl(override_text, root);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("--set ", override_text, ": ", e.msg));
   }
 }
 
@@ -723,16 +470,5 @@ absl::StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path,
   if (in.bad()) return absl::InternalError(absl::StrCat(path, ": read failed"));
   return LoadJobSpecString(buf.str(), overrides, path);
 }
-
-std::string ProtoToYaml(const Message& msg) {
-  YAML::Emitter out;
-  out.SetIndent(2);
-  EmitMessage(out, msg);
-  std::string s = out.c_str();
-  if (!s.empty() && s.back() != '\n') s.push_back('\n');
-  return s;
-}
-
-std::string JobSpecToYaml(const v1::JobSpec& spec) { return ProtoToYaml(spec); }
 
 }  // namespace yoke::common

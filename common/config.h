@@ -17,6 +17,10 @@
 // the field path in `model.layers[2].conv2d.kernel` form; the file loaders also
 // prefix `file:line:col`.
 //
+// Code: YAML -> proto and the loaders in config.cc, `--set` overrides in
+// config_override.cc, proto -> YAML in config_emit.cc; validating the values
+// is job_validate.h's job.
+//
 // Thread-safety: all functions are pure; safe to call from any thread.
 #ifndef YOKE_COMMON_CONFIG_H_
 #define YOKE_COMMON_CONFIG_H_

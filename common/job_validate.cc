@@ -358,6 +358,12 @@ void CheckPlacement(Checker& c, const v1::JobSpec& spec) {
   c.NonNegative("distribution.workers", d.workers());
   c.NonNegative("distribution.devices_per_worker", d.devices_per_worker());
   c.OneOf("distribution.device", d.device(), {"cpu", "cuda"}, "device", true);
+  // The engine has CUDA kernels and an allocator but no CUDA layers yet: fail
+  // here, at submit or `yoke train`, not in the trainer after scheduling.
+  if (d.device() == "cuda") {
+    c.Add("distribution.device: 'cuda' is not supported: this build trains on CPU replicas "
+          "only; use 'cpu' (or leave it unset)");
+  }
   c.NonNegativeFinite("distribution.bucket_cap_mb", d.bucket_cap_mb());
   c.NonNegativeFinite("distribution.first_bucket_mb", d.first_bucket_mb());
   c.OneOf("distribution.gradient_compression", d.gradient_compression(),

@@ -212,6 +212,8 @@ const Case kCases[] = {
     {kZooJob, {"distribution.devices_per_worker=-1"},
      "distribution.devices_per_worker: must be >= 0, got -1"},
     {kZooJob, {"distribution.device=tpu"}, "distribution.device: unknown device 'tpu' (known: cpu, cuda)"},
+    {kZooJob, {"distribution.device=cuda"},
+     "distribution.device: 'cuda' is not supported: this build trains on CPU replicas only"},
     {kZooJob, {"distribution={workers: 3, devices_per_worker: 4}"},
      "training.batch_size: the global batch (8) must be at least the number of replicas (12"},
     {kZooJob, {"distribution.bucket_cap_mb=-1"},
@@ -244,7 +246,7 @@ TEST(ValidateJobSpecTest, ValidJobsPass) {
       {"training.schedule={type: step, step_size: 100}"},  // gamma 0 = default
       {"training.schedule={type: cosine, min_lr: 0.001}"},
       {"training.loss=mse", "training.max_steps=1", "training.threads=0"},
-      {"distribution={workers: 2, devices_per_worker: 4, device: cuda}"},
+      {"distribution={workers: 2, devices_per_worker: 4, device: cpu}"},
       {"distribution={bucket_cap_mb: 0.5, first_bucket_mb: 0, gradient_compression: bf16, "
        "sync_batch_norm: true, collective_timeout_s: 5}"},
       {"distribution={bucket_cap_mb: 0, gradient_compression: none, collective_timeout_s: 0}"},

@@ -94,19 +94,23 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
         path, ": the last layer must output (", num_classes,
         ") logits, one per class; it outputs ", ShapeString(out)));
   }
-  m->params_.Finalize(device);
+  RETURN_IF_ERROR(m->params_.Finalize(device));
   return m;
 }
 
-void Model::EnsureBuffers(int64_t n) {
-  if (n == batch_) return;
+absl::Status Model::EnsureBuffers(int64_t n) {
+  if (n == batch_) return absl::OkStatus();
+  batch_ = -1;  // until every buffer has the new size
   for (Node& node : nodes_) {
     Shape s = node.shape;
     s.insert(s.begin(), n);
-    node.out = Tensor::Empty(s);
+    node.out = Tensor();  // the old size's buffer goes first
     node.grad = Tensor();  // allocated by the first Backward at this size
+    ASSIGN_OR_RETURN(node.out, Tensor::Allocate(s, DType::kF32, Device::CPU(),
+                                                absl::StrCat("layer ", node.layer->name())));
   }
   batch_ = n;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Tensor> Model::Forward(const Tensor& x, const LayerContext& ctx) {
@@ -116,7 +120,7 @@ absl::StatusOr<Tensor> Model::Forward(const Tensor& x, const LayerContext& ctx) 
         "model input must be (N, ", ShapeString(input_shape_).substr(1), ", got ",
         ShapeString(x.shape())));
   }
-  EnsureBuffers(x.dim(0));
+  RETURN_IF_ERROR(EnsureBuffers(x.dim(0)));
   input_ = x;
   std::vector<const Tensor*> in;
   for (Node& node : nodes_) {
@@ -134,7 +138,12 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
   if (!last.grad.defined()) {
     // Evaluation-only Forwards never pay for gradient buffers.
     for (Node& node : nodes_) {
-      if (node.needs_grad || &node == &last) node.grad = Tensor::Empty(node.out.shape());
+      if (node.needs_grad || &node == &last) {
+        ASSIGN_OR_RETURN(
+            node.grad,
+            Tensor::Allocate(node.out.shape(), DType::kF32, Device::CPU(),
+                             absl::StrCat("the gradient of layer ", node.layer->name())));
+      }
     }
   }
   if (dlogits.numel() != last.out.numel()) {
@@ -165,7 +174,11 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
       } else if (nodes_[src].grads_received == 0) {
         din.push_back(&nodes_[src].grad);
       } else {
-        scratch.push_back(Tensor::Empty(nodes_[src].grad.shape()));
+        ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(nodes_[src].grad.shape(), DType::kF32,
+                                                    Device::CPU(),
+                                                    absl::StrCat("the gradient of layer ",
+                                                                 nodes_[src].layer->name())));
+        scratch.push_back(std::move(t));
         din.push_back(&scratch.back());
       }
     }

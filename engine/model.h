@@ -80,7 +80,9 @@ class Model {
   };
 
   Model() = default;
-  void EnsureBuffers(int64_t n);
+  // Sizes every node's output for batch `n`; RESOURCE_EXHAUSTED naming the
+  // layer whose buffer does not fit.
+  absl::Status EnsureBuffers(int64_t n);
 
   Shape input_shape_;
   std::vector<Node> nodes_;

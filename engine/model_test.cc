@@ -2,8 +2,11 @@
 
 #include <cmath>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "common/rng.h"
 #include "engine/losses/softmax_cross_entropy.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace yoke::engine {
@@ -148,6 +151,70 @@ TEST(ModelTest, GraphErrorsNameTheLayer) {
   auto r4 = Model::Create(z, {32, 32, 3}, 10);
   ASSERT_FALSE(r4.ok());
   EXPECT_NE(r4.status().message().find("known: cnn, mlp, resnet18"), std::string::npos);
+}
+
+// One dense layer named `name`, `units` wide, as the whole model.
+v1::ModelSpec OneDense(const std::string& name, int units) {
+  v1::ModelSpec m;
+  auto* d = m.add_layers();
+  d->set_name(name);
+  d->mutable_dense()->set_units(units);
+  return m;
+}
+
+// The bytes in use that an out-of-memory message reports ("(M bytes in use)").
+int64_t InUse(absl::string_view message) {
+  size_t end = message.rfind(" bytes in use)");
+  size_t begin = message.rfind('(', end);
+  int64_t n = -1;
+  if (end == absl::string_view::npos || begin == absl::string_view::npos ||
+      !absl::SimpleAtoi(message.substr(begin + 1, end - begin - 1), &n)) {
+    return -1;
+  }
+  return n;
+}
+
+// Parameters that no allocator can hold (2^49 bytes: more than x86-64's user
+// address space, whatever the machine's memory or overcommit policy) fail
+// Create with an error naming the layer, instead of aborting the process.
+TEST(ModelTest, ParametersThatCannotBeAllocatedAreAnErrorNamingTheLayer) {
+  const int64_t in = int64_t{1} << 17, units = int64_t{1} << 30;
+  auto m = Model::Create(OneDense("huge", units), {in}, units);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kResourceExhausted) << m.status();
+  const int64_t bytes = (in * units + units) * 4;  // kernel and bias, f32
+  EXPECT_THAT(std::string(m.status().message()),
+              testing::StartsWith(absl::StrCat("out of memory: ", bytes,
+                                               " bytes for the parameters (largest: layer huge, ",
+                                               in * units, " values) (")));
+  EXPECT_GE(InUse(m.status().message()), 0) << m.status();
+}
+
+// Activations that cannot be allocated fail Forward naming the layer, with
+// the bytes already in use (at least the parameters and the input); the model
+// still runs a batch that fits afterwards.
+TEST(ModelTest, ActivationsThatCannotBeAllocatedAreAnErrorNamingTheLayer) {
+  const int64_t units = int64_t{1} << 20;
+  auto m = Model::Create(OneDense("wide", units), {1}, units);
+  ASSERT_TRUE(m.ok()) << m.status();
+  Model& model = **m;
+  model.params().Initialize(1);
+  const int64_t n = int64_t{1} << 26;  // (n, units) f32 is 2^48 bytes
+  Tensor x = Tensor::Empty({n, 1});     // 256 MiB, never touched
+  LayerContext ctx;
+  auto out = model.Forward(x, ctx);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted) << out.status();
+  EXPECT_THAT(std::string(out.status().message()),
+              testing::StartsWith(absl::StrCat("out of memory: ", n * units * 4,
+                                               " bytes for layer wide (")));
+  const int64_t params_bytes = 2 * (units + units) * 4;  // values and gradients
+  EXPECT_GE(InUse(out.status().message()), params_bytes + x.bytes()) << out.status();
+
+  Tensor small = Tensor::Zeros({2, 1});
+  auto ok = model.Forward(small, ctx);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->shape(), (Shape{2, units}));
 }
 
 TEST(ModelTest, ZooMlpAndCnnHaveTheExpectedParameterCounts) {

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "engine/rng.h"
 
 namespace yoke::engine {
@@ -42,11 +44,24 @@ int ParamSet::DeclareState(const std::string& name, const Shape& shape, Init ini
   return static_cast<int>(state_entries_.size()) - 1;
 }
 
-void ParamSet::Finalize(Device device) {
-  values_ = Tensor::Zeros({size_}, DType::kF32, device);
-  grads_ = Tensor::Zeros({size_}, DType::kF32, device);
-  state_ = Tensor::Zeros({state_size_}, DType::kF32, device);
+absl::Status ParamSet::Finalize(Device device) {
+  // Errors name the layer that holds the most parameters, the likely culprit.
+  const Entry* largest = nullptr;
+  for (const Entry& e : entries_) {
+    if (largest == nullptr || NumElements(e.shape) > NumElements(largest->shape)) largest = &e;
+  }
+  std::string what = "the parameters";
+  if (largest != nullptr) {
+    absl::StrAppend(&what, " (largest: layer ", largest->name.substr(0, largest->name.find('/')),
+                    ", ", NumElements(largest->shape), " values)");
+  }
+  ASSIGN_OR_RETURN(values_, Tensor::AllocateZeros({size_}, DType::kF32, device, what));
+  ASSIGN_OR_RETURN(grads_, Tensor::AllocateZeros({size_}, DType::kF32, device,
+                                                 absl::StrCat("the gradients of ", what)));
+  ASSIGN_OR_RETURN(state_, Tensor::AllocateZeros({state_size_}, DType::kF32, device,
+                                                 "the state buffers"));
   finalized_ = true;
+  return absl::OkStatus();
 }
 
 void ParamSet::Initialize(uint64_t seed) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "engine/tensor.h"
 
 namespace yoke::engine {
@@ -45,8 +46,10 @@ class ParamSet {
   // Declares a non-trainable state buffer; returns its id.
   int DeclareState(const std::string& name, const Shape& shape, Init init);
 
-  // Allocates the flat buffers on `device` and zeroes the gradients.
-  void Finalize(Device device = Device::CPU());
+  // Allocates the flat buffers on `device`, zeroed. RESOURCE_EXHAUSTED
+  // ("out of memory: N bytes for the parameters (largest: layer X, K values)
+  // (M bytes in use)") when they do not fit; the set stays unfinalized.
+  absl::Status Finalize(Device device = Device::CPU());
   bool finalized() const { return finalized_; }
 
   // Fills every value and state entry from its Init, deterministically from

@@ -43,15 +43,8 @@ std::string ShapeString(const Shape& s) {
   return absl::StrCat("(", absl::StrJoin(s, ", "), ")");
 }
 
-Storage::Storage(Allocator* allocator, size_t bytes)
-    : allocator_(allocator), bytes_(bytes), device_(allocator->device()) {
-  data_ = allocator_->Allocate(bytes);
-  if (data_ == nullptr) {
-    std::fprintf(stderr, "yoke: out of memory allocating %zu bytes on %s\n",
-                 bytes, device_.ToString().c_str());
-    std::abort();
-  }
-}
+Storage::Storage(Allocator* allocator, void* data, size_t bytes)
+    : allocator_(allocator), data_(data), bytes_(bytes), device_(allocator->device()) {}
 
 Storage::Storage(void* data, size_t bytes, Device device)
     : allocator_(nullptr), data_(data), bytes_(bytes), device_(device) {}
@@ -60,19 +53,43 @@ Storage::~Storage() {
   if (allocator_ != nullptr) allocator_->Deallocate(data_, bytes_);
 }
 
-Tensor Tensor::Empty(const Shape& shape, DType dtype, Device device) {
+absl::StatusOr<Tensor> Tensor::Allocate(const Shape& shape, DType dtype, Device device,
+                                        const std::string& what) {
   Allocator* a = AllocatorFor(device);
   if (a == nullptr) {
-    std::fprintf(stderr, "yoke: no allocator for device %s\n",
-                 device.ToString().c_str());
-    std::abort();
+    return absl::UnimplementedError(absl::StrCat("no allocator for device ", device.ToString(),
+                                                 " in this build (allocating ", what, ")"));
+  }
+  const size_t bytes = NumElements(shape) * DTypeSize(dtype);
+  void* data = a->Allocate(bytes);
+  if (data == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("out of memory: ", bytes, " bytes for ",
+                                                     what, " (", a->in_use_bytes(),
+                                                     " bytes in use)"));
   }
   Tensor t;
-  t.storage_ = std::make_shared<Storage>(a, NumElements(shape) * DTypeSize(dtype));
+  t.storage_ = std::make_shared<Storage>(a, data, bytes);
   t.shape_ = shape;
   t.dtype_ = dtype;
   t.device_ = device;
   return t;
+}
+
+absl::StatusOr<Tensor> Tensor::AllocateZeros(const Shape& shape, DType dtype, Device device,
+                                             const std::string& what) {
+  absl::StatusOr<Tensor> t = Allocate(shape, dtype, device, what);
+  if (t.ok()) t->SetZero();
+  return t;
+}
+
+Tensor Tensor::Empty(const Shape& shape, DType dtype, Device device) {
+  absl::StatusOr<Tensor> t =
+      Allocate(shape, dtype, device, absl::StrCat("a tensor ", ShapeString(shape)));
+  if (!t.ok()) {
+    std::fprintf(stderr, "yoke: %s\n", std::string(t.status().message()).c_str());
+    std::abort();
+  }
+  return *std::move(t);
 }
 
 Tensor Tensor::Zeros(const Shape& shape, DType dtype, Device device) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "engine/allocator.h"
 #include "engine/device.h"
 
@@ -38,7 +39,8 @@ std::string ShapeString(const Shape& s);
 // Owns one allocation; frees it through its allocator.
 class Storage {
  public:
-  Storage(Allocator* allocator, size_t bytes);
+  // Takes ownership of `data` (`bytes` long), which `allocator` returned.
+  Storage(Allocator* allocator, void* data, size_t bytes);
   // Non-owning: wraps memory that outlives this Storage.
   Storage(void* data, size_t bytes, Device device);
   ~Storage();
@@ -60,7 +62,20 @@ class Tensor {
  public:
   Tensor() = default;
 
-  // Uninitialised tensor. Allocation failure is fatal, like operator new.
+  // Uninitialised tensor for buffers whose size the job controls (parameters,
+  // activations, gradients). `what` names the user for the error, e.g.
+  // "layer conv1". Fails with RESOURCE_EXHAUSTED "out of memory: N bytes for
+  // <what> (M bytes in use)" when the device's allocator cannot provide the
+  // bytes (M: what it has handed out already), or with UNIMPLEMENTED when the
+  // device has no allocator in this build.
+  static absl::StatusOr<Tensor> Allocate(const Shape& shape, DType dtype, Device device,
+                                         const std::string& what);
+  // As Allocate, then every byte zero.
+  static absl::StatusOr<Tensor> AllocateZeros(const Shape& shape, DType dtype, Device device,
+                                              const std::string& what);
+
+  // Uninitialised tensor, for small fixed-size buffers and tests. Allocation
+  // failure is fatal, like operator new; use Allocate where it may fail.
   static Tensor Empty(const Shape& shape, DType dtype = DType::kF32,
                       Device device = Device::CPU());
   static Tensor Zeros(const Shape& shape, DType dtype = DType::kF32,

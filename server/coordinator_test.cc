@@ -119,9 +119,9 @@ TEST_F(CoordinatorTest, JobThatCanNeverFitIsRefusedButAnEmptyFleetAccepts) {
   EXPECT_EQ(Job(*early).reason(),
             "needs 2 workers with 1 cpu device each; free: no worker has a free cpu device");
   Register(4);
-  auto never = coord_->Submit(Spec({"distribution.device=cuda"}), 0);
-  ASSERT_EQ(never.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(never.status().message().find("needs 1 worker with 1 cuda device"), std::string::npos)
+  auto never = coord_->Submit(Spec({"distribution.devices_per_worker=5"}), 0);
+  ASSERT_EQ(never.status().code(), absl::StatusCode::kFailedPrecondition) << never.status();
+  EXPECT_NE(never.status().message().find("needs 1 worker with 5 cpu devices"), std::string::npos)
       << never.status();
 }
 

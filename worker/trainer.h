@@ -53,6 +53,11 @@
 // thread) of max(1, threads / num_replicas) threads, so the replicas together
 // never oversubscribe the cores.
 //
+// Code: setup in trainer.cc, Run and the step loop in trainer_step.cc,
+// Evaluate in trainer_eval.cc, checkpoints in trainer_checkpoint.cc, progress
+// reports in trainer_report.cc (Replica and shared helpers:
+// trainer_internal.h).
+//
 // Thread-safety: a Trainer is used from one thread; RequestStop() may be
 // called from any thread (a signal handler's helper thread).
 #ifndef YOKE_WORKER_TRAINER_H_
@@ -148,6 +153,10 @@ class Trainer {
   absl::Status RunLoop(Replica& r, v1::TrainResult* result);
   // A replica failed with `why`: aborts the other local communicators.
   void AbortOthers(const Replica* failed, const absl::Status& why);
+  // Progress lines before the first step (model, data, placement), and the
+  // final report after the last (OnFinish on global rank 0).
+  void ReportStart() const;
+  void ReportEnd(const v1::TrainResult& result) const;
 
   v1::JobSpec spec_;
   TrainerOptions options_;

@@ -86,7 +86,11 @@ absl::Status BatchNormLayer::Backward(const std::vector<const Tensor*>& in,
   ASSIGN_OR_RETURN(Cached * c, PlanFor(x.dim(0)));
   Tensor* dx = din[0];
   if (dx == nullptr) {
-    if (!c->scratch_dx.defined()) c->scratch_dx = Tensor::Empty(x.shape());
+    if (!c->scratch_dx.defined()) {
+      ASSIGN_OR_RETURN(c->scratch_dx,
+                       Tensor::Allocate(x.shape(), DType::kF32, Device::CPU(),
+                                        absl::StrCat("the input gradient of layer ", name())));
+    }
     dx = &c->scratch_dx;
   }
   return c->plan->Backward(x.data<float>(), dout.data<float>(),

@@ -45,7 +45,7 @@ TEST(BatchNormTest, TrainingForwardAndRunningStats) {
     layer.set_name("bn");
     ParamSet p;
     ASSERT_EQ(*layer.Build({shape}, &p), shape);
-    p.Finalize();
+    EXPECT_TRUE(p.Finalize().ok());
     p.Initialize(1);
     float* gamma = p.value(0).data<float>();
     float* beta = p.value(1).data<float>();
@@ -87,7 +87,7 @@ TEST(BatchNormTest, EvalUsesRunningStatsAndLeavesThem) {
   layer.set_name("bn");
   ParamSet p;
   ASSERT_TRUE(layer.Build({{2, 2, 3}}, &p).ok());
-  p.Finalize();
+  EXPECT_TRUE(p.Finalize().ok());
   p.Initialize(1);
   float rm[] = {0.5f, -1.0f, 2.0f}, rv[] = {4.0f, 0.25f, 1.0f};
   float g[] = {2.0f, 1.0f, -1.0f}, b[] = {0.0f, 1.0f, 0.5f};
@@ -132,7 +132,7 @@ TEST(BatchNormTest, BackwardWithoutInputGradient) {
   layer.set_name("bn");
   ParamSet p;
   ASSERT_TRUE(layer.Build({{4}}, &p).ok());
-  p.Finalize();
+  EXPECT_TRUE(p.Finalize().ok());
   p.Initialize(1);
   Tensor x = Tensor::Empty({5, 4}), y = Tensor::Empty({5, 4}), dy = Tensor::Empty({5, 4});
   Fill(x, 1, -1, 1);
@@ -232,7 +232,7 @@ TEST(BatchNormTest, SynchronizedOverReplicasEqualsOneLayerOverTheUnion) {
   auto make = [&](BatchNormLayer* layer, ParamSet* p) {
     layer->set_name("bn");
     ASSERT_TRUE(layer->Build({shape}, p).ok());
-    p->Finalize();
+    EXPECT_TRUE(p->Finalize().ok());
     p->Initialize(1);
     for (int64_t j = 0; j < c; ++j) {
       p->value(0).data<float>()[j] = 0.5f + 0.3f * j;  // gamma

@@ -85,7 +85,7 @@ TEST_P(Conv2dConfigTest, ForwardMatchesNaiveConvolution) {
   ParamSet p;
   auto shape = layer.Build({{c.h, c.w, c.c}}, &p);
   ASSERT_TRUE(shape.ok()) << shape.status();
-  p.Finalize();
+  EXPECT_TRUE(p.Finalize().ok());
   p.Initialize(3);
   const int64_t n = 3;
   Tensor x = Tensor::Empty({n, c.h, c.w, c.c});
@@ -127,7 +127,7 @@ TEST(Conv2dTest, BatchSizeChangesAndFirstLayerBackward) {
   layer.set_name("conv");
   ParamSet p;
   ASSERT_TRUE(layer.Build({{c.h, c.w, c.c}}, &p).ok());
-  p.Finalize();
+  EXPECT_TRUE(p.Finalize().ok());
   p.Initialize(5);
   for (int64_t n : {2, 5, 2}) {
     Tensor x = Tensor::Empty({n, c.h, c.w, c.c});

@@ -18,7 +18,7 @@ TEST(DenseTest, ForwardMatchesHandComputed) {
   layer.set_name("d");
   ParamSet p;
   ASSERT_TRUE(layer.Build({{3}}, &p).ok());
-  p.Finalize();
+  EXPECT_TRUE(p.Finalize().ok());
   // W (3, 2) row-major, b (2)
   float w[] = {1, 2, 3, 4, 5, 6}, b[] = {0.5f, -1};
   std::copy(w, w + 6, p.value(0).data<float>());

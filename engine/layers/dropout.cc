@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "engine/registry.h"
 #include "engine/rng.h"
 
@@ -45,7 +46,10 @@ absl::Status DropoutLayer::Forward(const std::vector<const Tensor*>& in, Tensor*
         "dropout: replica ", ctx.replica, ", layer index ", index(), " or tensor size ", n,
         " exceeds the mask counter space (replica, index < 65536; size < 2^34)"));
   }
-  if (!mask_.defined() || mask_.numel() < n) mask_ = Tensor::Empty({n}, DType::kU8);
+  if (!mask_.defined() || mask_.numel() < n) {
+    ASSIGN_OR_RETURN(mask_, Tensor::Allocate({n}, DType::kU8, Device::CPU(),
+                                             absl::StrCat("the mask of layer ", name())));
+  }
 
   const uint64_t base = (static_cast<uint64_t>(ctx.replica) << 48) |
                         (static_cast<uint64_t>(index()) << 32);

@@ -13,7 +13,7 @@ struct Fixture {
   Fixture() {
     params.Declare("l/a", {3}, Init::Constant(0));
     params.Declare("l/b", {2}, Init::Constant(0));
-    params.Finalize();
+    EXPECT_TRUE(params.Finalize().ok());
   }
   float& Value(int i) { return params.value(i < 3 ? 0 : 1).data<float>()[i < 3 ? i : i - 3]; }
   float& Grad(int i) { return params.grad(i < 3 ? 0 : 1).data<float>()[i < 3 ? i : i - 3]; }

@@ -9,7 +9,7 @@ namespace {
 absl::Status CreateStatus(const v1::OptimizerSpec& spec) {
   ParamSet p;
   p.Declare("w", {4}, Init::Constant(1));
-  p.Finalize();
+  EXPECT_TRUE(p.Finalize().ok());
   return CreateOptimizer(spec, &p).status();
 }
 
@@ -18,7 +18,7 @@ TEST(OptimizerTest, CreatesEveryKnownType) {
   for (const std::string& type : KnownOptimizers()) {
     ParamSet p;
     p.Declare("w", {4}, Init::Constant(1));
-    p.Finalize();
+    EXPECT_TRUE(p.Finalize().ok());
     v1::OptimizerSpec spec;
     spec.set_type(type);
     spec.set_lr(0.01f);

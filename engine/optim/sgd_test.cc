@@ -14,7 +14,7 @@ struct Fixture {
   Fixture() {
     params.Declare("l/a", {3}, Init::Constant(0));
     params.Declare("l/b", {2}, Init::Constant(0));
-    params.Finalize();
+    EXPECT_TRUE(params.Finalize().ok());
   }
   void Set(const std::vector<float>& values, const std::vector<float>& grads) {
     for (int i = 0; i < 5; ++i) {
@@ -136,7 +136,7 @@ TEST(SgdTest, StateRestoreContinuesIdentically) {
 TEST(SgdTest, LargeBufferTakesTheParallelPath) {
   ParamSet params;
   params.Declare("w", {1 << 20}, Init::Constant(1.0f));
-  params.Finalize();
+  EXPECT_TRUE(params.Finalize().ok());
   params.Initialize(0);
   float* g = params.flat_grads().data<float>();
   const int64_t n = params.flat_values().numel();

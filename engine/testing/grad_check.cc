@@ -22,7 +22,7 @@ void CheckLayerGradients(Layer* layer, const std::vector<Shape>& input_shapes,
   ParamSet params;
   auto out_shape_or = layer->Build(input_shapes, &params);
   ASSERT_TRUE(out_shape_or.ok()) << out_shape_or.status();
-  params.Finalize();
+  ASSERT_TRUE(params.Finalize().ok());
   params.Initialize(o.seed);
   common::Philox rng(o.seed, 12345);
   // Parameters random too (a constant init such as bias = 0 hides errors).

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/cuda_check.h"
 #include "common/status.h"
+#include "engine/kernels/cuda/cuda_check.h"
 
 namespace yoke::engine::cuda {
 namespace {

@@ -17,7 +17,7 @@ namespace yoke::engine::cuda {
 
 // cudaMalloc/cudaFree on device `index`. Malloc returns RESOURCE_EXHAUSTED on
 // cudaErrorMemoryAllocation and the converted error otherwise (call text,
-// file, line; common/cuda_check.h).
+// file, line; cuda_check.h).
 std::unique_ptr<DeviceMemory> NewCudaDeviceMemory(int index);
 
 // The process's caching allocator for device `index`, created on first use.

@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "common/cuda_test_util.h"
+#include "engine/kernels/cuda/testing/cuda_test_util.h"
 #include "gtest/gtest.h"
 
 namespace yoke::engine::cuda {

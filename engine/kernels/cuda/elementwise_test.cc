@@ -8,10 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "common/cuda_test_util.h"
+#include "engine/kernels/cuda/cublas_check.h"
 #include "engine/kernels/cuda/cuda_check.h"
 #include "engine/layers/activation.h"
 #include "engine/optim/sgd.h"
+#include "engine/kernels/cuda/testing/cuda_test_util.h"
 #include "engine/rng.h"
 #include "gtest/gtest.h"
 

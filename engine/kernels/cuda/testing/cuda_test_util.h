@@ -2,9 +2,10 @@
 //
 //   TEST(Foo, Bar) { SKIP_WITHOUT_CUDA_DEVICE(); ... }
 //
-// Header-only; include it only from tests compiled with the CUDA headers.
-#ifndef YOKE_COMMON_CUDA_TEST_UTIL_H_
-#define YOKE_COMMON_CUDA_TEST_UTIL_H_
+// Header-only; include it only from tests compiled with the CUDA headers (the
+// kernels' tests here, collective/nccl_communicator_test.cc).
+#ifndef YOKE_ENGINE_KERNELS_CUDA_TESTING_CUDA_TEST_UTIL_H_
+#define YOKE_ENGINE_KERNELS_CUDA_TESTING_CUDA_TEST_UTIL_H_
 
 #include <cuda_runtime_api.h>
 
@@ -35,4 +36,4 @@ inline std::string NoDeviceReason() {
     if (!reason.empty()) GTEST_SKIP() << reason;               \
   } while (0)
 
-#endif  // YOKE_COMMON_CUDA_TEST_UTIL_H_
+#endif  // YOKE_ENGINE_KERNELS_CUDA_TESTING_CUDA_TEST_UTIL_H_

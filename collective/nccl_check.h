@@ -1,4 +1,5 @@
-// NCCL return codes -> absl::Status, at the lowest layer (as cuda_check.h).
+// NCCL return codes -> absl::Status, at the lowest layer (as
+// engine/kernels/cuda/cuda_check.h does for the CUDA runtime).
 //
 //   NCCL_RETURN_IF_ERROR(ncclAllReduce(...));
 // fails with "ncclAllReduce(...) failed: ncclUnhandledCudaError (unhandled
@@ -8,8 +9,8 @@
 // PRECONDITION, everything else to INTERNAL.
 //
 // Header-only; include it only from code compiled with the NCCL headers.
-#ifndef YOKE_COMMON_NCCL_CHECK_H_
-#define YOKE_COMMON_NCCL_CHECK_H_
+#ifndef YOKE_COLLECTIVE_NCCL_CHECK_H_
+#define YOKE_COLLECTIVE_NCCL_CHECK_H_
 
 #include <nccl.h>
 
@@ -18,7 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace yoke::engine::cuda {
+namespace yoke::collective {
 
 inline absl::Status NcclErrorToStatus(ncclResult_t r, const char* call, const char* file,
                                       int line) {
@@ -37,13 +38,13 @@ inline absl::Status NcclErrorToStatus(ncclResult_t r, const char* call, const ch
   }
 }
 
-}  // namespace yoke::engine::cuda
+}  // namespace yoke::collective
 
 #define NCCL_RETURN_IF_ERROR(call)                                                \
   do {                                                                            \
     ::absl::Status _yoke_nccl_status =                                            \
-        ::yoke::engine::cuda::NcclErrorToStatus((call), #call, __FILE__, __LINE__);       \
+        ::yoke::collective::NcclErrorToStatus((call), #call, __FILE__, __LINE__);     \
     if (!_yoke_nccl_status.ok()) return _yoke_nccl_status;                        \
   } while (0)
 
-#endif  // YOKE_COMMON_NCCL_CHECK_H_
+#endif  // YOKE_COLLECTIVE_NCCL_CHECK_H_

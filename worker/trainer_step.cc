@@ -1,0 +1,276 @@
+// Trainer::Run: the replicas' threads and the step loop (RunLoop).
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "collective/coordinator_store.h"
+#include "common/status.h"
+#include "data/pipeline.h"
+#include "engine/checkpoint.h"
+#include "engine/kernels/cpu/dnnl_context.h"
+#include "worker/trainer.h"
+#include "worker/trainer_internal.h"
+
+namespace yoke::worker {
+
+using trainer_internal::BatchInput;
+using trainer_internal::BatchLabels;
+using trainer_internal::Clock;
+using trainer_internal::Seconds;
+
+absl::StatusOr<v1::TrainResult> Trainer::Run() {
+  const auto wall_start = Clock::now();
+  v1::TrainResult result;
+  const engine::Model& model0 = *replicas_[0]->model;
+  result.set_num_parameters(model0.params().num_parameters());
+  result.set_device("cpu");
+  result.set_threads(threads_ * options_.num_replicas);
+  result.set_replicas(options_.world_size);
+  ReportStart();
+  if (distributed() && !group_store_) {
+    if (options_.store == nullptr) {
+      owned_store_ = std::make_unique<collective::CoordinatorStore>(
+          options_.coordinator, options_.job_id, options_.attempt);
+    }
+    // The data-parallel group's keys live under their own prefix, so the
+    // store may be shared with other users (keys are never deleted).
+    group_store_ = std::make_unique<collective::PrefixStore>(
+        options_.store ? options_.store : owned_store_.get(), "data-parallel/");
+  }
+
+  // Local replicas 1.. run on their own threads, replica 0 on this one.
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < replicas_.size(); ++i) {
+    threads.emplace_back([this, i] {
+      Replica& r = *replicas_[i];
+      engine::cpu::SetCpuThreads(threads_);  // this thread's own OpenMP pool
+      r.status = RunLoop(r, nullptr);
+      if (!r.status.ok()) AbortOthers(&r, r.status);
+    });
+  }
+  Replica& lead = *replicas_[0];
+  lead.status = RunLoop(lead, &result);
+  if (!lead.status.ok()) AbortOthers(&lead, lead.status);
+  for (auto& t : threads) t.join();
+  // Report the root cause: the first replica to fail for a reason of its own,
+  // not one aborted because a sibling failed.
+  const absl::Status* first = nullptr;
+  for (auto& r : replicas_) {
+    if (r->status.ok()) continue;
+    if (first == nullptr || (first->code() == absl::StatusCode::kAborted &&
+                             r->status.code() != absl::StatusCode::kAborted)) {
+      first = &r->status;
+    }
+  }
+  if (first != nullptr) return *first;
+
+  result.set_epochs(epoch_);
+  result.set_steps(step_);
+  result.set_train_seconds(train_seconds_);
+  result.set_samples_per_second(samples_seen_ / std::max(train_seconds_, 1e-9));
+  result.set_wall_seconds(Seconds(Clock::now() - wall_start));
+  result.set_peak_memory_bytes(PeakRssBytes());
+  result.set_checkpoint(last_checkpoint_);
+  ReportEnd(result);
+  return result;
+}
+
+absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
+  const v1::TrainingSpec& tr = spec_.training();
+  const bool lead = rep.local == 0;
+  const bool root = rep.rank == 0;
+  ProgressSink* progress = lead ? options_.progress : nullptr;
+  engine::Model& model = *rep.model;
+  if (distributed()) RETURN_IF_ERROR(Connect(rep));
+  collective::Reducer* reducer = rep.reducer.get();
+
+  // This replica's position; the lead mirrors it into the Trainer.
+  int64_t step = step_, epoch = epoch_, step_in_epoch = step_in_epoch_;
+
+  data::SamplerOptions so;
+  so.batch_size = tr.batch_size();
+  so.seed = tr.seed();
+  so.shuffle = true;
+  data::PipelineOptions po;
+  po.prefetch = spec_.data().prefetch() > 0 ? spec_.data().prefetch() : 2;
+  po.rank = rep.rank;
+  po.world_size = options_.world_size;
+  po.start_epoch = epoch;
+  po.start_step = step_in_epoch;
+  po.end_epoch = tr.epochs();
+
+  std::unique_ptr<data::Pipeline> pipe;
+  if (epoch < tr.epochs() && step < total_steps_) {
+    ASSIGN_OR_RETURN(pipe, data::Pipeline::Create(train_, so, spec_.data().transform(),
+                                                  /*train=*/true, po));
+  }
+  engine::Tensor dlogits;
+  const engine::Model::GradReadyFn on_grad_ready =
+      reducer ? engine::Model::GradReadyFn([reducer](int id) { reducer->MarkReady(id); }) : nullptr;
+  const int log_every = tr.log_every_steps() > 0 ? tr.log_every_steps() : 100;
+  // Per-epoch and per-log-window accumulators (this replica's samples), and
+  // the samples of the whole job in the window (for throughput).
+  double epoch_loss = 0, window_loss = 0, epoch_seconds = 0;
+  int64_t epoch_correct = 0, epoch_n = 0, window_correct = 0, window_n = 0;
+  int64_t epoch_global_n = 0, window_global_n = 0;
+  double window_seconds = 0;
+
+  while (pipe && step < total_steps_) {
+    // Alone, a stop request ends the run before the next step; distributed,
+    // it is voted on with the step's sample count, so every rank stops after
+    // the same step.
+    if (!reducer && stop_.load()) break;
+    const auto t0 = Clock::now();
+    ASSIGN_OR_RETURN(auto batch, pipe->Next());
+    if (!batch.has_value()) break;
+    const int64_t n = batch->n;
+    engine::LayerContext ctx;
+    ctx.training = true;
+    ctx.seed = tr.seed();
+    ctx.step = step;
+    ctx.replica = rep.rank;
+    ctx.sync_stats = rep.sync_stats.get();
+    if (reducer) RETURN_IF_ERROR(reducer->Prepare(n, stop_.load() ? 1 : 0));
+    if (n > 0) {
+      ASSIGN_OR_RETURN(engine::Tensor logits, model.Forward(BatchInput(*batch), ctx));
+      if (!dlogits.defined() || dlogits.shape() != logits.shape()) {
+        ASSIGN_OR_RETURN(dlogits, engine::Tensor::Allocate(logits.shape(), engine::DType::kF32,
+                                                           engine::Device::CPU(),
+                                                           "the loss gradient (dlogits)"));
+      }
+      // Alone: the mean over the batch, folded into dlogits. Distributed: the
+      // per-sample SUM; the reducer sums over ranks and the optimizer step
+      // divides by the global count.
+      const float loss_scale = reducer ? 1.0f : 1.0f / static_cast<float>(batch->global_n);
+      ASSIGN_OR_RETURN(engine::LossResult r,
+                       rep.loss->Compute(logits, BatchLabels(*batch), loss_scale, &dlogits));
+      RETURN_IF_ERROR(model.Backward(dlogits, ctx, on_grad_ready));
+      epoch_loss += r.loss_sum;
+      window_loss += r.loss_sum;
+      epoch_correct += r.correct;
+      window_correct += r.correct;
+    } else if (reducer) {
+      // No samples on this rank this step (a short last batch): contribute
+      // zero gradients, not the last step's.
+      model.params().flat_grads().SetZero();
+    }
+    const float lr = schedule_->Lr(step);
+    int64_t global_n = batch->global_n;
+    bool stop_now = false;
+    if (reducer) {
+      ASSIGN_OR_RETURN(collective::StepTotals totals, reducer->Finish());
+      global_n = totals.samples;
+      stop_now = totals.stop_votes > 0;
+      RETURN_IF_ERROR(rep.optimizer->Step(
+          lr, 1.0f / static_cast<float>(std::max<int64_t>(global_n, 1))));
+    } else {
+      RETURN_IF_ERROR(rep.optimizer->Step(lr));
+    }
+    if (!std::isfinite(epoch_loss)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "training diverged: the loss became %f at step %d (epoch %d) on rank %d; try a "
+          "smaller training.optimizer.lr (now %g)",
+          epoch_loss, step, epoch + 1, rep.rank, tr.optimizer().lr()));
+    }
+    const bool last_in_epoch = batch->last_in_epoch;
+    pipe->Recycle(std::move(*batch));
+    ++step;
+    ++step_in_epoch;
+    epoch_n += n;
+    window_n += n;
+    epoch_global_n += global_n;
+    window_global_n += global_n;
+    const double dt = Seconds(Clock::now() - t0);
+    epoch_seconds += dt;
+    window_seconds += dt;
+    if (lead) {
+      step_ = step;
+      epoch_ = epoch;
+      step_in_epoch_ = step_in_epoch;
+      samples_seen_ += global_n;
+      train_seconds_ += dt;
+    }
+
+    if (progress && (step % log_every == 0 || last_in_epoch)) {
+      v1::StepProgress p;
+      p.set_step(step);
+      p.set_total_steps(total_steps_);
+      p.set_epoch(epoch);
+      p.set_epochs(tr.epochs());
+      p.set_step_in_epoch(step_in_epoch);
+      p.set_steps_per_epoch(steps_per_epoch_);
+      p.set_loss(window_loss / std::max<int64_t>(window_n, 1));
+      p.set_accuracy(static_cast<double>(window_correct) / std::max<int64_t>(window_n, 1));
+      double sps = window_global_n / std::max(window_seconds, 1e-9);
+      p.set_samples_per_second(sps);
+      p.set_eta_seconds((total_steps_ - step) * static_cast<double>(tr.batch_size()) /
+                        std::max(sps, 1e-9));
+      p.set_lr(lr);
+      if (rep.comm) {
+        p.set_collective_seq_issued(rep.comm->issued_seq());
+        p.set_collective_seq_completed(rep.comm->completed_seq());
+      }
+      progress->OnStep(p);
+      window_loss = 0;
+      window_correct = window_n = window_global_n = 0;
+      window_seconds = 0;
+    }
+    if (root) RETURN_IF_ERROR(MaybeCheckpoint(false));
+
+    if (last_in_epoch) {
+      ++epoch;
+      step_in_epoch = 0;
+      if (lead) {
+        epoch_ = epoch;
+        step_in_epoch_ = 0;
+      }
+      if (root) {
+        v1::EpochResult e;
+        e.set_epoch(epoch);
+        e.set_train_loss(epoch_loss / std::max<int64_t>(epoch_n, 1));
+        e.set_train_accuracy(static_cast<double>(epoch_correct) / std::max<int64_t>(epoch_n, 1));
+        e.set_seconds(epoch_seconds);
+        e.set_samples_per_second(epoch_global_n / std::max(epoch_seconds, 1e-9));
+        ASSIGN_OR_RETURN(auto eval, Evaluate());
+        e.set_test_loss(eval.first);
+        e.set_test_accuracy(eval.second);
+        *result->add_history() = e;
+        if (progress) progress->OnEpoch(e);
+        // An epoch-end checkpoint, unless the step cadence just wrote one.
+        if (spec_.checkpoint().every_steps() <= 0 ||
+            step % spec_.checkpoint().every_steps() != 0) {
+          RETURN_IF_ERROR(MaybeCheckpoint(true));
+        }
+      }
+      epoch_loss = 0;
+      epoch_correct = epoch_n = epoch_global_n = 0;
+      epoch_seconds = 0;
+    }
+    if (stop_now) break;
+  }
+  pipe.reset();
+  if (!root) return absl::OkStatus();
+
+  // Stopped mid-epoch (max_steps or a stop request): evaluate what we have
+  // and checkpoint the exact position so `--resume` continues from it.
+  if (step_in_epoch != 0 || result->history_size() == 0) {
+    ASSIGN_OR_RETURN(auto eval, Evaluate());
+    result->set_test_loss(eval.first);
+    result->set_test_accuracy(eval.second);
+    if (!spec_.checkpoint().dir().empty()) {
+      std::string path = engine::CheckpointPath(spec_.checkpoint().dir(), step_);
+      RETURN_IF_ERROR(SaveCheckpoint(path));
+      last_checkpoint_ = path;
+    }
+  } else {
+    const v1::EpochResult& last = result->history(result->history_size() - 1);
+    result->set_test_loss(last.test_loss());
+    result->set_test_accuracy(last.test_accuracy());
+    result->set_train_loss(last.train_loss());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace yoke::worker
