@@ -13,6 +13,7 @@
 #include "client/render.h"
 #include "common/config.h"
 #include "common/flags.h"
+#include "common/job_state.h"
 #include "common/job_validate.h"
 
 namespace yoke::client {
@@ -155,7 +156,7 @@ int Logs(CoordinatorClient& c, const std::string& id, const Flags& f, FILE* out,
       // The follow stream ends when the job ends; a stream cut short by a
       // restarting coordinator also ends "OK" on some transports, so check.
       auto job = c.GetJob(id);
-      if (!job.ok() || IsTerminal(job->state())) return 0;
+      if (!job.ok() || common::IsTerminal(job->state())) return 0;
       continue;
     }
     if (!(f.follow && connected && Transient(s))) {
@@ -194,11 +195,11 @@ int Watch(CoordinatorClient& c, const std::string& id, const Flags& f, FILE* out
       view.OnEvent(ev);
       return true;
     });
-    if (s.ok() && connected && IsTerminal(last.state())) break;
+    if (s.ok() && connected && common::IsTerminal(last.state())) break;
     if (s.ok()) {
       // The stream ended without a terminal event; ask directly.
       auto job = c.GetJob(id);
-      if (job.ok() && IsTerminal(job->state())) {
+      if (job.ok() && common::IsTerminal(job->state())) {
         last = *job;
         break;
       }
