@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "common/file_contents.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -168,16 +169,6 @@ struct Outcome {
   std::vector<std::string> positional;
 };
 
-std::string Drain(FILE* f) {
-  std::rewind(f);
-  std::string s;
-  char buf[256];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) s.append(buf, n);
-  std::fclose(f);
-  return s;
-}
-
 Outcome RunParse(const std::vector<std::string>& args) {
   Vars v;
   FlagParser p = MakeParser(&v);
@@ -185,8 +176,10 @@ Outcome RunParse(const std::vector<std::string>& args) {
   FILE* out = std::tmpfile();
   FILE* err = std::tmpfile();
   o.code = p.ParseOrExitCode(args, &o.positional, out, err);
-  o.out = Drain(out);
-  o.err = Drain(err);
+  o.out = FileContents(out);
+  o.err = FileContents(err);
+  std::fclose(out);
+  std::fclose(err);
   return o;
 }
 

@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "common/file_contents.h"
 #include "gtest/gtest.h"
 
 namespace yoke::common {
@@ -44,16 +45,6 @@ TEST(ProgressBarTextTest, FillsInProportionToTheEpoch) {
   EXPECT_EQ(ProgressBarText(Progress(3, 0)).substr(10, 26), "[........................]");
 }
 
-std::string Contents(FILE* f) {
-  std::fflush(f);
-  std::rewind(f);
-  std::string s;
-  char buf[256];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) s.append(buf, n);
-  return s;
-}
-
 TEST(RedrawnLineTest, RedrawsInPlaceAtMostOncePerInterval) {
   FILE* f = std::tmpfile();
   RedrawnLine line(f, std::chrono::hours(1));
@@ -63,14 +54,14 @@ TEST(RedrawnLineTest, RedrawsInPlaceAtMostOncePerInterval) {
   EXPECT_TRUE(line.Draw("three", /*force=*/true));
   line.Clear();
   line.Clear();  // erased already
-  EXPECT_EQ(Contents(f), "\r\033[Kone\r\033[Kthree\r\033[K");
+  EXPECT_EQ(FileContents(f), "\r\033[Kone\r\033[Kthree\r\033[K");
   std::fclose(f);
 
   f = std::tmpfile();
   RedrawnLine every(f, std::chrono::milliseconds(0));
   EXPECT_TRUE(every.Draw("a"));
   EXPECT_TRUE(every.Draw("b"));
-  EXPECT_EQ(Contents(f), "\r\033[Ka\r\033[Kb");
+  EXPECT_EQ(FileContents(f), "\r\033[Ka\r\033[Kb");
   std::fclose(f);
 }
 
