@@ -21,6 +21,7 @@
 #include "client/client.h"
 #include "client/cluster_state.h"
 #include "common/flags.h"
+#include "common/self_dir.h"
 #include "common/status.h"
 
 extern char** environ;
@@ -195,16 +196,6 @@ void RemoveStateIfOurs(const std::string& path, int coordinator_pid) {
 
 }  // namespace
 
-std::string SelfDir() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  buf[n] = '\0';
-  std::string p(buf);
-  size_t slash = p.rfind('/');
-  return slash == std::string::npos ? "." : p.substr(0, slash);
-}
-
 absl::StatusOr<pid_t> SpawnDaemon(const std::vector<std::string>& argv,
                                   const std::string& log_path) {
   // Open the log here first: a bad path is then our error message, not a
@@ -280,7 +271,7 @@ int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err) {
   if (!positional.empty()) {
     return parser.UsageError(err, absl::StrCat("unexpected argument '", positional[0], "'"));
   }
-  const std::string bin = SelfDir();
+  const std::string bin = common::SelfDir();
   const std::string coord_bin = bin + "/yoke-coordinator";
   const std::string worker_bin = bin + "/yoke-worker";
   for (const auto& b : {coord_bin, worker_bin}) {

@@ -23,6 +23,7 @@
 #include "common/config.h"
 #include "common/flags.h"
 #include "common/job_validate.h"
+#include "common/self_dir.h"
 
 namespace {
 
@@ -45,7 +46,7 @@ void PrintUsage(FILE* f) {
   std::fputs(yoke::client::kUpDownUsage, f);
 }
 
-using yoke::client::SelfDir;
+using yoke::common::SelfDir;
 
 int Train(int argc, char** argv) {
   std::string trainer = SelfDir() + "/yoke-trainer";

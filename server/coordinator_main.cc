@@ -59,7 +59,8 @@ int Fail(int code, const std::string& message) {
   return code;
 }
 
-absl::Status CheckRoots(const char* field, const google::protobuf::RepeatedPtrField<std::string>& roots) {
+absl::Status CheckRoots(const char* field,
+                        const google::protobuf::RepeatedPtrField<std::string>& roots) {
   for (int i = 0; i < roots.size(); ++i) {
     if (roots[i].empty() || roots[i][0] != '/') {
       return absl::InvalidArgumentError(

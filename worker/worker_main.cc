@@ -29,6 +29,7 @@
 #include "common/daemon_config.h"
 #include "common/flags.h"
 #include "common/logging.h"
+#include "common/self_dir.h"
 #include "common/status.h"
 #include "proto/yoke/v1/config.pb.h"
 #include "worker/daemon.h"
@@ -46,15 +47,6 @@ constexpr char kUsage[] =
 int Fail(const std::string& message) {
   std::fprintf(stderr, "yoke-worker: %s\n", message.c_str());
   return 2;
-}
-
-std::string SelfDir() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  buf[n] = '\0';
-  std::string p(buf);
-  return p.substr(0, p.rfind('/'));
 }
 
 // Turns SIGTERM/SIGINT into a graceful shutdown. The signals are blocked in
@@ -119,7 +111,7 @@ int main(int argc, char** argv) {
   if (cfg.coordinator().empty()) cfg.set_coordinator(kDefaultCoordinator);
   if (cfg.cpu_replicas() == 0 && cpu_replicas != 0) cfg.set_cpu_replicas(1);
   if (cfg.work_dir().empty()) cfg.set_work_dir("yoke-work");
-  if (cfg.trainer_path().empty()) cfg.set_trainer_path(SelfDir() + "/yoke-trainer");
+  if (cfg.trainer_path().empty()) cfg.set_trainer_path(yoke::common::SelfDir() + "/yoke-trainer");
   if (cfg.log_level().empty()) cfg.set_log_level("info");
   if (cfg.heartbeat_interval_ms() <= 0) cfg.set_heartbeat_interval_ms(1000);
   if (cfg.stop_grace_ms() <= 0 && stop_grace == absl::InfiniteDuration()) {
