@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cluster_state.h"
+#include "common/grpc_status.h"
 
 namespace yoke::client {
 
@@ -22,8 +23,6 @@ std::string ResolveCoordinatorAddress(const std::string& flag) {
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& s, const std::string& address) {
-  if (s.ok()) return absl::OkStatus();
-  auto code = static_cast<absl::StatusCode>(s.error_code());
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
     // gRPC's own text ("failed to connect to all addresses; ...") does not
     // tell a user what to do; keep it at the end for debugging.
@@ -36,7 +35,7 @@ absl::Status FromGrpcStatus(const grpc::Status& s, const std::string& address) {
         absl::StrCat("the coordinator at ", address, " did not answer in time: ",
                      s.error_message()));
   }
-  return absl::Status(code, s.error_message());
+  return common::FromGrpcStatus(s);
 }
 
 CoordinatorClient::CoordinatorClient(std::string address, ClientOptions options)

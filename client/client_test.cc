@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
+#include "common/file_contents.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 
@@ -185,19 +186,11 @@ class ClientTest : public ::testing::Test {
     args.push_back(addr_);
     FILE* out = std::tmpfile();
     FILE* err = std::tmpfile();
-    Run r{RunClusterCommand(cmd, args, out, err), Drain(out), Drain(err)};
+    Run r{RunClusterCommand(cmd, args, out, err), common::FileContents(out),
+          common::FileContents(err)};
     std::fclose(out);
     std::fclose(err);
     return r;
-  }
-  static std::string Drain(FILE* f) {
-    std::fflush(f);
-    std::rewind(f);
-    std::string s;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) s.append(buf, n);
-    return s;
   }
   static std::string Config(const std::string& name) {
     const char* d = std::getenv("YOKE_SOURCE_DIR");
@@ -357,6 +350,38 @@ TEST_F(ClientTest, JobsGetWorkersAndLogsCommands) {
   r = Cmd("logs", {"job-1"});
   EXPECT_EQ(r.code, 0);
   EXPECT_EQ(r.out, "line 1\nline 2\nline 3\n");
+}
+
+TEST_F(ClientTest, FlagsTakeBothFormsAndRepeatedSetsAccumulate) {
+  Run r = Cmd("submit", {Config("fashion_mnist_mlp.yaml"), "--priority=7",
+                         "--set=training.epochs=3", "--set", "training.batch_size=32"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = Cmd("get", {"--output=json", "job-1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  v1::Job j;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &j).ok()) << r.out;
+  EXPECT_EQ(j.priority(), 7);
+  EXPECT_EQ(j.spec().training().epochs(), 3);
+  EXPECT_EQ(j.spec().training().batch_size(), 32);
+}
+
+TEST_F(ClientTest, EveryCommandTakesHelpAndOnlyItsOwnFlags) {
+  for (const std::string cmd : {"submit", "jobs", "get", "watch", "logs", "cancel", "workers"}) {
+    Run r = Cmd(cmd, {"--help"});
+    EXPECT_EQ(r.code, 0) << cmd << r.err;
+    EXPECT_EQ(r.out.rfind("usage: yoke " + cmd, 0), 0u) << r.out;
+    EXPECT_EQ(r.err, "");
+  }
+  // --watch belongs to submit, --follow to logs.
+  Run r = Cmd("get", {"job-1", "--watch"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.rfind("yoke get: unknown flag '--watch'\nusage: yoke get ID", 0), 0u) << r.err;
+  r = Cmd("cancel", {"job-1", "-f"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("yoke cancel: unknown flag '-f'"), std::string::npos) << r.err;
+  r = Cmd("jobs", {"--priority", "3"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("yoke jobs: unknown flag '--priority'"), std::string::npos) << r.err;
 }
 
 TEST_F(ClientTest, WatchExitsZeroOnSuccessAndOneWithTheReasonOtherwise) {

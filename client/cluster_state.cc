@@ -1,13 +1,13 @@
 #include "client/cluster_state.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -16,16 +16,6 @@
 #include "google/protobuf/util/json_util.h"
 
 namespace yoke::client {
-namespace {
-
-// mkdir -p with mode 0700 for the directories it creates.
-void MakeDirs(const std::string& dir) {
-  for (size_t i = 1; i <= dir.size(); ++i) {
-    if (i == dir.size() || dir[i] == '/') ::mkdir(dir.substr(0, i).c_str(), 0700);
-  }
-}
-
-}  // namespace
 
 std::string DefaultClusterStatePath() {
   if (const char* d = std::getenv("YOKE_STATE_DIR"); d != nullptr && *d != '\0') {
@@ -52,8 +42,13 @@ absl::Status WriteClusterState(const ClusterState& state, const std::string& pat
   auto js = google::protobuf::util::MessageToJsonString(s, &json, opts);
   if (!js.ok()) return absl::InternalError(absl::StrCat("cluster state: ", js.ToString()));
 
-  size_t slash = path.rfind('/');
-  if (slash != std::string::npos && slash > 0) MakeDirs(path.substr(0, slash));
+  // The directory is private (0700) when this creates it; a failure shows
+  // as the open below failing.
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty() && std::filesystem::create_directories(dir, ec)) {
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
+  }
   std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {

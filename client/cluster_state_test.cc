@@ -1,6 +1,7 @@
 #include "client/cluster_state.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -31,6 +32,20 @@ TEST(ClusterStateTest, RoundTripsThroughTheFileAndCreatesTheDirectory) {
   EXPECT_EQ(back->coordinator_pid, 4321);
   EXPECT_EQ(back->worker_pids, (std::vector<int>{11, 22, 33}));
   EXPECT_EQ(back->up_pid, 99);
+}
+
+TEST(ClusterStateTest, TheDirectoryItCreatesIsPrivate) {
+  std::string dir = TempDir() + "/state";
+  ASSERT_TRUE(WriteClusterState(ClusterState{"127.0.0.1:1"}, dir + "/cluster.json").ok());
+  struct stat st;
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700);
+  // An existing directory keeps its mode.
+  std::string open_dir = TempDir();
+  ASSERT_EQ(::chmod(open_dir.c_str(), 0755), 0);
+  ASSERT_TRUE(WriteClusterState(ClusterState{"127.0.0.1:1"}, open_dir + "/cluster.json").ok());
+  ASSERT_EQ(::stat(open_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0755);
 }
 
 TEST(ClusterStateTest, MissingFileIsNotFoundAndGarbageNamesTheProblem) {

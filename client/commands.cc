@@ -4,14 +4,16 @@
 
 #include <chrono>
 #include <set>
+#include <string>
 #include <thread>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "client/render.h"
 #include "common/config.h"
+#include "common/flags.h"
+#include "common/job_state.h"
 #include "common/job_validate.h"
 
 namespace yoke::client {
@@ -46,64 +48,6 @@ struct Flags {
   bool follow = false;
   std::string states;
 };
-
-// Parses `args`; flags outside `allowed` (beside --output and
-// --coordinator) are usage errors. Returns "" on success, else the error.
-std::string ParseFlags(const std::vector<std::string>& args, const std::set<std::string>& allowed,
-                       Flags* f) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i];
-    std::string value;
-    bool has_value = false;
-    if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
-      size_t eq = a.find('=');
-      if (eq != std::string::npos) {
-        value = a.substr(eq + 1);
-        a = a.substr(0, eq);
-        has_value = true;
-      }
-    }
-    auto take = [&](std::string* dst) -> std::string {
-      if (has_value) {
-        *dst = value;
-        return "";
-      }
-      if (i + 1 >= args.size()) return absl::StrCat(a, " needs a value");
-      *dst = args[++i];
-      return "";
-    };
-    std::string e;
-    if (a == "--output" || a == "-o") {
-      std::string o;
-      if (!(e = take(&o)).empty()) return e;
-      if (o != "json" && o != "text") return absl::StrCat("--output: expected text or json, got '", o, "'");
-      f->json = o == "json";
-    } else if (a == "--coordinator") {
-      if (!(e = take(&f->coordinator)).empty()) return e;
-    } else if (a == "--set" && allowed.count(a)) {
-      std::string s;
-      if (!(e = take(&s)).empty()) return e;
-      f->sets.push_back(s);
-    } else if (a == "--priority" && allowed.count(a)) {
-      std::string s;
-      if (!(e = take(&s)).empty()) return e;
-      if (!absl::SimpleAtoi(s, &f->priority)) {
-        return absl::StrCat("--priority: expected an integer, got '", s, "'");
-      }
-    } else if (a == "--state" && allowed.count(a)) {
-      if (!(e = take(&f->states)).empty()) return e;
-    } else if (a == "--watch" && allowed.count(a)) {
-      f->watch = true;
-    } else if ((a == "-f" || a == "--follow") && allowed.count("--follow")) {
-      f->follow = true;
-    } else if (!a.empty() && a[0] == '-' && a != "-") {
-      return absl::StrCat("unknown flag '", args[i], "'");
-    } else {
-      f->positional.push_back(a);
-    }
-  }
-  return "";
-}
 
 void PrintError(FILE* err, const std::string& cmd, const absl::Status& s) {
   std::fprintf(err, "yoke %s: %s\n", cmd.c_str(), std::string(s.message()).c_str());
@@ -212,7 +156,7 @@ int Logs(CoordinatorClient& c, const std::string& id, const Flags& f, FILE* out,
       // The follow stream ends when the job ends; a stream cut short by a
       // restarting coordinator also ends "OK" on some transports, so check.
       auto job = c.GetJob(id);
-      if (!job.ok() || IsTerminal(job->state())) return 0;
+      if (!job.ok() || common::IsTerminal(job->state())) return 0;
       continue;
     }
     if (!(f.follow && connected && Transient(s))) {
@@ -251,11 +195,11 @@ int Watch(CoordinatorClient& c, const std::string& id, const Flags& f, FILE* out
       view.OnEvent(ev);
       return true;
     });
-    if (s.ok() && connected && IsTerminal(last.state())) break;
+    if (s.ok() && connected && common::IsTerminal(last.state())) break;
     if (s.ok()) {
       // The stream ended without a terminal event; ask directly.
       auto job = c.GetJob(id);
-      if (job.ok() && IsTerminal(job->state())) {
+      if (job.ok() && common::IsTerminal(job->state())) {
         last = *job;
         break;
       }
@@ -345,21 +289,17 @@ bool IsClusterCommand(const std::string& command) {
 
 int RunClusterCommand(const std::string& command, const std::vector<std::string>& args,
                       FILE* out, FILE* err) {
-  std::set<std::string> allowed;
   size_t want_positional = 1;
   std::string usage;
   if (command == "submit") {
-    allowed = {"--set", "--priority", "--watch"};
     usage = "submit JOB.yaml [--set path=value ...] [--priority N] [--watch]";
   } else if (command == "jobs") {
-    allowed = {"--state"};
     want_positional = 0;
     usage = "jobs [--state running,pending,...]";
   } else if (command == "workers") {
     want_positional = 0;
     usage = "workers";
   } else if (command == "logs") {
-    allowed = {"--follow"};
     usage = "logs ID [-f]";
   } else if (command == "get" || command == "watch" || command == "cancel") {
     usage = command + " ID";
@@ -368,16 +308,33 @@ int RunClusterCommand(const std::string& command, const std::vector<std::string>
     return 2;
   }
   Flags f;
-  std::string e = ParseFlags(args, allowed, &f);
-  if (e.empty() && f.positional.size() != want_positional) {
-    e = f.positional.size() > want_positional
-            ? absl::StrCat("unexpected argument '", f.positional[want_positional], "'")
-            : "missing argument";
+  common::FlagParser parser(
+      "yoke " + command,
+      absl::StrCat("usage: yoke ", usage, " [--output text|json] [--coordinator host:port]\n"));
+  parser
+      .Custom("--output,-o",
+              [&f](const std::string& o) {
+                if (o != "json" && o != "text") {
+                  return absl::InvalidArgumentError(
+                      absl::StrCat("--output: expected text or json, got '", o, "'"));
+                }
+                f.json = o == "json";
+                return absl::OkStatus();
+              })
+      .String("--coordinator", &f.coordinator);
+  if (command == "submit") {
+    parser.Strings("--set", &f.sets).Int("--priority", &f.priority).Bool("--watch", &f.watch);
+  } else if (command == "jobs") {
+    parser.String("--state", &f.states);
+  } else if (command == "logs") {
+    parser.Bool("--follow,-f", &f.follow);
   }
-  if (!e.empty()) {
-    std::fprintf(err, "yoke %s: %s\nusage: yoke %s [--output text|json] [--coordinator host:port]\n",
-                 command.c_str(), e.c_str(), usage.c_str());
-    return 2;
+  if (auto code = parser.ParseOrExitCode(args, &f.positional, out, err)) return *code;
+  if (f.positional.size() != want_positional) {
+    std::string e = f.positional.size() > want_positional
+                        ? absl::StrCat("unexpected argument '", f.positional[want_positional], "'")
+                        : "missing argument";
+    return parser.UsageError(err, e);
   }
   CoordinatorClient client(ResolveCoordinatorAddress(f.coordinator));
   if (command == "submit") return Submit(client, f, out, err);

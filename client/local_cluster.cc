@@ -16,11 +16,12 @@
 #include <sstream>
 #include <thread>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/client.h"
 #include "client/cluster_state.h"
+#include "common/flags.h"
+#include "common/self_dir.h"
 #include "common/status.h"
 
 extern char** environ;
@@ -153,54 +154,25 @@ struct UpFlags {
   int timeout_s = 90;
 };
 
-std::string ParseUpFlags(const std::vector<std::string>& args, UpFlags* f) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i], v;
-    size_t eq = a.find('=');
-    bool inline_value = a.compare(0, 2, "--") == 0 && eq != std::string::npos;
-    if (inline_value) {
-      v = a.substr(eq + 1);
-      a = a.substr(0, eq);
-    }
-    auto value = [&]() -> bool {
-      if (inline_value) return true;
-      if (i + 1 >= args.size()) return false;
-      v = args[++i];
-      return true;
-    };
-    auto int_flag = [&](int* dst, int min) -> std::string {
-      if (!value()) return absl::StrCat(a, " needs a value");
-      if (!absl::SimpleAtoi(v, dst) || *dst < min) {
-        return absl::StrCat(a, ": expected an integer >= ", min, ", got '", v, "'");
-      }
-      return "";
-    };
-    std::string e;
-    if (a == "--workers") {
-      e = int_flag(&f->workers, 1);
-    } else if (a == "--devices-per-worker") {
-      e = int_flag(&f->devices, 1);
-    } else if (a == "--port") {
-      e = int_flag(&f->port, 0);
-      if (e.empty() && f->port > 65535) e = absl::StrCat("--port: must be <= 65535, got ", f->port);
-    } else if (a == "--timeout") {
-      e = int_flag(&f->timeout_s, 1);
-    } else if (a == "--dir" || a == "--data-root" || a == "--checkpoint-root") {
-      if (!value()) return absl::StrCat(a, " needs a value");
-      if (a == "--dir") f->dir = v;
-      if (a == "--data-root") f->data_roots.push_back(v);
-      if (a == "--checkpoint-root") f->checkpoint_roots.push_back(v);
-    } else if (a == "--detach" || a == "-d") {
-      f->detach = true;
-    } else if (a == "--output" || a == "-o") {
-      if (!value() || (v != "json" && v != "text")) return "--output: expected text or json";
-      f->json = v == "json";
-    } else {
-      return absl::StrCat("unexpected argument '", args[i], "'");
-    }
-    if (!e.empty()) return e;
-  }
-  return "";
+// The parser of `yoke up`, bound to `f`.
+common::FlagParser UpParser(UpFlags* f) {
+  common::FlagParser p("yoke up", absl::StrCat("usage: yoke", kUpDownUsage));
+  p.Int("--workers", &f->workers, 1)
+      .Int("--devices-per-worker", &f->devices, 1)
+      .Int("--port", &f->port, 0, 65535)
+      .Int("--timeout", &f->timeout_s, 1)
+      .String("--dir", &f->dir)
+      .Strings("--data-root", &f->data_roots)
+      .Strings("--checkpoint-root", &f->checkpoint_roots)
+      .Bool("--detach,-d", &f->detach)
+      .Custom("--output,-o", [f](const std::string& v) {
+        if (v != "json" && v != "text") {
+          return absl::InvalidArgumentError("--output: expected text or json");
+        }
+        f->json = v == "json";
+        return absl::OkStatus();
+      });
+  return p;
 }
 
 std::string AbsolutePath(const std::string& p) {
@@ -223,16 +195,6 @@ void RemoveStateIfOurs(const std::string& path, int coordinator_pid) {
 }
 
 }  // namespace
-
-std::string SelfDir() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  buf[n] = '\0';
-  std::string p(buf);
-  size_t slash = p.rfind('/');
-  return slash == std::string::npos ? "." : p.substr(0, slash);
-}
 
 absl::StatusOr<pid_t> SpawnDaemon(const std::vector<std::string>& argv,
                                   const std::string& log_path) {
@@ -303,11 +265,13 @@ std::string LogTail(const std::string& path, int lines) {
 
 int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err) {
   UpFlags f;
-  if (std::string e = ParseUpFlags(args, &f); !e.empty()) {
-    std::fprintf(err, "yoke up: %s\nusage: yoke%s", e.c_str(), kUpDownUsage);
-    return 2;
+  common::FlagParser parser = UpParser(&f);
+  std::vector<std::string> positional;
+  if (auto code = parser.ParseOrExitCode(args, &positional, out, err)) return *code;
+  if (!positional.empty()) {
+    return parser.UsageError(err, absl::StrCat("unexpected argument '", positional[0], "'"));
   }
-  const std::string bin = SelfDir();
+  const std::string bin = common::SelfDir();
   const std::string coord_bin = bin + "/yoke-coordinator";
   const std::string worker_bin = bin + "/yoke-worker";
   for (const auto& b : {coord_bin, worker_bin}) {
@@ -503,20 +467,12 @@ int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err) {
 int RunDown(const std::vector<std::string>& args, FILE* out, FILE* err) {
   std::string dir;
   int grace_s = 10;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--dir" && i + 1 < args.size()) {
-      dir = args[++i];
-    } else if (args[i] == "--grace" && i + 1 < args.size()) {
-      if (!absl::SimpleAtoi(args[++i], &grace_s) || grace_s < 0) {
-        std::fprintf(err, "yoke down: --grace: expected seconds >= 0, got '%s'\n",
-                     args[i].c_str());
-        return 2;
-      }
-    } else {
-      std::fprintf(err, "yoke down: unexpected argument '%s'\nusage: yoke%s", args[i].c_str(),
-                   kUpDownUsage);
-      return 2;
-    }
+  common::FlagParser parser("yoke down", absl::StrCat("usage: yoke", kUpDownUsage));
+  parser.String("--dir", &dir).Int("--grace", &grace_s, 0);
+  std::vector<std::string> positional;
+  if (auto code = parser.ParseOrExitCode(args, &positional, out, err)) return *code;
+  if (!positional.empty()) {
+    return parser.UsageError(err, absl::StrCat("unexpected argument '", positional[0], "'"));
   }
   const std::string global = DefaultClusterStatePath();
   const std::string path = dir.empty() ? global : AbsolutePath(dir) + "/cluster.json";

@@ -58,9 +58,6 @@ bool ProcessIsNamed(pid_t pid, const std::string& name);
 // The last `lines` lines of the file at `path` ("" if it cannot be read).
 std::string LogTail(const std::string& path, int lines = 20);
 
-// The directory holding the running executable.
-std::string SelfDir();
-
 // `yoke up ARGS...` / `yoke down ARGS...`; return the exit code.
 int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err);
 int RunDown(const std::vector<std::string>& args, FILE* out, FILE* err);

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "client/cluster_state.h"
+#include "common/file_contents.h"
 #include "gtest/gtest.h"
 
 namespace yoke::client {
@@ -42,15 +43,7 @@ void CopyFile(const std::string& from, const std::string& to) {
   chmod(to.c_str(), 0755);
 }
 
-std::string Drain(FILE* f) {
-  std::fflush(f);
-  std::rewind(f);
-  std::string s;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) s.append(buf, n);
-  return s;
-}
+using common::FileContents;
 
 TEST(LocalClusterTest, SpawnedDaemonWritesItsLogInItsOwnSession) {
   std::string dir = TempDir();
@@ -117,8 +110,8 @@ TEST(LocalClusterTest, DownStopsTheRecordedDaemonsAndNothingElse) {
 
   FILE* out = std::tmpfile();
   FILE* err = std::tmpfile();
-  EXPECT_EQ(RunDown({"--dir", dir, "--grace", "2"}, out, err), 0) << Drain(err);
-  EXPECT_NE(Drain(out).find("stopped the cluster at 127.0.0.1:1"), std::string::npos);
+  EXPECT_EQ(RunDown({"--dir", dir, "--grace", "2"}, out, err), 0) << FileContents(err);
+  EXPECT_NE(FileContents(out).find("stopped the cluster at 127.0.0.1:1"), std::string::npos);
   // The daemons were our children here: reap what init would reap.
   for (pid_t p : {*w1, *w2, *c}) {
     waitpid(p, nullptr, WNOHANG);
@@ -132,7 +125,7 @@ TEST(LocalClusterTest, DownStopsTheRecordedDaemonsAndNothingElse) {
   // Nothing recorded any more: nothing to stop, and that is not an error.
   std::rewind(out);
   EXPECT_EQ(RunDown({}, out, err), 0);
-  EXPECT_NE(Drain(out).find("nothing to stop"), std::string::npos);
+  EXPECT_NE(FileContents(out).find("nothing to stop"), std::string::npos);
   std::fclose(out);
   std::fclose(err);
   unsetenv("YOKE_STATE_DIR");
@@ -142,7 +135,8 @@ TEST(LocalClusterTest, UpRejectsBadFlags) {
   FILE* out = std::tmpfile();
   FILE* err = std::tmpfile();
   EXPECT_EQ(RunUp({"--workers", "0"}, out, err), 2);
-  EXPECT_NE(Drain(err).find("--workers: expected an integer >= 1, got '0'"), std::string::npos);
+  EXPECT_NE(FileContents(err).find("--workers: expected an integer >= 1, got '0'"),
+            std::string::npos);
   EXPECT_EQ(RunUp({"--bogus"}, out, err), 2);
   EXPECT_EQ(RunDown({"--grace", "x"}, out, err), 2);
   std::fclose(out);

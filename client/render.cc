@@ -55,17 +55,6 @@ bool ParseJobState(const std::string& text, v1::JobState* out, std::string* erro
   return false;
 }
 
-bool IsTerminal(v1::JobState s) {
-  return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED || s == v1::JOB_CANCELLED;
-}
-
-std::string FormatDuration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  int64_t s = static_cast<int64_t>(seconds + 0.5);
-  if (s >= 3600) return absl::StrFormat("%d:%02d:%02d", s / 3600, (s / 60) % 60, s % 60);
-  return absl::StrFormat("%d:%02d", s / 60, s % 60);
-}
-
 std::string FormatAge(int64_t now_ms, int64_t then_ms) {
   if (then_ms <= 0) return "-";
   int64_t s = std::max<int64_t>(0, (now_ms - then_ms) / 1000);
@@ -183,7 +172,7 @@ std::string JobDetails(const v1::Job& job, int64_t now_ms) {
                                     "%.0f samples/s, ETA %s\n",
                                     ProgressSummary(job), p.step(), p.total_steps(), p.loss(),
                                     p.accuracy(), p.samples_per_second(),
-                                    FormatDuration(p.eta_seconds())));
+                                    common::FormatDuration(p.eta_seconds())));
   }
   for (const auto& a : job.attempts()) {
     absl::StrAppend(&out, "attempt ", a.number(), ": ", AttemptStateName(a.state()),
@@ -219,21 +208,14 @@ std::string ToJson(const google::protobuf::Message& m) {
   return out;
 }
 
-void WatchView::ClearBar() {
-  if (bar_visible_) {
-    std::fputs("\r\033[K", out_);
-    bar_visible_ = false;
-  }
-}
-
 void WatchView::Note(const std::string& line) {
-  ClearBar();
+  bar_.Clear();
   std::fprintf(out_, "%s\n", line.c_str());
   std::fflush(out_);
 }
 
 void WatchView::Close() {
-  ClearBar();
+  bar_.Clear();
   std::fflush(out_);
 }
 
@@ -243,7 +225,7 @@ void WatchView::OnEvent(const v1::JobEvent& ev) {
   // whole history, which must not print twice. They come before the state
   // line: the event that ends a job also carries its last epoch.
   for (int i = last_history_; i < job.history_size(); ++i) {
-    ClearBar();
+    bar_.Clear();
     const auto& e = job.history(i);
     std::fprintf(out_,
                  "epoch %d done: train loss %.4f acc %.4f | test loss %.4f acc %.4f | "
@@ -254,7 +236,7 @@ void WatchView::OnEvent(const v1::JobEvent& ev) {
   last_history_ = std::max(last_history_, job.history_size());
 
   if (!seen_ || job.state() != last_state_) {
-    ClearBar();
+    bar_.Clear();
     std::fprintf(out_, "%s %s%s%s\n", job.id().c_str(), JobStateName(job.state()).c_str(),
                  job.reason().empty() ? "" : ": ", job.reason().c_str());
     last_state_ = job.state();
@@ -274,23 +256,7 @@ void WatchView::OnEvent(const v1::JobEvent& ev) {
       !stale) {
     auto now = std::chrono::steady_clock::now();
     if (tty_) {
-      if (now - last_draw_ >= std::chrono::milliseconds(100)) {
-        last_draw_ = now;
-        last_step_ = p.step();
-        const int width = 24;
-        double frac = std::clamp(static_cast<double>(p.step_in_epoch()) / p.steps_per_epoch(),
-                                 0.0, 1.0);
-        int filled = static_cast<int>(frac * width);
-        std::string bar(filled, '#');
-        bar.append(width - filled, '.');
-        std::fprintf(out_,
-                     "\r\033[Kepoch %lld/%lld [%s] %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
-                     static_cast<long long>(p.epoch() + 1), static_cast<long long>(p.epochs()),
-                     bar.c_str(), static_cast<long long>(p.step_in_epoch()),
-                     static_cast<long long>(p.steps_per_epoch()), p.loss(),
-                     p.samples_per_second(), FormatDuration(p.eta_seconds()).c_str());
-        bar_visible_ = true;
-      }
+      if (bar_.Draw(common::ProgressBarText(p))) last_step_ = p.step();
     } else if (last_step_ < 0 || now - last_draw_ >= plain_interval_) {
       last_draw_ = now;
       last_step_ = p.step();
@@ -302,7 +268,7 @@ void WatchView::OnEvent(const v1::JobEvent& ev) {
                    static_cast<long long>(p.steps_per_epoch()),
                    static_cast<long long>(p.step()), static_cast<long long>(p.total_steps()),
                    p.loss(), p.accuracy(), p.samples_per_second(),
-                   FormatDuration(p.eta_seconds()).c_str());
+                   common::FormatDuration(p.eta_seconds()).c_str());
     }
   }
   std::fflush(out_);

@@ -4,8 +4,7 @@
 // form every command prints with --output json (proto field names, as in
 // the .proto files, so scripts can rely on them).
 //
-// The bar's look follows the trainer's console output (worker/progress.cc)
-// but lives here because client/ must not depend on worker/.
+// The progress bar is the trainer's (common/progress_bar.h).
 //
 // Thread-safety: the free functions are pure; a WatchView is used by one
 // thread.
@@ -18,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/progress_bar.h"
 #include "google/protobuf/message.h"
 #include "proto/yoke/v1/coordinator.pb.h"
 
@@ -29,10 +29,6 @@ std::string AttemptStateName(v1::AttemptState s);
 // Parses "running" / "RUNNING" / "JOB_RUNNING"; INVALID_ARGUMENT-style
 // message in *error listing the known names when unknown.
 bool ParseJobState(const std::string& text, v1::JobState* out, std::string* error);
-bool IsTerminal(v1::JobState s);
-
-// "1:02:03" / "4:05"; "?" for a negative or non-finite value.
-std::string FormatDuration(double seconds);
 // Compact age of `then_ms` at `now_ms`: "12s", "5m", "3h", "2d"; "-" when
 // then_ms is 0 (unset).
 std::string FormatAge(int64_t now_ms, int64_t then_ms);
@@ -84,11 +80,10 @@ class WatchView {
   void Close();
 
  private:
-  void ClearBar();
   FILE* out_;
   bool tty_;
   std::chrono::milliseconds plain_interval_;
-  bool bar_visible_ = false;
+  common::RedrawnLine bar_{out_};
   bool seen_ = false;
   v1::JobState last_state_ = v1::JOB_STATE_UNSPECIFIED;
   int last_history_ = 0;

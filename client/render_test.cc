@@ -2,20 +2,13 @@
 
 #include <cstdio>
 
+#include "common/file_contents.h"
 #include "gtest/gtest.h"
 
 namespace yoke::client {
 namespace {
 
-std::string Drain(FILE* f) {
-  std::fflush(f);
-  std::rewind(f);
-  std::string s;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) s.append(buf, n);
-  return s;
-}
+using common::FileContents;
 
 TEST(RenderTest, TableColumnsAreAsWideAsTheirWidestCell) {
   std::string t = FormatTable({{"ID", "STATE", "REASON"}, {"job-10", "RUNNING", ""},
@@ -35,9 +28,6 @@ TEST(RenderTest, AgesAndDurations) {
   EXPECT_EQ(FormatAge(now, now - 3 * 3'600'000), "3h");
   EXPECT_EQ(FormatAge(now, now - 3 * 86'400'000LL), "3d");
   EXPECT_EQ(FormatAge(now, now + 5'000), "0s");  // clock skew never goes negative
-  EXPECT_EQ(FormatDuration(65), "1:05");
-  EXPECT_EQ(FormatDuration(3723), "1:02:03");
-  EXPECT_EQ(FormatDuration(-1), "?");
 }
 
 TEST(RenderTest, ParsesJobStatesAndListsTheKnownOnes) {
@@ -124,7 +114,7 @@ TEST(RenderTest, WatchViewPrintsStatesAndEachEpochOnce) {
   ev.mutable_job()->set_state(v1::JOB_SUCCEEDED);
   view.OnEvent(ev);
   view.Close();
-  std::string out = Drain(f);
+  std::string out = FileContents(f);
   std::fclose(f);
   EXPECT_EQ(out,
             "job-7 PENDING: needs 1 cpu\n"

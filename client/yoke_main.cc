@@ -6,7 +6,7 @@
 //   yoke up | down                                               (local_cluster.h)
 //   yoke version
 //
-// The client depends only on proto/ and common/ (see ARCHITECTURE.md), so
+// The client depends only on proto/ and common/ (see docs/architecture.md), so
 // `train` runs the trainer binary `yoke-trainer`, found next to this one,
 // rather than linking the engine; likewise `up` runs yoke-coordinator and
 // yoke-worker from the same directory.
@@ -21,7 +21,9 @@
 #include "client/commands.h"
 #include "client/local_cluster.h"
 #include "common/config.h"
+#include "common/flags.h"
 #include "common/job_validate.h"
+#include "common/self_dir.h"
 
 namespace {
 
@@ -44,7 +46,7 @@ void PrintUsage(FILE* f) {
   std::fputs(yoke::client::kUpDownUsage, f);
 }
 
-using yoke::client::SelfDir;
+using yoke::common::SelfDir;
 
 int Train(int argc, char** argv) {
   std::string trainer = SelfDir() + "/yoke-trainer";
@@ -64,26 +66,23 @@ int Train(int argc, char** argv) {
 }
 
 int Validate(int argc, char** argv) {
-  std::string file, output;
-  std::vector<std::string> overrides;
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--set" && i + 1 < argc) {
-      overrides.push_back(argv[++i]);
-    } else if ((a == "--output" || a == "-o") && i + 1 < argc) {
-      output = argv[++i];
-    } else if (!a.empty() && a[0] != '-' && file.empty()) {
-      file = a;
-    } else {
-      std::fprintf(stderr, "yoke validate: unexpected argument '%s'\n", a.c_str());
-      return 2;
-    }
+  std::string output;
+  std::vector<std::string> overrides, files;
+  yoke::common::FlagParser parser(
+      "yoke validate", "usage: yoke validate JOB.yaml [--set path=value ...] [--output yaml]\n");
+  parser.Strings("--set", &overrides).String("--output,-o", &output);
+  if (auto code = parser.ParseOrExitCode(yoke::common::ArgsOf(argc - 1, argv + 1), &files)) {
+    return *code;
   }
-  if (file.empty()) {
-    std::fputs("usage: yoke validate JOB.yaml [--set path=value ...] [--output yaml]\n",
-               stderr);
+  if (files.size() > 1) {
+    std::fprintf(stderr, "yoke validate: unexpected argument '%s'\n", files[1].c_str());
     return 2;
   }
+  if (files.empty()) {
+    std::fputs(parser.usage().c_str(), stderr);
+    return 2;
+  }
+  const std::string& file = files[0];
   auto spec = yoke::common::LoadJobSpecFile(file, overrides);
   absl::Status s = spec.ok() ? yoke::common::ValidateJobSpec(*spec) : spec.status();
   if (!s.ok()) {

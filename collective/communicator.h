@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -86,6 +87,22 @@ class Work {
   virtual bool IsCompleted() = 0;
   // The op's sequence number on its communicator.
   virtual int64_t seq() const = 0;
+};
+
+// A Work that failed before it was issued (bad arguments, a communicator
+// already broken): Wait returns `status` at once. `seq` is the op's, or 0
+// when it never got one.
+class FailedWork final : public Work {
+ public:
+  explicit FailedWork(absl::Status status, int64_t seq = 0)
+      : status_(std::move(status)), seq_(seq) {}
+  absl::Status Wait() override { return status_; }
+  bool IsCompleted() override { return true; }
+  int64_t seq() const override { return seq_; }
+
+ private:
+  absl::Status status_;
+  int64_t seq_;
 };
 
 class Communicator {

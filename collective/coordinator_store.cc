@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 
@@ -12,10 +13,6 @@ namespace {
 // How long past the server-side wait the client deadline reaches, so the
 // server's DEADLINE_EXCEEDED (which names the key) arrives before ours.
 constexpr absl::Duration kRpcSlack = absl::Seconds(5);
-
-absl::Status FromGrpc(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
 
 // Runs `call` (one RPC with the given deadline) until it returns anything but
 // UNAVAILABLE or `give_up` passes, sleeping with exponential backoff between
@@ -65,7 +62,7 @@ absl::Status CoordinatorStore::Set(absl::string_view key, absl::string_view valu
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(std::max(give_up, absl::Now() + absl::Seconds(1))));
     v1::KvPutResponse resp;
-    return FromGrpc(stub_->Put(&ctx, req, &resp));
+    return common::FromGrpcStatus(stub_->Put(&ctx, req, &resp));
   });
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat("set ", Where(key), ": ", s.message()));
@@ -87,7 +84,7 @@ absl::StatusOr<std::string> CoordinatorStore::Get(absl::string_view key, absl::D
     req.set_timeout_ms(absl::ToInt64Milliseconds(left));
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + left + kRpcSlack));
-    return FromGrpc(stub_->Get(&ctx, req, &resp));
+    return common::FromGrpcStatus(stub_->Get(&ctx, req, &resp));
   });
   if (s.ok()) return std::move(*resp.mutable_value());
   return absl::Status(s.code(), absl::StrCat("get ", Where(key), " (timeout ",

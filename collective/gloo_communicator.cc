@@ -339,18 +339,6 @@ class GlooWork : public Work {
   std::shared_ptr<Op> op_;
 };
 
-// A Work that failed before it was issued (bad arguments): it has no seq.
-class FailedWork : public Work {
- public:
-  explicit FailedWork(absl::Status s) : status_(std::move(s)) {}
-  absl::Status Wait() override { return status_; }
-  bool IsCompleted() override { return true; }
-  int64_t seq() const override { return 0; }
-
- private:
-  absl::Status status_;
-};
-
 absl::Status CheckCpu(const char* op, const char* arg, const Buffer& b) {
   if (b.device != DeviceKind::kCpu) {
     return absl::InvalidArgumentError(

@@ -54,18 +54,6 @@ struct NcclOp {
   absl::Status status;
 };
 
-class FailedWork : public Work {
- public:
-  FailedWork(absl::Status s, int64_t seq) : status_(std::move(s)), seq_(seq) {}
-  absl::Status Wait() override { return status_; }
-  bool IsCompleted() override { return true; }
-  int64_t seq() const override { return seq_; }
-
- private:
-  absl::Status status_;
-  int64_t seq_;
-};
-
 class NcclComm;
 
 class NcclWork : public Work {

@@ -31,10 +31,10 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/config.h"
+#include "common/daemon_config.h"
+#include "common/flags.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "proto/yoke/v1/config.pb.h"
@@ -42,7 +42,6 @@
 #include "server/grpc_service.h"
 #include "server/sqlite_job_store.h"
 #include "spdlog/spdlog.h"
-#include "yaml-cpp/yaml.h"
 
 namespace {
 
@@ -50,45 +49,18 @@ constexpr char kDefaultListen[] = "127.0.0.1:7070";
 constexpr char kDefaultStore[] = "yoke-coordinator.db";
 constexpr int64_t kDefaultDeadlineMs = 10000;
 
-void Usage(FILE* f) {
-  std::fputs(
-      "usage: yoke-coordinator [--config FILE] [--listen HOST:PORT] [--store PATH]\n"
-      "                        [--heartbeat-deadline DURATION] [--data-root DIR ...]\n"
-      "                        [--checkpoint-root DIR ...] [--log-level LEVEL]\n",
-      f);
-}
+constexpr char kUsage[] =
+    "usage: yoke-coordinator [--config FILE] [--listen HOST:PORT] [--store PATH]\n"
+    "                        [--heartbeat-deadline DURATION] [--data-root DIR ...]\n"
+    "                        [--checkpoint-root DIR ...] [--log-level LEVEL]\n";
 
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "yoke-coordinator: %s\n", message.c_str());
   return code;
 }
 
-// "10s", "250ms", "1m" or a plain number of milliseconds; must be > 0.
-bool ParseDuration(const std::string& text, absl::Duration* out) {
-  int64_t ms;
-  if (absl::SimpleAtoi(text, &ms)) {
-    *out = absl::Milliseconds(ms);
-  } else if (!absl::ParseDuration(text, out)) {
-    return false;
-  }
-  return *out > absl::ZeroDuration();
-}
-
-absl::Status LoadConfig(const std::string& path, yoke::v1::CoordinatorConfig* cfg) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open config file"));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ":", e.mark.line + 1, ":",
-                                                   e.mark.column + 1,
-                                                   ": YAML syntax error: ", e.msg));
-  }
-  return yoke::common::Annotate(yoke::common::YamlToProto(root, cfg, ""), path);
-}
-
-absl::Status CheckRoots(const char* field, const google::protobuf::RepeatedPtrField<std::string>& roots) {
+absl::Status CheckRoots(const char* field,
+                        const google::protobuf::RepeatedPtrField<std::string>& roots) {
   for (int i = 0; i < roots.size(); ++i) {
     if (roots[i].empty() || roots[i][0] != '/') {
       return absl::InvalidArgumentError(
@@ -104,51 +76,28 @@ int main(int argc, char** argv) {
   std::string config_path, listen, store_path, log_level;
   absl::Duration deadline = absl::ZeroDuration();
   std::vector<std::string> data_roots, checkpoint_roots;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    std::string v;
-    bool has_inline = false;
-    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
-      v = a.substr(a.find('=') + 1);
-      a = a.substr(0, a.find('='));
-      has_inline = true;
-    }
-    if (a == "-h" || a == "--help") {
-      Usage(stdout);
-      return 0;
-    }
-    if (a != "--config" && a != "--listen" && a != "--store" && a != "--heartbeat-deadline" &&
-        a != "--data-root" && a != "--checkpoint-root" && a != "--log-level") {
-      Usage(stderr);
-      return Fail(2, absl::StrCat("unknown argument '", argv[i], "'"));
-    }
-    if (!has_inline) {
-      if (i + 1 >= argc) return Fail(2, a + " needs a value");
-      v = argv[++i];
-    }
-    if (a == "--config") {
-      config_path = v;
-    } else if (a == "--listen") {
-      listen = v;
-    } else if (a == "--store") {
-      store_path = v;
-    } else if (a == "--heartbeat-deadline") {
-      if (!ParseDuration(v, &deadline)) {
-        return Fail(2, absl::StrCat("--heartbeat-deadline: expected a duration > 0 such as 10s, "
-                                    "got '", v, "'"));
-      }
-    } else if (a == "--data-root") {
-      data_roots.push_back(v);
-    } else if (a == "--checkpoint-root") {
-      checkpoint_roots.push_back(v);
-    } else if (a == "--log-level") {
-      log_level = v;
-    }
+  yoke::common::FlagParser parser("yoke-coordinator", kUsage);
+  parser.String("--config", &config_path)
+      .String("--listen", &listen)
+      .String("--store", &store_path)
+      .Duration("--heartbeat-deadline", &deadline, absl::Nanoseconds(1),
+                "a duration > 0 such as 10s")
+      .Strings("--data-root", &data_roots)
+      .Strings("--checkpoint-root", &checkpoint_roots)
+      .String("--log-level", &log_level);
+  std::vector<std::string> positional;
+  if (auto code = parser.ParseOrExitCode(yoke::common::ArgsOf(argc, argv), &positional)) {
+    return *code;
+  }
+  if (!positional.empty()) {
+    return parser.UsageError(stderr, absl::StrCat("unexpected argument '", positional[0], "'"));
   }
 
   yoke::v1::CoordinatorConfig cfg;
   if (!config_path.empty()) {
-    if (absl::Status s = LoadConfig(config_path, &cfg); !s.ok()) return Fail(2, s.ToString());
+    if (absl::Status s = yoke::common::LoadDaemonConfig(config_path, &cfg); !s.ok()) {
+      return Fail(2, s.ToString());
+    }
   }
   if (!listen.empty()) cfg.set_listen(listen);
   if (!store_path.empty()) cfg.set_store_path(store_path);

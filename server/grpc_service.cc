@@ -3,12 +3,15 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "spdlog/spdlog.h"
 
 namespace yoke::server {
 namespace {
+
+using common::ToGrpcStatus;
 
 // How often a waiting stream or rendezvous Get looks at cancellation.
 constexpr absl::Duration kPoll = absl::Milliseconds(250);
@@ -24,12 +27,6 @@ grpc::Status Stopping() {
 }
 
 }  // namespace
-
-grpc::Status ToGrpcStatus(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  // absl and gRPC share the canonical code numbers.
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
 
 // ------------------------------------------------------------------ Coordinator
 

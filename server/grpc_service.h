@@ -36,8 +36,6 @@
 
 namespace yoke::server {
 
-grpc::Status ToGrpcStatus(const absl::Status& s);
-
 class CoordinatorService final : public v1::Coordinator::Service {
  public:
   explicit CoordinatorService(Coordinator* c) : c_(c) {}

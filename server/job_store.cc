@@ -9,10 +9,6 @@
 
 namespace yoke::server {
 
-bool IsTerminal(v1::JobState state) {
-  return state == v1::JOB_SUCCEEDED || state == v1::JOB_FAILED || state == v1::JOB_CANCELLED;
-}
-
 std::string FormatJobId(int64_t n) { return absl::StrFormat("job-%06d", n); }
 
 int ClampPageSize(int requested) {

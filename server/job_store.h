@@ -32,11 +32,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/job_state.h"
 #include "proto/yoke/v1/coordinator.pb.h"
 
 namespace yoke::server {
 
-bool IsTerminal(v1::JobState state);
+// One definition, shared with the CLI.
+using common::IsTerminal;
 
 struct JobListQuery {
   std::vector<v1::JobState> states;  // empty: every state

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/config.h"
+#include "common/grpc_status.h"
 #include "common/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/yoke/v1/coordinator.grpc.pb.h"
@@ -18,12 +19,6 @@ namespace yoke::worker {
 namespace {
 
 // ------------------------------------------------------------ gRPC client
-
-absl::Status FromGrpc(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  // grpc::StatusCode and absl::StatusCode share the canonical numbering.
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
 
 class GrpcCoordinatorClient final : public CoordinatorClient {
  public:
@@ -44,7 +39,7 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
     grpc::ClientContext ctx;
     ctx.set_deadline(Deadline());
     v1::RegisterWorkerResponse response;
-    absl::Status s = FromGrpc(stub_->RegisterWorker(&ctx, request, &response));
+    absl::Status s = common::FromGrpcStatus(stub_->RegisterWorker(&ctx, request, &response));
     if (!s.ok()) return s;
     return response;
   }
@@ -53,7 +48,7 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
     grpc::ClientContext ctx;
     ctx.set_deadline(Deadline());
     v1::HeartbeatResponse response;
-    absl::Status s = FromGrpc(stub_->Heartbeat(&ctx, request, &response));
+    absl::Status s = common::FromGrpcStatus(stub_->Heartbeat(&ctx, request, &response));
     if (!s.ok()) return s;
     return response;
   }

@@ -1,51 +1,20 @@
 #include "worker/progress.h"
 
-#include <cmath>
 
-#include "absl/strings/str_format.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace yoke::worker {
 
-std::string FormatDuration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  int64_t s = static_cast<int64_t>(seconds + 0.5);
-  if (s >= 3600) return absl::StrFormat("%d:%02d:%02d", s / 3600, (s / 60) % 60, s % 60);
-  return absl::StrFormat("%d:%02d", s / 60, s % 60);
-}
-
-void ConsoleProgress::ClearBar() {
-  if (bar_visible_) {
-    std::fputs("\r\033[K", out_);
-    bar_visible_ = false;
-  }
-}
-
 void ConsoleProgress::OnInfo(const std::string& line) {
-  ClearBar();
+  bar_.Clear();
   std::fprintf(out_, "%s\n", line.c_str());
   std::fflush(out_);
 }
 
 void ConsoleProgress::OnStep(const v1::StepProgress& p) {
   if (tty_) {
-    auto now = std::chrono::steady_clock::now();
-    bool last = p.step_in_epoch() == p.steps_per_epoch();
-    if (!last && now - last_draw_ < std::chrono::milliseconds(100)) return;
-    last_draw_ = now;
-    const int width = 24;
-    double frac = p.steps_per_epoch() > 0
-                      ? static_cast<double>(p.step_in_epoch()) / p.steps_per_epoch()
-                      : 0.0;
-    int filled = static_cast<int>(frac * width);
-    std::string bar(filled, '#');
-    bar.append(width - filled, '.');
-    std::fprintf(out_, "\r\033[Kepoch %lld/%lld [%s] %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
-                 static_cast<long long>(p.epoch() + 1), static_cast<long long>(p.epochs()),
-                 bar.c_str(), static_cast<long long>(p.step_in_epoch()),
-                 static_cast<long long>(p.steps_per_epoch()), p.loss(),
-                 p.samples_per_second(), FormatDuration(p.eta_seconds()).c_str());
-    bar_visible_ = true;
+    // The last step of an epoch is always drawn, so the bar ends full.
+    if (!bar_.Draw(common::ProgressBarText(p), p.step_in_epoch() == p.steps_per_epoch())) return;
   } else {
     std::fprintf(out_,
                  "epoch %lld/%lld step %lld/%lld (global %lld)  loss %.4f  acc %.4f  "
@@ -54,13 +23,13 @@ void ConsoleProgress::OnStep(const v1::StepProgress& p) {
                  static_cast<long long>(p.step_in_epoch()),
                  static_cast<long long>(p.steps_per_epoch()),
                  static_cast<long long>(p.step()), p.loss(), p.accuracy(), p.lr(),
-                 p.samples_per_second(), FormatDuration(p.eta_seconds()).c_str());
+                 p.samples_per_second(), common::FormatDuration(p.eta_seconds()).c_str());
   }
   std::fflush(out_);
 }
 
 void ConsoleProgress::OnEpoch(const v1::EpochResult& e) {
-  ClearBar();
+  bar_.Clear();
   std::fprintf(out_,
                "epoch %lld done: train loss %.4f acc %.4f | test loss %.4f acc %.4f | "
                "%.0f samples/s, %.1fs\n",
@@ -70,7 +39,7 @@ void ConsoleProgress::OnEpoch(const v1::EpochResult& e) {
 }
 
 void ConsoleProgress::OnFinish(const v1::TrainResult& r) {
-  ClearBar();
+  bar_.Clear();
   std::fprintf(out_,
                "finished: %lld epochs, %lld steps | test accuracy %.4f, test loss %.4f | "
                "%.0f samples/s (training) | peak memory %.0f MiB%s%s\n",

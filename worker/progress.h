@@ -2,7 +2,7 @@
 //
 // The trainer calls a ProgressSink on every logged step, at the end of every
 // epoch, and once with the final result. ConsoleProgress renders for people:
-// a redrawn one-line bar on a terminal, or plain log lines otherwise (a file,
+// a redrawn one-line bar on a terminal (common/progress_bar.h), or plain log lines otherwise (a file,
 // a pipe, CI). EventProgress writes the machine-readable form the worker
 // daemon reads from a child trainer: one v1::TrainerEvent per line, as JSON.
 // TeeProgress sends every event to two sinks.
@@ -11,10 +11,10 @@
 #ifndef YOKE_WORKER_PROGRESS_H_
 #define YOKE_WORKER_PROGRESS_H_
 
-#include <chrono>
 #include <cstdio>
 #include <string>
 
+#include "common/progress_bar.h"
 #include "proto/yoke/v1/metrics.pb.h"
 
 namespace yoke::worker {
@@ -33,18 +33,16 @@ class ConsoleProgress final : public ProgressSink {
  public:
   // Writes to `out`. When `tty` is true the step line is redrawn in place
   // (at most 10 times a second); otherwise one line per logged step.
-  ConsoleProgress(FILE* out, bool tty) : out_(out), tty_(tty) {}
+  ConsoleProgress(FILE* out, bool tty) : out_(out), tty_(tty), bar_(out) {}
   void OnInfo(const std::string& line) override;
   void OnStep(const v1::StepProgress& p) override;
   void OnEpoch(const v1::EpochResult& e) override;
   void OnFinish(const v1::TrainResult& r) override;
 
  private:
-  void ClearBar();
   FILE* out_;
   bool tty_;
-  bool bar_visible_ = false;
-  std::chrono::steady_clock::time_point last_draw_{};
+  common::RedrawnLine bar_;  // the step line, on a terminal
 };
 
 // Writes each event as one line of JSON, a v1::TrainerEvent with snake_case
@@ -82,9 +80,6 @@ class TeeProgress final : public ProgressSink {
 // One line of JSON (no trailing newline) for `event`, as EventProgress writes
 // it.
 std::string TrainerEventToJson(const v1::TrainerEvent& event);
-
-// "1:02:03" / "4:05".
-std::string FormatDuration(double seconds);
 
 }  // namespace yoke::worker
 

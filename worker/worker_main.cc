@@ -22,67 +22,31 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/config.h"
+#include "common/daemon_config.h"
+#include "common/flags.h"
 #include "common/logging.h"
+#include "common/self_dir.h"
 #include "common/status.h"
 #include "proto/yoke/v1/config.pb.h"
 #include "worker/daemon.h"
 #include "worker/devices.h"
-#include "yaml-cpp/yaml.h"
 
 namespace {
 
 constexpr char kDefaultCoordinator[] = "127.0.0.1:7070";
 
-void Usage(FILE* f) {
-  std::fputs(
-      "usage: yoke-worker [--config FILE] [--coordinator HOST:PORT] [--cpu-replicas N]\n"
-      "                   [--work-dir DIR] [--trainer PATH] [--stop-grace DURATION]\n"
-      "                   [--heartbeat-interval DURATION] [--log-level LEVEL] [--no-cuda]\n",
-      f);
-}
+constexpr char kUsage[] =
+    "usage: yoke-worker [--config FILE] [--coordinator HOST:PORT] [--cpu-replicas N]\n"
+    "                   [--work-dir DIR] [--trainer PATH] [--stop-grace DURATION]\n"
+    "                   [--heartbeat-interval DURATION] [--log-level LEVEL] [--no-cuda]\n";
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "yoke-worker: %s\n", message.c_str());
   return 2;
-}
-
-std::string SelfDir() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  buf[n] = '\0';
-  std::string p(buf);
-  return p.substr(0, p.rfind('/'));
-}
-
-// "10s", "250ms", "1m" or a plain number of milliseconds.
-bool ParseDurationFlag(const std::string& text, absl::Duration* out) {
-  int64_t ms;
-  if (absl::SimpleAtoi(text, &ms)) {
-    *out = absl::Milliseconds(ms);
-  } else if (!absl::ParseDuration(text, out)) {
-    return false;
-  }
-  return *out >= absl::ZeroDuration();
-}
-
-absl::Status LoadConfig(const std::string& path, yoke::v1::WorkerConfig* cfg) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open config file"));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ":", e.mark.line + 1, ":",
-                                                   e.mark.column + 1,
-                                                   ": YAML syntax error: ", e.msg));
-  }
-  return yoke::common::Annotate(yoke::common::YamlToProto(root, cfg, ""), path);
 }
 
 // Turns SIGTERM/SIGINT into a graceful shutdown. The signals are blocked in
@@ -107,65 +71,28 @@ int main(int argc, char** argv) {
   bool no_cuda = false;
   absl::Duration stop_grace = absl::InfiniteDuration();
   absl::Duration heartbeat = absl::InfiniteDuration();
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    std::string v;
-    bool has_inline = false;
-    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
-      v = a.substr(a.find('=') + 1);
-      a = a.substr(0, a.find('='));
-      has_inline = true;
-    }
-    auto value = [&]() -> bool {
-      if (has_inline) return true;
-      if (i + 1 >= argc) return false;
-      v = argv[++i];
-      return true;
-    };
-    if (a == "-h" || a == "--help") {
-      Usage(stdout);
-      return 0;
-    } else if (a == "--no-cuda") {
-      no_cuda = true;
-      continue;
-    }
-    if (a != "--config" && a != "--coordinator" && a != "--cpu-replicas" && a != "--work-dir" &&
-        a != "--trainer" && a != "--stop-grace" && a != "--heartbeat-interval" &&
-        a != "--log-level") {
-      Usage(stderr);
-      return Fail(absl::StrCat("unknown argument '", argv[i], "'"));
-    }
-    if (!value()) return Fail(a + " needs a value");
-    if (a == "--config") {
-      config_path = v;
-    } else if (a == "--coordinator") {
-      coordinator = v;
-    } else if (a == "--cpu-replicas") {
-      if (!absl::SimpleAtoi(v, &cpu_replicas) || cpu_replicas < 0 || cpu_replicas > 1024) {
-        return Fail(absl::StrCat("--cpu-replicas: must be an integer in [0, 1024], got '", v,
-                                 "'"));
-      }
-    } else if (a == "--work-dir") {
-      work_dir = v;
-    } else if (a == "--trainer") {
-      trainer = v;
-    } else if (a == "--stop-grace") {
-      if (!ParseDurationFlag(v, &stop_grace)) {
-        return Fail(absl::StrCat("--stop-grace: expected a duration like 10s, got '", v, "'"));
-      }
-    } else if (a == "--heartbeat-interval") {
-      if (!ParseDurationFlag(v, &heartbeat) || heartbeat <= absl::ZeroDuration()) {
-        return Fail(absl::StrCat(
-            "--heartbeat-interval: expected a positive duration like 1s, got '", v, "'"));
-      }
-    } else if (a == "--log-level") {
-      log_level = v;
-    }
+  yoke::common::FlagParser parser("yoke-worker", kUsage);
+  parser.String("--config", &config_path)
+      .String("--coordinator", &coordinator)
+      .Int("--cpu-replicas", &cpu_replicas, 0, 1024)
+      .String("--work-dir", &work_dir)
+      .String("--trainer", &trainer)
+      .Duration("--stop-grace", &stop_grace, absl::ZeroDuration(), "a duration like 10s")
+      .Duration("--heartbeat-interval", &heartbeat, absl::Nanoseconds(1),
+                "a positive duration like 1s")
+      .String("--log-level", &log_level)
+      .Bool("--no-cuda", &no_cuda);
+  std::vector<std::string> positional;
+  if (auto code = parser.ParseOrExitCode(yoke::common::ArgsOf(argc, argv), &positional)) {
+    return *code;
+  }
+  if (!positional.empty()) {
+    return parser.UsageError(stderr, absl::StrCat("unexpected argument '", positional[0], "'"));
   }
 
   yoke::v1::WorkerConfig cfg;
   if (!config_path.empty()) {
-    absl::Status s = LoadConfig(config_path, &cfg);
+    absl::Status s = yoke::common::LoadDaemonConfig(config_path, &cfg);
     if (!s.ok()) return Fail(std::string(s.message()));
   }
   if (!coordinator.empty()) cfg.set_coordinator(coordinator);
@@ -184,7 +111,7 @@ int main(int argc, char** argv) {
   if (cfg.coordinator().empty()) cfg.set_coordinator(kDefaultCoordinator);
   if (cfg.cpu_replicas() == 0 && cpu_replicas != 0) cfg.set_cpu_replicas(1);
   if (cfg.work_dir().empty()) cfg.set_work_dir("yoke-work");
-  if (cfg.trainer_path().empty()) cfg.set_trainer_path(SelfDir() + "/yoke-trainer");
+  if (cfg.trainer_path().empty()) cfg.set_trainer_path(yoke::common::SelfDir() + "/yoke-trainer");
   if (cfg.log_level().empty()) cfg.set_log_level("info");
   if (cfg.heartbeat_interval_ms() <= 0) cfg.set_heartbeat_interval_ms(1000);
   if (cfg.stop_grace_ms() <= 0 && stop_grace == absl::InfiniteDuration()) {
