@@ -6,9 +6,17 @@
 //                 --coordinator HOST:PORT --job-id ID --attempt A
 //                 --gloo-hostname ADDR]
 //   yoke-trainer --resume CKPT [...]      (spec taken from the checkpoint)
+//   yoke-trainer --spec-file FILE|- [...] (a serialized v1::JobSpec)
 //
-// `yoke train` runs this binary, and the worker daemon runs it once per
-// attempt. Human-readable progress goes to stdout (a redrawn bar on a
+// `yoke train` runs this binary on a YAML file, and the worker daemon runs
+// it once per attempt with --spec-file (the spec as the coordinator sent it,
+// serialized; "-" reads it from stdin). A YAML spec, or the one in a
+// checkpoint, is validated here (common::ValidateJobSpec); a --spec-file
+// spec was validated where it was submitted, so only what depends on this
+// machine is checked: that the file is a regular file of at most 16 MiB
+// holding a JobSpec, and the data and checkpoint files it names.
+//
+// Human-readable progress goes to stdout (a redrawn bar on a
 // terminal, log lines otherwise); with --output json or events it goes to
 // stderr instead. json: stdout's last line is the TrainResult as one JSON
 // object. events: stdout carries one v1::TrainerEvent per line as JSON
@@ -41,6 +49,8 @@
 #include "absl/strings/str_cat.h"
 #include "collective/store.h"
 #include "common/config.h"
+#include "common/job_spec_binary.h"
+#include "common/job_validate.h"
 #include "common/logging.h"
 #include "engine/checkpoint.h"
 #include "google/protobuf/util/json_util.h"
@@ -64,7 +74,9 @@ void Usage(FILE* f) {
       "                  [--world-size N --rank R --replicas K\n"
       "                   --coordinator HOST:PORT --job-id ID --attempt A\n"
       "                   --gloo-hostname ADDR]\n"
-      "       yoke train --resume CHECKPOINT   (continue with the checkpoint's own spec)\n",
+      "       yoke train --resume CHECKPOINT   (continue with the checkpoint's own spec)\n"
+      "       yoke train --spec-file FILE|- [...]  (a serialized JobSpec, as the worker\n"
+      "                                           daemon writes it; - reads stdin)\n",
       f);
 }
 
@@ -91,7 +103,7 @@ bool ParseInt(const char* text, int* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string job_file, resume, output = "text", log_level = "warn";
+  std::string job_file, spec_file, resume, output = "text", log_level = "warn";
   std::string coordinator, job_id, gloo_hostname = "127.0.0.1";
   int rank = 0, world_size = 1, replicas = 1, attempt = 0;
   bool bad_number = false;
@@ -118,6 +130,12 @@ int main(int argc, char** argv) {
       const char* v = value("--resume");
       if (!v) return 2;
       resume = v;
+    } else if (a == "--spec-file") {
+      const char* v = value("--spec-file");
+      if (!v) return 2;
+      spec_file = v;
+    } else if (a.rfind("--spec-file=", 0) == 0) {
+      spec_file = a.substr(12);
     } else if (a == "--output" || a == "-o") {
       const char* v = value("--output");
       if (!v) return 2;
@@ -180,14 +198,26 @@ int main(int argc, char** argv) {
                              "needs --coordinator HOST:PORT and --job-id to rendezvous"),
                 2);
   }
-  if (job_file.empty() && resume.empty()) {
+  if (!spec_file.empty() && !job_file.empty()) {
+    return Fail(absl::StrCat("give a job file ('", job_file, "') or --spec-file ('", spec_file,
+                             "'), not both"),
+                2);
+  }
+  if (!spec_file.empty() && !overrides.empty()) {
+    return Fail("--set needs a YAML job file; --spec-file takes the spec as it is", 2);
+  }
+  if (job_file.empty() && spec_file.empty() && resume.empty()) {
     Usage(stderr);
     return 2;
   }
   yoke::common::InitLogging("yoke-trainer", log_level);
 
   yoke::v1::JobSpec spec;
-  if (!job_file.empty()) {
+  if (!spec_file.empty()) {
+    auto spec_or = yoke::common::ReadJobSpecFile(spec_file);
+    if (!spec_or.ok()) return Fail(spec_or.status(), 2);
+    spec = *std::move(spec_or);
+  } else if (!job_file.empty()) {
     auto spec_or = yoke::common::LoadJobSpecFile(job_file, overrides);
     if (!spec_or.ok()) return Fail(spec_or.status(), 2);
     spec = *std::move(spec_or);
@@ -200,6 +230,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (spec_file.empty()) {
+    absl::Status valid = yoke::common::ValidateJobSpec(spec);
+    if (!valid.ok()) return Fail(valid, 2);
+  }
 
   FILE* human = output == "text" ? stdout : stderr;
   yoke::worker::ConsoleProgress console(human, isatty(fileno(human)) != 0);
@@ -207,6 +241,7 @@ int main(int argc, char** argv) {
   // All ranks in this process: they rendezvous in memory.
   yoke::collective::InMemoryStore local_store;
   yoke::worker::TrainerOptions opts;
+  opts.spec_validated = true;  // above, or where it was submitted (--spec-file)
   opts.resume = resume;
   opts.world_size = world_size;
   opts.first_rank = rank;
