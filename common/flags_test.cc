@@ -1,0 +1,235 @@
+#include "common/flags.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace yoke::common {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+// The flags of a trainer-like program: a job file, repeated --set, strings,
+// ints and a switch.
+struct Vars {
+  std::vector<std::string> sets;
+  std::string output = "text";
+  std::string resume;
+  int rank = 0;
+  bool watch = false;
+};
+
+FlagParser MakeParser(Vars* v) {
+  FlagParser p("prog", "usage: prog JOB.yaml [--set path=value ...]\n");
+  p.Strings("--set", &v->sets)
+      .String("--output,-o", &v->output)
+      .String("--resume", &v->resume)
+      .Int("--rank", &v->rank, 0)
+      .Bool("--watch", &v->watch);
+  return p;
+}
+
+TEST(FlagParserTest, RepeatedFlagsAccumulateInOrderInBothForms) {
+  Vars v;
+  auto r = MakeParser(&v).Parse({"--set", "a=1", "--set=b=2", "--set", "c=3"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(v.sets, ElementsAre("a=1", "b=2", "c=3"));
+}
+
+TEST(FlagParserTest, EqualsAndSeparateValueFormsAndAliases) {
+  Vars v;
+  auto r = MakeParser(&v).Parse({"--output=json", "--resume", "ck.bin", "--rank=3"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(v.output, "json");
+  EXPECT_EQ(v.resume, "ck.bin");
+  EXPECT_EQ(v.rank, 3);
+  // A later occurrence of a single-valued flag replaces it; -o is --output.
+  r = MakeParser(&v).Parse({"--output", "json", "-o", "events"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(v.output, "events");
+  // An '=' inside the value stays in the value.
+  r = MakeParser(&v).Parse({"--resume=a=b"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(v.resume, "a=b");
+}
+
+TEST(FlagParserTest, PositionalsComeBackInOrderAroundFlags) {
+  Vars v;
+  auto r = MakeParser(&v).Parse({"one", "--set", "x=1", "-", "two", "--", "--set", "-o"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->help);
+  EXPECT_THAT(r->positional, ElementsAre("one", "-", "two", "--set", "-o"));
+  EXPECT_THAT(v.sets, ElementsAre("x=1"));
+}
+
+TEST(FlagParserTest, UnknownFlagIsAnErrorNamingIt) {
+  Vars v;
+  auto r = MakeParser(&v).Parse({"job.yaml", "--bogus=1"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), "unknown flag '--bogus'");
+  r = MakeParser(&v).Parse({"-x"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "unknown flag '-x'");
+}
+
+TEST(FlagParserTest, MissingValueIsAnError) {
+  Vars v;
+  auto r = MakeParser(&v).Parse({"job.yaml", "--set"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "--set needs a value");
+  // A value is taken whatever it looks like.
+  r = MakeParser(&v).Parse({"--resume", "--set"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(v.resume, "--set");
+}
+
+TEST(FlagParserTest, IntAndBoolValuesAreChecked) {
+  Vars v;
+  auto r = MakeParser(&v).Parse({"--rank", "-1"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "--rank: expected an integer >= 0, got '-1'");
+  r = MakeParser(&v).Parse({"--rank=two"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "--rank: expected an integer >= 0, got 'two'");
+  EXPECT_EQ(v.rank, 0);  // untouched by a bad value
+
+  int port = 7;
+  FlagParser p("prog", "");
+  p.Int("--port", &port, 0, 65535);
+  r = p.Parse({"--port", "70000"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "--port: expected an integer in [0, 65535], got '70000'");
+  ASSERT_TRUE(p.Parse({"--port", "8080"}).ok());
+  EXPECT_EQ(port, 8080);
+
+  // A switch takes no separate value; "=false" turns it off.
+  r = MakeParser(&v).Parse({"--watch", "job.yaml"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(v.watch);
+  EXPECT_THAT(r->positional, ElementsAre("job.yaml"));
+  ASSERT_TRUE(MakeParser(&v).Parse({"--watch=false"}).ok());
+  EXPECT_FALSE(v.watch);
+  r = MakeParser(&v).Parse({"--watch=maybe"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "--watch: expected true or false, got 'maybe'");
+}
+
+TEST(FlagParserTest, DurationValuesAreCheckedAgainstTheMinimum) {
+  absl::Duration d = absl::Seconds(7);
+  FlagParser p("prog", "");
+  p.Duration("--grace", &d, absl::Milliseconds(1), "a duration > 0 such as 10s");
+  ASSERT_TRUE(p.Parse({"--grace=2s"}).ok());
+  EXPECT_EQ(d, absl::Seconds(2));
+  ASSERT_TRUE(p.Parse({"--grace", "1500"}).ok());
+  EXPECT_EQ(d, absl::Milliseconds(1500));
+  auto r = p.Parse({"--grace", "0"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "--grace: expected a duration > 0 such as 10s, got '0'");
+  r = p.Parse({"--grace", "soon"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "--grace: expected a duration > 0 such as 10s, got 'soon'");
+  EXPECT_EQ(d, absl::Milliseconds(1500));  // untouched by a bad value
+}
+
+TEST(FlagParserTest, CustomSetterErrorsComeBackAsGiven) {
+  std::string mode;
+  FlagParser p("prog", "");
+  p.Custom("--mode", [&](const std::string& v) {
+    if (v != "a" && v != "b") return absl::InvalidArgumentError("--mode: expected a or b");
+    mode = v;
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(p.Parse({"--mode=b"}).ok());
+  EXPECT_EQ(mode, "b");
+  auto r = p.Parse({"--mode", "c"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "--mode: expected a or b");
+}
+
+TEST(FlagParserTest, HelpStopsParsing) {
+  Vars v;
+  auto r = MakeParser(&v).Parse({"--set", "a=1", "--help", "--bogus"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->help);
+  r = MakeParser(&v).Parse({"-h"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->help);
+}
+
+// Runs ParseOrExitCode, capturing what it prints.
+struct Outcome {
+  std::optional<int> code;
+  std::string out, err;
+  std::vector<std::string> positional;
+};
+
+std::string Drain(FILE* f) {
+  std::rewind(f);
+  std::string s;
+  char buf[256];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) s.append(buf, n);
+  std::fclose(f);
+  return s;
+}
+
+Outcome RunParse(const std::vector<std::string>& args) {
+  Vars v;
+  FlagParser p = MakeParser(&v);
+  Outcome o;
+  FILE* out = std::tmpfile();
+  FILE* err = std::tmpfile();
+  o.code = p.ParseOrExitCode(args, &o.positional, out, err);
+  o.out = Drain(out);
+  o.err = Drain(err);
+  return o;
+}
+
+TEST(FlagParserTest, ParseOrExitCodeReportsHelpAndErrorsTheSameWay) {
+  Outcome o = RunParse({"--help"});
+  EXPECT_EQ(o.code, 0);
+  EXPECT_EQ(o.out, "usage: prog JOB.yaml [--set path=value ...]\n");
+  EXPECT_THAT(o.err, IsEmpty());
+
+  o = RunParse({"--nope"});
+  EXPECT_EQ(o.code, 2);
+  EXPECT_THAT(o.out, IsEmpty());
+  EXPECT_EQ(o.err, "prog: unknown flag '--nope'\nusage: prog JOB.yaml [--set path=value ...]\n");
+
+  o = RunParse({"a.yaml", "--set", "x=1", "b"});
+  EXPECT_EQ(o.code, std::nullopt);
+  EXPECT_THAT(o.positional, ElementsAre("a.yaml", "b"));
+  EXPECT_THAT(o.out, IsEmpty());
+  EXPECT_THAT(o.err, IsEmpty());
+}
+
+TEST(ParseDurationFlagTest, UnitsOrPlainMilliseconds) {
+  absl::Duration d;
+  ASSERT_TRUE(ParseDurationFlag("10s", &d));
+  EXPECT_EQ(d, absl::Seconds(10));
+  ASSERT_TRUE(ParseDurationFlag("250ms", &d));
+  EXPECT_EQ(d, absl::Milliseconds(250));
+  ASSERT_TRUE(ParseDurationFlag("1500", &d));
+  EXPECT_EQ(d, absl::Milliseconds(1500));
+  ASSERT_TRUE(ParseDurationFlag("0", &d));
+  EXPECT_EQ(d, absl::ZeroDuration());
+  EXPECT_FALSE(ParseDurationFlag("-5", &d));
+  EXPECT_FALSE(ParseDurationFlag("-1s", &d));
+  EXPECT_FALSE(ParseDurationFlag("soon", &d));
+  EXPECT_FALSE(ParseDurationFlag("", &d));
+}
+
+TEST(ArgsOfTest, SkipsTheProgramName) {
+  char prog[] = "prog", a[] = "--x", b[] = "y";
+  char* argv[] = {prog, a, b, nullptr};
+  EXPECT_THAT(ArgsOf(3, argv), ElementsAre("--x", "y"));
+  EXPECT_THAT(ArgsOf(1, argv), IsEmpty());
+}
+
+}  // namespace
+}  // namespace yoke::common
