@@ -9,7 +9,7 @@ set -euo pipefail
 pkgs=(
   build-essential cmake ninja-build pkg-config
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
-  libabsl-dev libspdlog-dev libyaml-cpp-dev libsqlite3-dev zlib1g-dev
+  libabsl-dev libspdlog-dev libyaml-cpp-dev libsqlite3-dev zlib1g-dev libssl-dev
   libdnnl-dev libgloo-dev
   # dnnl-config.cmake calls find_package(OpenCL) (Debian builds oneDNN with
   # its OpenCL GPU runtime); libdnnl-dev only recommends it, and we install

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/job_spec_binary.h"
 #include "common/job_validate.h"
 #include "common/status.h"
 #include "server/hang_report.h"
@@ -99,6 +100,7 @@ absl::Status Coordinator::Reload() {
   for (v1::Job& job : jobs) {
     ActiveJob& aj = active_[job.id()];
     aj.job = std::move(job);
+    aj.spec_digest = common::JobSpecDigest(aj.job.spec());
     aj.version = ++version_;
     aj.last_persist = now;
     ASSIGN_OR_RETURN(aj.last_log_seq, store_->LastLogSeq(aj.job.id()));
@@ -211,6 +213,7 @@ absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t
   job.set_id(id);
   ActiveJob& aj = active_[id];
   aj.job = std::move(job);
+  aj.spec_digest = common::JobSpecDigest(aj.job.spec());
   aj.last_persist = clock_->Now();
   pending_.insert(id);
   Bump(aj, "submitted");
@@ -446,7 +449,9 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
   ReleaseDrained(req.worker_id(), req.attempts());
   if (schedule_needed_) RunScheduler();
   v1::HeartbeatResponse resp;
-  for (v1::DesiredAttempt& d : DesiredFor(req.worker_id())) *resp.add_desired() = std::move(d);
+  for (v1::DesiredAttempt& d : DesiredFor(req.worker_id(), req.attempts())) {
+    *resp.add_desired() = std::move(d);
+  }
   return resp;
 }
 
@@ -471,7 +476,9 @@ void Coordinator::ReleaseDrained(
   if (it->second.empty()) draining_.erase(it);
 }
 
-std::vector<v1::DesiredAttempt> Coordinator::DesiredFor(const std::string& worker_id) {
+std::vector<v1::DesiredAttempt> Coordinator::DesiredFor(
+    const std::string& worker_id,
+    const google::protobuf::RepeatedPtrField<v1::AttemptStatus>& observed) {
   std::vector<v1::DesiredAttempt> out;
   auto jobs = by_worker_.find(worker_id);
   if (jobs == by_worker_.end()) return out;
@@ -483,7 +490,14 @@ std::vector<v1::DesiredAttempt> Coordinator::DesiredFor(const std::string& worke
     v1::DesiredAttempt& d = out.emplace_back();
     d.set_job_id(job_id);
     d.set_attempt(a->number());
-    *d.mutable_spec() = aj.job.spec();
+    // The spec goes out until the worker lists the attempt: then it has
+    // started it from a copy it keeps, and the digest names that copy.
+    bool reported = false;
+    for (const v1::AttemptStatus& st : observed) {
+      reported |= st.job_id() == job_id && st.attempt() == a->number();
+    }
+    if (!reported) *d.mutable_spec() = aj.job.spec();
+    d.set_spec_digest(aj.spec_digest);
     d.set_world_size(a->world_size());
     d.set_first_rank(share->first_rank());
     d.set_num_replicas(share->num_replicas());

@@ -12,7 +12,9 @@
 //      attempt reported RUNNING; exit 0 everywhere -> SUCCEEDED with rank 0's
 //      result; any other exit fails the attempt), runs the scheduler if
 //      anything freed or queued, and replies with the desired state: the full
-//      list of attempts that worker should run. A job's progress, epoch
+//      list of attempts that worker should run, each with its spec only
+//      while the heartbeat does not list it (afterwards (job, attempt) and
+//      the spec's SHA-256 name it). A job's progress, epoch
 //      history and result are global rank 0's; every share's last
 //      collective sequence number is kept, and a collective timeout's reason
 //      gets the workers of the ranks that never arrived and each rank's last
@@ -148,6 +150,7 @@ class Coordinator {
   // What the coordinator tracks of one unfinished job beside the proto.
   struct ActiveJob {
     v1::Job job;
+    std::string spec_digest;              // common::JobSpecDigest(job.spec())
     uint64_t version = 0;
     std::string message;
     bool dirty = false;                   // in-memory changes not in the store
@@ -188,7 +191,11 @@ class Coordinator {
   v1::Job Finish(ActiveJob& aj, v1::JobState state, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Unindex(ActiveJob& aj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<v1::DesiredAttempt> DesiredFor(const std::string& worker_id)
+  // What `worker_id` should run; `observed` is what its heartbeat listed:
+  // those attempts go out without their spec (the worker has it).
+  std::vector<v1::DesiredAttempt> DesiredFor(
+      const std::string& worker_id,
+      const google::protobuf::RepeatedPtrField<v1::AttemptStatus>& observed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseDrained(const std::string& worker_id,
                       const google::protobuf::RepeatedPtrField<v1::AttemptStatus>& observed)

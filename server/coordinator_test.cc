@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/config.h"
+#include "common/job_spec_binary.h"
 #include "gtest/gtest.h"
 
 namespace yoke::server {
@@ -182,6 +183,45 @@ TEST_F(CoordinatorTest, FullLifecycleToSucceeded) {
   // A second job now gets the freed device.
   auto next = coord_->Submit(Spec(), 0);
   EXPECT_EQ(Job(*next).state(), v1::JOB_SCHEDULED);
+}
+
+TEST_F(CoordinatorTest, SpecGoesOutUntilTheWorkerListsTheAttemptThenOnlyItsDigest) {
+  const std::string w = Register(1);
+  auto id = coord_->Submit(Spec({"name=digest-me"}), 0);
+  ASSERT_TRUE(id.ok()) << id.status();
+  // Handed out: the spec, and the SHA-256 of its bytes.
+  v1::HeartbeatResponse first = Beat(w);
+  ASSERT_EQ(first.desired_size(), 1);
+  ASSERT_TRUE(first.desired(0).has_spec());
+  EXPECT_EQ(first.desired(0).spec().name(), "digest-me");
+  const std::string digest = first.desired(0).spec_digest();
+  EXPECT_EQ(digest.size(), 32u);
+  EXPECT_EQ(digest, common::Sha256(first.desired(0).spec().SerializeAsString()));
+  // Not listed yet (the reply was lost): the spec goes out again.
+  v1::HeartbeatResponse second = Beat(w);
+  ASSERT_EQ(second.desired_size(), 1);
+  EXPECT_EQ(second.desired(0).spec().name(), "digest-me");
+  // Listed, in any phase: identity and digest, no spec.
+  for (auto phase : {v1::AttemptStatus::STARTING, v1::AttemptStatus::RUNNING}) {
+    v1::HeartbeatResponse r = Beat(w, {Status(*id, 1, phase)});
+    ASSERT_EQ(r.desired_size(), 1);
+    EXPECT_EQ(r.desired(0).job_id(), *id);
+    EXPECT_EQ(r.desired(0).attempt(), 1);
+    EXPECT_FALSE(r.desired(0).has_spec()) << r.desired(0).spec().name();
+    EXPECT_EQ(r.desired(0).spec_digest(), digest);
+    EXPECT_EQ(r.desired(0).world_size(), 1);
+    ASSERT_EQ(r.desired(0).devices_size(), 1);
+  }
+  // After a restart the worker registers again listing the attempt: its
+  // heartbeats still get no spec, and the digest of the reloaded spec.
+  Restart();
+  v1::RegisterWorkerRequest again = Reg(1, w);
+  *again.add_attempts() = Status(*id, 1, v1::AttemptStatus::RUNNING);
+  ASSERT_TRUE(coord_->RegisterWorker(again).ok());
+  v1::HeartbeatResponse after = Beat(w, {Status(*id, 1, v1::AttemptStatus::RUNNING)});
+  ASSERT_EQ(after.desired_size(), 1);
+  EXPECT_FALSE(after.desired(0).has_spec());
+  EXPECT_EQ(after.desired(0).spec_digest(), digest);
 }
 
 TEST_F(CoordinatorTest, GangWaitsForAllWorkersAndReportsWhy) {

@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <set>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/config.h"
 #include "common/grpc_status.h"
+#include "common/job_spec_binary.h"
 #include "common/logging.h"
+#include "common/status.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/yoke/v1/coordinator.grpc.pb.h"
 #include "worker/devices.h"
@@ -94,6 +95,7 @@ struct WorkerDaemon::Attempt {
   std::string stop_reason;
   bool stop_sent = false;
   bool exit_logged = false;
+  bool digest_mismatch_logged = false;
   // What the coordinator has acknowledged, and what the heartbeat in flight
   // carries (acknowledged when its reply arrives).
   size_t acked_epochs = 0, sent_epochs = 0;
@@ -295,7 +297,12 @@ void WorkerDaemon::Reconcile(const v1::HeartbeatResponse& response) {
   for (const v1::DesiredAttempt& d : response.desired()) {
     std::string key = absl::StrCat(d.job_id(), "/", d.attempt());
     if (!desired.insert(key).second) continue;  // listed twice: start once
-    if (attempts_.count(key) || draining_) continue;
+    auto known = attempts_.find(key);
+    if (known != attempts_.end()) {
+      CheckSameSpec(known->second.get(), d);
+      continue;
+    }
+    if (draining_) continue;
     StartAttempt(d);
   }
   for (auto it = attempts_.begin(); it != attempts_.end();) {
@@ -320,8 +327,28 @@ void WorkerDaemon::Reconcile(const v1::HeartbeatResponse& response) {
   }
 }
 
+void WorkerDaemon::CheckSameSpec(Attempt* a, const v1::DesiredAttempt& d) {
+  const std::string& ran = a->desired.spec_digest();
+  if (d.spec_digest().empty() || ran.empty() || d.spec_digest() == ran ||
+      a->digest_mismatch_logged) {
+    return;
+  }
+  // (job, attempt) names one spec for good; a new spec comes as a new attempt.
+  a->digest_mismatch_logged = true;
+  spdlog::error("{}: the coordinator now lists spec digest {}, but this worker runs {}; "
+                "keeping the running trainer",
+                a->key, absl::BytesToHexString(d.spec_digest()), absl::BytesToHexString(ran));
+}
+
 absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerProcessOptions* opts) {
   const v1::DesiredAttempt& d = a->desired;
+  if (!d.has_spec()) {
+    // The coordinator leaves the spec out only once this worker listed the
+    // attempt, so this worker lost it, or the coordinator is wrong.
+    return absl::FailedPreconditionError(
+        "the coordinator listed the attempt without its spec, which it sends only to a worker "
+        "that does not report the attempt yet");
+  }
   if (!IsSafePathComponent(d.job_id())) {
     return absl::InvalidArgumentError(
         absl::StrCat("job_id: must be letters, digits, '-', '_' or '.', got '", d.job_id(),
@@ -348,14 +375,13 @@ absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerProcessOptions* opt
     return absl::FailedPreconditionError(
         absl::StrCat("cannot create ", dir.string(), ": ", ec.message()));
   }
-  const std::string spec_path = (dir / "job.yaml").string();
-  {
-    std::ofstream f(spec_path, std::ios::trunc);
-    f << common::JobSpecToYaml(d.spec());
-    if (!f.good()) return absl::FailedPreconditionError("cannot write " + spec_path);
-  }
+  // The coordinator validated the spec at submit; the trainer reads it as
+  // is, without a second parse of YAML or a second validation.
+  const std::string spec_path = (dir / "job.pb").string();
+  RETURN_IF_ERROR(common::WriteJobSpecFile(spec_path, d.spec()));
   opts->binary = options_.trainer_path;
-  opts->args = {spec_path,   "--output", "events", "--rank", absl::StrCat(d.first_rank()),
+  opts->args = {"--spec-file", spec_path,   "--output",
+                "events",      "--rank",    absl::StrCat(d.first_rank()),
                 "--world-size", absl::StrCat(world)};
   if (world > 1) {
     // Ranks [first_rank, first_rank + replicas) run here as threads; the

@@ -18,14 +18,20 @@
 //      until the coordinator stops listing the attempt. Nothing new follows
 //      an EXITED status, so the coordinator may treat it as final.
 //   3. Reconcile to the reply's desired list: start each listed attempt it
-//      does not know (a `yoke-trainer SPEC --output events --rank R
-//      --world-size N` child in work_dir/<job>/attempt-<n>/; in a world of
-//      more than one rank also `--replicas K --coordinator ADDR --job-id ID
-//      --attempt A`, from which the trainer reaches the attempt's
-//      rendezvous), stop (SIGTERM, SIGKILL after the grace)
-//      running attempts no longer listed, and forget exited attempts once a
-//      heartbeat reporting their exit was answered without them. An attempt
-//      it knows is never started twice, even while listed after its exit.
+//      does not know (a `yoke-trainer --spec-file job.pb --output events
+//      --rank R --world-size N` child in work_dir/<job>/attempt-<n>/, where
+//      job.pb is the spec as sent, serialized; in a world of more than one
+//      rank also `--replicas K --coordinator ADDR --job-id ID --attempt A`,
+//      from which the trainer reaches the attempt's rendezvous), stop
+//      (SIGTERM, SIGKILL after the grace) running attempts no longer listed,
+//      and forget exited attempts once a heartbeat reporting their exit was
+//      answered without them. An attempt it knows is never started twice,
+//      even while listed after its exit. The reply carries an attempt's spec
+//      only until a heartbeat lists the attempt; a listed attempt it does
+//      not know and that comes without its spec is not started but reported
+//      as failed to start (exit 127), like any attempt it cannot start. A
+//      known attempt listed with another spec_digest than the one it was
+//      started with is logged as an error and keeps running.
 //   4. Coordinator unreachable (any RPC error but NOT_FOUND): trainers keep
 //      running; retry with exponential backoff (initial_backoff doubling up
 //      to max_backoff), logging once per outage and once on recovery.
@@ -142,6 +148,9 @@ class WorkerDaemon {
   absl::Status Register();
   void Reconcile(const v1::HeartbeatResponse& response);
   void StartAttempt(const v1::DesiredAttempt& desired);
+  // Logs (once per attempt) a coordinator that lists `a` with another
+  // spec_digest than the one it was started with.
+  void CheckSameSpec(Attempt* a, const v1::DesiredAttempt& d);
   absl::Status PrepareAttempt(Attempt* a, TrainerProcessOptions* opts);
   // Fills `out` for attempt `a`; with `for_heartbeat` adds the output not
   // yet acknowledged and records what was sent, for MarkSentAsAcked() once

@@ -7,13 +7,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
 #include <thread>
 
-#include "common/config.h"
+#include "common/job_spec_binary.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
@@ -33,10 +34,12 @@ std::string ReadFile(const std::string& path) {
 }
 
 // Speaks the trainer's event protocol. Every run appends its arguments to
-// runs.txt in its working directory (the attempt's directory).
+// runs.txt in its working directory (the attempt's directory). It is run as
+// `--spec-file job.pb ...` and acts as the job's name (a string in the
+// binary spec) says.
 constexpr char kFakeTrainer[] = R"SH(#!/bin/sh
 echo "$@" >> runs.txt
-case "$(grep '^name:' "$1")" in
+case "$(tr -cd 'a-z' < "$2")" in
   *quick*)
     echo '{"info": "model: fake"}'
     echo 'log 1' >&2
@@ -62,7 +65,8 @@ exit 99
 
 // An in-memory WorkerControl. It records every request, answers heartbeats
 // with `desired`, and keeps what successful heartbeats delivered per
-// attempt ("job/attempt"), the way the coordinator would store it.
+// attempt ("job/attempt"), the way the coordinator would store it. Like the
+// coordinator, it leaves out the spec of an attempt the heartbeat lists.
 class FakeCoordinator final : public CoordinatorClient {
  public:
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
@@ -88,7 +92,13 @@ class FakeCoordinator final : public CoordinatorClient {
     if (!known) return absl::NotFoundError("unknown worker " + request.worker_id());
     for (const v1::AttemptStatus& a : request.attempts()) Apply(a);
     v1::HeartbeatResponse r;
-    for (const v1::DesiredAttempt& d : desired) *r.add_desired() = d;
+    for (const v1::DesiredAttempt& d : desired) {
+      v1::DesiredAttempt* out = r.add_desired();
+      *out = d;
+      for (const v1::AttemptStatus& a : request.attempts()) {
+        if (a.job_id() == d.job_id() && a.attempt() == d.attempt()) out->clear_spec();
+      }
+    }
     return r;
   }
 
@@ -128,6 +138,7 @@ v1::DesiredAttempt Desired(const std::string& job, int attempt, const std::strin
   d.set_attempt(attempt);
   d.mutable_spec()->set_name(name);
   d.mutable_spec()->mutable_training()->set_epochs(2);
+  d.set_spec_digest(common::JobSpecDigest(d.spec()));
   d.set_world_size(1);
   d.set_num_replicas(1);
   d.add_devices(0);
@@ -226,11 +237,11 @@ TEST_F(DaemonTest, RunsADesiredAttemptAndReportsEachEpochAndLineOnce) {
   // The trainer ran once, in its attempt directory, with the spec the
   // coordinator sent and the event protocol.
   const std::string attempt_dir = options_.work_dir + "/job-1/attempt-1";
-  auto spec = common::LoadJobSpecFile(attempt_dir + "/job.yaml", {});
+  auto spec = common::ReadJobSpecFile(attempt_dir + "/job.pb");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*spec, want.spec()));
   EXPECT_EQ(ReadFile(attempt_dir + "/runs.txt"),
-            attempt_dir + "/job.yaml --output events --rank 0 --world-size 1\n");
+            "--spec-file " + attempt_dir + "/job.pb --output events --rank 0 --world-size 1\n");
   EXPECT_EQ(ReadFile(attempt_dir + "/trainer.log"), "log 1\nlog 2\n");
 
   // Still listed after its exit: reported again, never restarted.
@@ -239,7 +250,7 @@ TEST_F(DaemonTest, RunsADesiredAttemptAndReportsEachEpochAndLineOnce) {
   EXPECT_EQ(fake_.LastHeartbeat().attempts(0).phase(), v1::AttemptStatus::EXITED);
   EXPECT_EQ(fake_.logs["job-1/1"].size(), 2u);
   EXPECT_EQ(ReadFile(attempt_dir + "/runs.txt"),
-            attempt_dir + "/job.yaml --output events --rank 0 --world-size 1\n");
+            "--spec-file " + attempt_dir + "/job.pb --output events --rank 0 --world-size 1\n");
 
   // Once the coordinator stops listing it, it is forgotten.
   fake_.desired.clear();
@@ -420,6 +431,39 @@ TEST_F(DaemonTest, BadDesiredAttemptsAreReportedAsExitsNotCrashes) {
       << fake_.Last("job-8/1").reason();
 }
 
+// Replies after the first carry no spec for an attempt the worker reports:
+// it keeps running the trainer it started, once.
+TEST_F(DaemonTest, KeepsRunningAnAttemptWhoseLaterRepliesOmitTheSpec) {
+  fake_.desired = {Desired("job-13", 1, "long")};
+  auto d = NewDaemon();
+  ASSERT_TRUE(TickUntil(*d, [&] {
+    return fake_.Last("job-13/1").phase() == v1::AttemptStatus::RUNNING;
+  }));
+  const pid_t pid = fake_.Last("job-13/1").pid();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(d->Tick().ok());
+  EXPECT_EQ(fake_.Last("job-13/1").phase(), v1::AttemptStatus::RUNNING);
+  EXPECT_EQ(fake_.Last("job-13/1").pid(), pid);
+  EXPECT_EQ(kill(pid, 0), 0);
+  const std::string attempt_dir = options_.work_dir + "/job-13/attempt-1";
+  std::string runs = ReadFile(attempt_dir + "/runs.txt");
+  EXPECT_EQ(std::count(runs.begin(), runs.end(), '\n'), 1) << runs;
+}
+
+// An attempt listed without its spec that this worker does not run cannot
+// be started: it is reported as a start failure, and the daemon goes on.
+TEST_F(DaemonTest, UnknownAttemptWithoutItsSpecIsReportedNotStarted) {
+  v1::DesiredAttempt bare = Desired("job-14", 1, "quick");
+  bare.clear_spec();
+  fake_.desired = {bare, Desired("job-15", 1, "quick")};
+  auto d = NewDaemon();
+  ASSERT_TRUE(TickUntil(*d, [&] { return Exited("job-14/1") && Exited("job-15/1"); }));
+  EXPECT_EQ(fake_.Last("job-14/1").exit_code(), 127);
+  EXPECT_NE(fake_.Last("job-14/1").reason().find("without its spec"), std::string::npos)
+      << fake_.Last("job-14/1").reason();
+  EXPECT_NE(access((options_.work_dir + "/job-14/attempt-1/runs.txt").c_str(), F_OK), 0);
+  EXPECT_EQ(fake_.Last("job-15/1").exit_code(), 0) << fake_.Last("job-15/1").reason();
+}
+
 TEST_F(DaemonTest, PassesRanksAndResumeCheckpoint) {
   v1::DesiredAttempt want = Desired("job-9", 2, "quick");
   want.set_resume_checkpoint("/ckpt/step-100.ckpt");
@@ -428,8 +472,8 @@ TEST_F(DaemonTest, PassesRanksAndResumeCheckpoint) {
   ASSERT_TRUE(TickUntil(*d, [&] { return Exited("job-9/2"); }));
   const std::string attempt_dir = options_.work_dir + "/job-9/attempt-2";
   EXPECT_EQ(ReadFile(attempt_dir + "/runs.txt"),
-            attempt_dir +
-                "/job.yaml --output events --rank 0 --world-size 1 --resume "
+            "--spec-file " + attempt_dir +
+                "/job.pb --output events --rank 0 --world-size 1 --resume "
                 "/ckpt/step-100.ckpt\n");
 }
 
@@ -443,8 +487,8 @@ TEST_F(DaemonTest, PassesTheRendezvousToARankOfAMultiWorkerAttempt) {
   ASSERT_TRUE(TickUntil(*d, [&] { return Exited("job-11/3"); }));
   const std::string attempt_dir = options_.work_dir + "/job-11/attempt-3";
   EXPECT_EQ(ReadFile(attempt_dir + "/runs.txt"),
-            attempt_dir +
-                "/job.yaml --output events --rank 2 --world-size 4 --replicas 2 "
+            "--spec-file " + attempt_dir +
+                "/job.pb --output events --rank 2 --world-size 4 --replicas 2 "
                 "--coordinator fake --job-id job-11 --attempt 3\n");
 
   // Ranks past the end of the world are refused, not started.

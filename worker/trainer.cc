@@ -72,7 +72,7 @@ engine::Model& Trainer::model(int i) { return *replicas_[i]->model; }
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec,
                                                          const TrainerOptions& options) {
-  RETURN_IF_ERROR(common::ValidateJobSpec(spec));
+  if (!options.spec_validated) RETURN_IF_ERROR(common::ValidateJobSpec(spec));
   if (options.world_size < 1 || options.num_replicas < 1 || options.first_rank < 0 ||
       options.first_rank + options.num_replicas > options.world_size) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -87,6 +87,10 @@ namespace yoke::worker {
 struct TrainerOptions {
   // Checkpoint file to continue from ("" starts fresh from the spec's seed).
   std::string resume;
+  // The spec already passed common::ValidateJobSpec (yoke-trainer validates
+  // a YAML spec itself; a --spec-file spec was validated at submit): Create
+  // then checks only what depends on this machine (files, the checkpoint).
+  bool spec_validated = false;
   // Receives progress; may be null.
   ProgressSink* progress = nullptr;
 
@@ -114,6 +118,7 @@ class Trainer {
  public:
   // Validates the spec (ValidateJobSpec), opens the datasets, builds the
   // model, the loss and the optimizer, and restores `options.resume` if set.
+  // (With options.spec_validated the spec itself is not validated again.)
   // Everything that can be wrong with the spec or the files fails here,
   // before any training: INVALID_ARGUMENT / NOT_FOUND naming the field or
   // file.

@@ -6,9 +6,17 @@
 //                 --coordinator HOST:PORT --job-id ID --attempt A
 //                 --gloo-hostname ADDR]
 //   yoke-trainer --resume CKPT [...]      (spec taken from the checkpoint)
+//   yoke-trainer --spec-file FILE|- [...] (a serialized v1::JobSpec)
 //
-// `yoke train` runs this binary, and the worker daemon runs it once per
-// attempt. Human-readable progress goes to stdout (a redrawn bar on a
+// `yoke train` runs this binary on a YAML file, and the worker daemon runs
+// it once per attempt with --spec-file (the spec as the coordinator sent it,
+// serialized; "-" reads it from stdin). A YAML spec, or the one in a
+// checkpoint, is validated here (common::ValidateJobSpec); a --spec-file
+// spec was validated where it was submitted, so only what depends on this
+// machine is checked: that the file is a regular file of at most 16 MiB
+// holding a JobSpec, and the data and checkpoint files it names.
+//
+// Human-readable progress goes to stdout (a redrawn bar on a
 // terminal, log lines otherwise); with --output json or events it goes to
 // stderr instead. json: stdout's last line is the TrainResult as one JSON
 // object. events: stdout carries one v1::TrainerEvent per line as JSON
@@ -31,8 +39,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
-#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -41,6 +47,9 @@
 #include "absl/strings/str_cat.h"
 #include "collective/store.h"
 #include "common/config.h"
+#include "common/flags.h"
+#include "common/job_spec_binary.h"
+#include "common/job_validate.h"
 #include "common/logging.h"
 #include "engine/checkpoint.h"
 #include "google/protobuf/util/json_util.h"
@@ -57,16 +66,15 @@ void OnSignal(int sig) {
   if (yoke::worker::Trainer* t = g_trainer.load()) t->RequestStop();
 }
 
-void Usage(FILE* f) {
-  std::fputs(
-      "usage: yoke train JOB.yaml [--set path=value ...] [--resume CHECKPOINT]\n"
-      "                  [--output text|json|events] [--log-level debug|info|warn|error]\n"
-      "                  [--world-size N --rank R --replicas K\n"
-      "                   --coordinator HOST:PORT --job-id ID --attempt A\n"
-      "                   --gloo-hostname ADDR]\n"
-      "       yoke train --resume CHECKPOINT   (continue with the checkpoint's own spec)\n",
-      f);
-}
+constexpr char kUsage[] =
+    "usage: yoke train JOB.yaml [--set path=value ...] [--resume CHECKPOINT]\n"
+    "                  [--output text|json|events] [--log-level debug|info|warn|error]\n"
+    "                  [--world-size N --rank R --replicas K\n"
+    "                   --coordinator HOST:PORT --job-id ID --attempt A\n"
+    "                   --gloo-hostname ADDR]\n"
+    "       yoke train --resume CHECKPOINT   (continue with the checkpoint's own spec)\n"
+    "       yoke train --spec-file FILE|- [...]  (a serialized JobSpec, as the worker\n"
+    "                                           daemon writes it; - reads stdin)\n";
 
 // Set with --output events: failures are reported on stdout too.
 yoke::worker::EventProgress* g_events = nullptr;
@@ -78,85 +86,37 @@ int Fail(const std::string& message, int code) {
 }
 int Fail(const absl::Status& s, int code) { return Fail(std::string(s.message()), code); }
 
-// Parses a non-negative decimal int flag value; false if malformed.
-bool ParseInt(const char* text, int* out) {
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || v < 0 || v > 1 << 30) return false;
-  *out = static_cast<int>(v);
-  return true;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string job_file, resume, output = "text", log_level = "warn";
+  std::string job_file, spec_file, resume, output = "text", log_level = "warn";
   std::string coordinator, job_id, gloo_hostname = "127.0.0.1";
   int rank = 0, world_size = 1, replicas = 1, attempt = 0;
-  bool bad_number = false;
   std::vector<std::string> overrides;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](const char* name) -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "yoke train: %s needs a value\n", name);
-        return nullptr;
-      }
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      Usage(stdout);
-      return 0;
-    } else if (a == "--set") {
-      const char* v = value("--set");
-      if (!v) return 2;
-      overrides.push_back(v);
-    } else if (a.rfind("--set=", 0) == 0) {
-      overrides.push_back(a.substr(6));
-    } else if (a == "--resume") {
-      const char* v = value("--resume");
-      if (!v) return 2;
-      resume = v;
-    } else if (a == "--output" || a == "-o") {
-      const char* v = value("--output");
-      if (!v) return 2;
-      output = v;
-    } else if (a.rfind("--output=", 0) == 0) {
-      output = a.substr(9);
-    } else if (a == "--rank" || a == "--world-size" || a == "--replicas" ||
-               a == "--attempt") {
-      const char* v = value(a.c_str());
-      if (!v) return 2;
-      int* dst = a == "--rank" ? &rank
-                 : a == "--world-size" ? &world_size
-                 : a == "--replicas"   ? &replicas
-                                       : &attempt;
-      if (!ParseInt(v, dst)) {
-        std::fprintf(stderr, "yoke train: %s must be a non-negative integer, got '%s'\n",
-                     a.c_str(), v);
-        bad_number = true;
-      }
-    } else if (a == "--coordinator" || a == "--job-id" || a == "--gloo-hostname") {
-      const char* v = value(a.c_str());
-      if (!v) return 2;
-      (a == "--coordinator" ? coordinator : a == "--job-id" ? job_id : gloo_hostname) = v;
-    } else if (a == "--log-level") {
-      const char* v = value("--log-level");
-      if (!v) return 2;
-      log_level = v;
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "yoke train: unknown flag '%s'\n", a.c_str());
-      Usage(stderr);
-      return 2;
-    } else if (job_file.empty()) {
-      job_file = a;
-    } else {
-      std::fprintf(stderr, "yoke train: more than one job file ('%s', '%s')\n",
-                   job_file.c_str(), a.c_str());
-      return 2;
-    }
+  // Ranks and counts: non-negative here, their relations checked below.
+  constexpr int kMaxCount = 1 << 30;
+  yoke::common::FlagParser flags("yoke train", kUsage);
+  flags.Strings("--set", &overrides)
+      .String("--resume", &resume)
+      .String("--spec-file", &spec_file)
+      .String("--output,-o", &output)
+      .String("--log-level", &log_level)
+      .Int("--rank", &rank, 0, kMaxCount)
+      .Int("--world-size", &world_size, 0, kMaxCount)
+      .Int("--replicas", &replicas, 0, kMaxCount)
+      .Int("--attempt", &attempt, 0, kMaxCount)
+      .String("--coordinator", &coordinator)
+      .String("--job-id", &job_id)
+      .String("--gloo-hostname", &gloo_hostname);
+  std::vector<std::string> positional;
+  if (auto code = flags.ParseOrExitCode(yoke::common::ArgsOf(argc, argv), &positional)) {
+    return *code;
   }
+  if (positional.size() > 1) {
+    return flags.UsageError(stderr, absl::StrCat("more than one job file ('", positional[0],
+                                                 "', '", positional[1], "')"));
+  }
+  if (!positional.empty()) job_file = positional[0];
   if (output != "text" && output != "json" && output != "events") {
     std::fprintf(stderr, "yoke train: --output must be text, json or events, got '%s'\n",
                  output.c_str());
@@ -164,10 +124,6 @@ int main(int argc, char** argv) {
   }
   yoke::worker::EventProgress events(stdout);
   if (output == "events") g_events = &events;
-  if (bad_number) {
-    return Fail("--rank, --world-size, --replicas and --attempt must be non-negative integers",
-                2);
-  }
   if (world_size < 1) return Fail(absl::StrCat("--world-size: must be >= 1, got ", world_size), 2);
   if (replicas < 1) return Fail(absl::StrCat("--replicas: must be >= 1, got ", replicas), 2);
   if (rank + replicas > world_size) {
@@ -180,14 +136,26 @@ int main(int argc, char** argv) {
                              "needs --coordinator HOST:PORT and --job-id to rendezvous"),
                 2);
   }
-  if (job_file.empty() && resume.empty()) {
-    Usage(stderr);
+  if (!spec_file.empty() && !job_file.empty()) {
+    return Fail(absl::StrCat("give a job file ('", job_file, "') or --spec-file ('", spec_file,
+                             "'), not both"),
+                2);
+  }
+  if (!spec_file.empty() && !overrides.empty()) {
+    return Fail("--set needs a YAML job file; --spec-file takes the spec as it is", 2);
+  }
+  if (job_file.empty() && spec_file.empty() && resume.empty()) {
+    std::fputs(kUsage, stderr);
     return 2;
   }
   yoke::common::InitLogging("yoke-trainer", log_level);
 
   yoke::v1::JobSpec spec;
-  if (!job_file.empty()) {
+  if (!spec_file.empty()) {
+    auto spec_or = yoke::common::ReadJobSpecFile(spec_file);
+    if (!spec_or.ok()) return Fail(spec_or.status(), 2);
+    spec = *std::move(spec_or);
+  } else if (!job_file.empty()) {
     auto spec_or = yoke::common::LoadJobSpecFile(job_file, overrides);
     if (!spec_or.ok()) return Fail(spec_or.status(), 2);
     spec = *std::move(spec_or);
@@ -200,6 +168,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (spec_file.empty()) {
+    absl::Status valid = yoke::common::ValidateJobSpec(spec);
+    if (!valid.ok()) return Fail(valid, 2);
+  }
 
   FILE* human = output == "text" ? stdout : stderr;
   yoke::worker::ConsoleProgress console(human, isatty(fileno(human)) != 0);
@@ -207,6 +179,7 @@ int main(int argc, char** argv) {
   // All ranks in this process: they rendezvous in memory.
   yoke::collective::InMemoryStore local_store;
   yoke::worker::TrainerOptions opts;
+  opts.spec_validated = true;  // above, or where it was submitted (--spec-file)
   opts.resume = resume;
   opts.world_size = world_size;
   opts.first_rank = rank;

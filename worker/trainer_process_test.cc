@@ -5,6 +5,7 @@
 #include "worker/trainer_process.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -12,8 +13,10 @@
 #include <functional>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/config.h"
+#include "common/job_spec_binary.h"
 #include "gtest/gtest.h"
 
 namespace yoke::worker {
@@ -37,13 +40,14 @@ std::string TempDir() {
   return mkdtemp(tmpl);
 }
 
-// Writes the MLP example job with `overrides` as a spec file, the way the
-// daemon does, and returns its path.
+// Writes the MLP example job with `overrides` as a binary spec file, the way
+// the daemon does, and returns its path (for --spec-file).
 std::string WriteMlpSpec(const std::string& dir, const std::vector<std::string>& overrides) {
   auto spec = common::LoadJobSpecFile(SourceDir() + "/configs/fashion_mnist_mlp.yaml", overrides);
   EXPECT_TRUE(spec.ok()) << spec.status();
-  std::string path = dir + "/job.yaml";
-  std::ofstream(path) << common::JobSpecToYaml(*spec);
+  std::string path = dir + "/job.pb";
+  absl::Status s = common::WriteJobSpecFile(path, *spec);
+  EXPECT_TRUE(s.ok()) << s;
   return path;
 }
 
@@ -82,7 +86,7 @@ TEST(TrainerProcessTest, RealTrainerRunsTinyJobToTheEnd) {
                                         "data.test.num_examples=500", "training.epochs=2"});
   TrainerProcessOptions o;
   o.binary = BinDir() + "/yoke-trainer";
-  o.args = {spec, "--output", "events"};
+  o.args = {"--spec-file", spec, "--output", "events"};
   o.work_dir = dir;
   auto p = StartOrDie(o);
   ASSERT_NE(p, nullptr);
@@ -116,7 +120,7 @@ TEST(TrainerProcessTest, StopEndsARunningTrainerWithinTheGrace) {
   std::string spec = WriteMlpSpec(dir, {"training.epochs=100"});
   TrainerProcessOptions o;
   o.binary = BinDir() + "/yoke-trainer";
-  o.args = {spec, "--output", "events"};
+  o.args = {"--spec-file", spec, "--output", "events"};
   auto p = StartOrDie(o);
   ASSERT_NE(p, nullptr);
   // Wait until it trains (its first event comes from the training loop,
@@ -154,6 +158,71 @@ TEST(TrainerProcessTest, BadSpecExitsTwoWithTheReason) {
   EXPECT_FALSE(s.has_result);
 }
 
+// A binary spec is read within bounds: anything but a regular file holding
+// a JobSpec is refused before training, with exit 2 and the file's name.
+TEST(TrainerProcessTest, SpecFileThatIsNoJobSpecExitsTwoNamingTheFile) {
+  std::string dir = TempDir();
+  const std::string fifo = dir + "/fifo.pb";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string big = dir + "/big.pb";
+  std::ofstream(big).close();
+  ASSERT_EQ(truncate(big.c_str(), common::kMaxJobSpecBytes + 1), 0);  // sparse
+  const std::string yaml = dir + "/job.yaml";
+  std::ofstream(yaml) << "name: not-binary\nmodel: {zoo: mlp}\n";
+  const std::string empty = dir + "/empty.pb";
+  std::ofstream(empty).close();
+  struct Case {
+    std::string path, why;
+  };
+  const std::vector<Case> cases = {
+      {dir, "not a regular file"},
+      {fifo, "not a regular file"},
+      {big, absl::StrCat("at most ", common::kMaxJobSpecBytes, " bytes")},
+      {yaml, "not a serialized yoke.v1.JobSpec"},
+      {empty, "empty"},
+      {dir + "/missing.pb", "No such file"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.path);
+    TrainerProcessOptions o;
+    o.binary = BinDir() + "/yoke-trainer";
+    o.args = {"--spec-file", c.path, "--output", "events"};
+    auto p = StartOrDie(o);
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(p->WaitForExit(absl::Seconds(30)));
+    TrainerState s = p->State();
+    EXPECT_EQ(s.exit_code, 2) << s.reason;
+    EXPECT_NE(s.reason.find(c.path), std::string::npos) << s.reason;
+    EXPECT_NE(s.reason.find(c.why), std::string::npos) << s.reason;
+  }
+}
+
+// `--spec-file -` reads the spec from stdin, with the same bound.
+TEST(TrainerProcessTest, SpecFromStdinIsReadWithinTheBound) {
+  std::string dir = TempDir();
+  std::string spec = WriteMlpSpec(dir, {"data.train.images=/nonexistent/images.gz"});
+  const std::string trainer = BinDir() + "/yoke-trainer";
+  // The spec parsed: what fails is the dataset it names, on this machine.
+  auto p = StartOrDie(Shell(absl::StrCat("exec ", trainer, " --spec-file - --output events < ",
+                                         spec)));
+  ASSERT_NE(p, nullptr);
+  ASSERT_TRUE(p->WaitForExit(absl::Seconds(30)));
+  EXPECT_EQ(p->State().exit_code, 2) << p->State().reason;
+  EXPECT_NE(p->State().reason.find("/nonexistent/images.gz"), std::string::npos)
+      << p->State().reason;
+
+  p = StartOrDie(Shell(absl::StrCat("head -c ", common::kMaxJobSpecBytes + 1,
+                                    " /dev/zero | exec ", trainer,
+                                    " --spec-file - --output events")));
+  ASSERT_NE(p, nullptr);
+  ASSERT_TRUE(p->WaitForExit(absl::Seconds(30)));
+  EXPECT_EQ(p->State().exit_code, 2) << p->State().reason;
+  EXPECT_NE(p->State().reason.find("standard input"), std::string::npos) << p->State().reason;
+  EXPECT_NE(p->State().reason.find(absl::StrCat("at most ", common::kMaxJobSpecBytes)),
+            std::string::npos)
+      << p->State().reason;
+}
+
 // A multi-rank world needs a rendezvous; without one the trainer refuses to
 // start and says what is missing, rather than waiting for peers forever.
 TEST(TrainerProcessTest, MultiRankWorldWithoutRendezvousIsRefusedClearly) {
@@ -161,7 +230,7 @@ TEST(TrainerProcessTest, MultiRankWorldWithoutRendezvousIsRefusedClearly) {
   std::string spec = WriteMlpSpec(dir, {});
   TrainerProcessOptions o;
   o.binary = BinDir() + "/yoke-trainer";
-  o.args = {spec, "--output", "events", "--rank", "0", "--world-size", "2"};
+  o.args = {"--spec-file", spec, "--output", "events", "--rank", "0", "--world-size", "2"};
   auto p = StartOrDie(o);
   ASSERT_NE(p, nullptr);
   ASSERT_TRUE(p->WaitForExit(absl::Seconds(30)));
