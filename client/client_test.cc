@@ -134,6 +134,7 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     auto* w = resp->add_workers();
     w->set_id("w-1");
     w->set_hostname("box");
+    w->set_address("10.0.0.5");
     w->set_alive(true);
     for (int i = 0; i < 2; ++i) w->add_devices()->set_kind("cpu");
     w->set_free_cpu(1);
@@ -345,7 +346,8 @@ TEST_F(ClientTest, JobsGetWorkersAndLogsCommands) {
 
   r = Cmd("workers", {});
   EXPECT_EQ(r.code, 0);
-  EXPECT_NE(r.out.find("w-1  box   2 cpu (1 free)  alive  job-1/1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("w-1  box   10.0.0.5  2 cpu (1 free)  alive  job-1/1"), std::string::npos)
+      << r.out;
 
   r = Cmd("logs", {"job-1"});
   EXPECT_EQ(r.code, 0);

@@ -120,7 +120,7 @@ std::string JobsTable(const std::vector<v1::Job>& jobs, int64_t now_ms) {
 
 std::string WorkersTable(const std::vector<v1::Worker>& workers, int64_t now_ms) {
   std::vector<std::vector<std::string>> rows = {
-      {"ID", "HOST", "DEVICES", "STATE", "RUNNING", "LAST HEARTBEAT"}};
+      {"ID", "HOST", "ADDRESS", "DEVICES", "STATE", "RUNNING", "LAST HEARTBEAT"}};
   for (const auto& w : workers) {
     int cpu = 0, cuda = 0;
     for (const auto& d : w.devices()) (d.kind() == "cuda" ? cuda : cpu)++;
@@ -131,7 +131,8 @@ std::string WorkersTable(const std::vector<v1::Worker>& workers, int64_t now_ms)
     std::string hb = w.last_heartbeat_ms() > 0
                          ? absl::StrCat(FormatAge(now_ms, w.last_heartbeat_ms()), " ago")
                          : "-";
-    rows.push_back({w.id(), w.hostname(), devs.empty() ? "-" : absl::StrJoin(devs, ", "), state,
+    rows.push_back({w.id(), w.hostname(), w.address().empty() ? "-" : OneLine(w.address(), 64),
+                    devs.empty() ? "-" : absl::StrJoin(devs, ", "), state,
                     w.running().empty() ? "-" : absl::StrJoin(w.running(), ","), hb});
   }
   return FormatTable(rows);

@@ -70,6 +70,25 @@ TEST(RenderTest, JobsTableShowsProgressAccuracyAndReason) {
             "60s  needs 4 cpu devices on 1 worker; free: 2\n");
 }
 
+TEST(RenderTest, WorkersTableShowsTheAdvertisedAddress) {
+  v1::Worker a, b;
+  a.set_id("w-1");
+  a.set_hostname("node-a");
+  a.set_address("10.0.0.5");
+  a.set_alive(true);
+  b.set_id("w-2");
+  b.set_hostname("node-b");  // registered by an older worker: no address
+  std::string t = WorkersTable({a, b}, 0);
+  std::string header = t.substr(0, t.find('\n'));
+  ASSERT_NE(header.find("ADDRESS"), std::string::npos) << t;
+  const size_t col = header.find("ADDRESS");
+  std::string row1 = t.substr(t.find("w-1"));
+  row1 = row1.substr(0, row1.find('\n'));
+  EXPECT_EQ(row1.substr(col, 8), "10.0.0.5") << t;
+  std::string row2 = t.substr(t.find("w-2"));
+  EXPECT_EQ(row2.substr(col, 1), "-") << t;
+}
+
 TEST(RenderTest, JsonUsesProtoFieldNames) {
   v1::Job j;
   j.set_id("job-1");

@@ -1,6 +1,14 @@
 #include "collective/gloo_communicator.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <atomic>
 #include <cstring>
@@ -23,6 +31,7 @@
 #include "gloo/common/error.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/store.h"
+#include "gloo/transport/tcp/address.h"
 #include "gloo/transport/tcp/device.h"
 #include "spdlog/spdlog.h"
 
@@ -499,6 +508,87 @@ class GlooCommunicator : public Communicator {
   std::unique_ptr<HangListener> listener_;
 };
 
+// "10.0.0.5:41234" for an IPv4 or IPv6 socket address.
+std::string SockaddrText(const sockaddr_storage& ss) {
+  char ip[INET6_ADDRSTRLEN] = {};
+  int port = 0;
+  if (ss.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+    port = ntohs(a->sin6_port);
+    return absl::StrCat("[", ip, "]:", port);
+  }
+  const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+  inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+  port = ntohs(a->sin_port);
+  return absl::StrCat(ip, ":", port);
+}
+
+// A TCP connection attempt to `ss`, bounded by `timeout`: "" when it
+// connects, else why not (strerror, or "timed out").
+std::string ProbeConnect(const sockaddr_storage& ss, absl::Duration timeout) {
+  int fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::strerror(errno);
+  const socklen_t len = ss.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  std::string why;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&ss), len) != 0) {
+    if (errno != EINPROGRESS) {
+      why = std::strerror(errno);
+    } else {
+      pollfd p{fd, POLLOUT, 0};
+      int n = ::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+      int err = 0;
+      socklen_t el = sizeof(err);
+      if (n == 0) {
+        why = absl::StrCat("timed out after ", absl::FormatDuration(timeout));
+      } else if (n < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) {
+        why = std::strerror(errno);
+      } else if (err != 0) {
+        why = std::strerror(err);
+      }
+    }
+  }
+  ::close(fd);
+  return why;
+}
+
+// After Gloo failed to connect this rank's pairs: finds the first peer this
+// rank cannot reach, from the listening address the peer published in the
+// store (Gloo's own error names neither the peer nor its address). Returns
+// "" when every peer answers a probe (the failure was elsewhere).
+std::string DiagnoseConnect(GlooStore* store, int rank, int size, const GlooOptions& o) {
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    std::vector<char> blob;
+    try {
+      blob = store->get(std::to_string(peer));
+    } catch (const std::exception&) {
+      continue;
+    }
+    // The peer published one address per pair (size - 1 of the same size);
+    // all of them name its single listening socket.
+    if (size < 2 || blob.empty() || blob.size() % (size - 1) != 0) continue;
+    const size_t each = blob.size() / (size - 1);
+    gloo::transport::tcp::Address addr(std::vector<char>(blob.begin(), blob.begin() + each));
+    const std::string why = ProbeConnect(addr.getSockaddr(), absl::Seconds(3));
+    if (why.empty()) continue;
+    std::string self = absl::StrCat("rank ", rank);
+    if (rank < static_cast<int>(o.rank_hosts.size())) {
+      const std::string& h = o.rank_hosts[rank];
+      absl::StrAppend(&self, " on ", h.substr(0, h.find('@')));
+    } else {
+      absl::StrAppend(&self, " on ", o.hostname);
+    }
+    std::string peer_name = absl::StrCat("rank ", peer, " at ", SockaddrText(addr.getSockaddr()));
+    if (peer < static_cast<int>(o.rank_hosts.size())) {
+      const std::string& h = o.rank_hosts[peer];
+      absl::StrAppend(&peer_name, " (", h.substr(0, h.find('@')), ")");
+    }
+    return absl::StrCat(self, " could not connect to ", peer_name, ": ", why);
+  }
+  return "";
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(Store* store, int rank,
@@ -526,6 +616,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(Store* stor
     if (!gstore.error().ok()) {
       return absl::Status(gstore.error().code(),
                           absl::StrCat(where, ": bootstrap through the store: ", gstore.error().message()));
+    }
+    const std::string which = DiagnoseConnect(&gstore, rank, size, options);
+    if (!which.empty()) {
+      return absl::UnavailableError(absl::StrCat(which, " (gloo: ", e.what(), ")"));
     }
     return absl::UnavailableError(absl::StrCat(where, ": cannot connect: ", e.what()));
   }

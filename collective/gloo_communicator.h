@@ -57,6 +57,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -68,6 +69,9 @@ namespace yoke::collective {
 struct GlooOptions {
   // The address this rank listens on for its peers (an IP or a hostname).
   std::string hostname = "127.0.0.1";
+  // Who runs each rank ("w-1@10.0.0.5"), when known: connection failures
+  // then name the peer's worker and address, not only its rank.
+  std::vector<std::string> rank_hosts;
   // How long bootstrap waits for the other ranks' addresses and connections.
   absl::Duration connect_timeout = absl::Seconds(60);
   // After a timeout, how long the hang check waits for the other ranks to

@@ -263,6 +263,7 @@ std::vector<v1::Worker> Coordinator::ListWorkers() {
     v1::Worker& p = out.emplace_back();
     p.set_id(id);
     p.set_hostname(w.hostname);
+    p.set_address(w.address);
     for (const v1::Device& d : w.devices) *p.add_devices() = d;
     p.set_alive(w.registered && w.alive);
     p.set_reason(w.reason);
@@ -404,12 +405,19 @@ absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
                                                      d.index(), " is negative or repeated"));
     }
   }
+  // An IP address or a DNS name (253 characters at most).
+  if (req.address().size() > 253) {
+    return absl::InvalidArgumentError(absl::StrCat("address: at most 253 characters, got ",
+                                                   req.address().size()));
+  }
   absl::MutexLock lock(&mu_);
   const WorkerEntry* before = req.worker_id().empty() ? nullptr : registry_.Find(req.worker_id());
   const bool was_alive = before != nullptr && before->registered && before->alive;
   const std::string id = registry_.Register(
       req.worker_id(), req.hostname(), std::vector<v1::Device>(req.devices().begin(), req.devices().end()));
-  spdlog::info("worker {} registered ({}, {} devices, {} attempts running){}", id, req.hostname(),
+  registry_.SetAddress(id, req.address());
+  spdlog::info("worker {} registered ({}, address {}, {} devices, {} attempts running){}", id,
+               req.hostname(), req.address().empty() ? "unknown" : req.address(),
                req.devices_size(), req.attempts_size(), was_alive ? " again while alive" : "");
   for (const v1::AttemptStatus& st : req.attempts()) ApplyStatus(id, st);
   // A share that had reported in but is not listed lost its trainer (the
@@ -496,7 +504,21 @@ std::vector<v1::DesiredAttempt> Coordinator::DesiredFor(
     for (const v1::AttemptStatus& st : observed) {
       reported |= st.job_id() == job_id && st.attempt() == a->number();
     }
-    if (!reported) *d.mutable_spec() = aj.job.spec();
+    if (!reported) {
+      *d.mutable_spec() = aj.job.spec();
+      // Who runs every rank, for the trainer's messages about its peers.
+      d.mutable_rank_workers()->Reserve(a->world_size());
+      for (const v1::Assignment& as : a->assignments()) {
+        const WorkerEntry* w = registry_.Find(as.worker_id());
+        for (int r = 0; r < as.num_replicas(); ++r) {
+          const int rank = as.first_rank() + r;
+          while (d.rank_workers_size() <= rank) d.add_rank_workers();
+          while (d.rank_addresses_size() <= rank) d.add_rank_addresses();
+          d.set_rank_workers(rank, as.worker_id());
+          d.set_rank_addresses(rank, w != nullptr ? w->address : "");
+        }
+      }
+    }
     d.set_spec_digest(aj.spec_digest);
     d.set_world_size(a->world_size());
     d.set_first_rank(share->first_rank());
@@ -574,8 +596,12 @@ void Coordinator::ApplyStatus(const std::string& worker_id, const v1::AttemptSta
   if (st.phase() == v1::AttemptStatus::EXITED) {
     aj.exited[worker_id] = st.exit_code();
     if (st.exit_code() != 0) {
+      std::map<std::string, std::string> addresses;  // to name the blamed workers' addresses
+      for (const v1::Assignment& as : a->assignments()) {
+        if (const WorkerEntry* w = registry_.Find(as.worker_id())) addresses[w->id] = w->address;
+      }
       // Exit code 2 is a bad spec or input: a retry would fail the same way.
-      FailAttempt(aj, AttributeHang(ExitReason(*a, *share, st), *a, aj.collective_done),
+      FailAttempt(aj, AttributeHang(ExitReason(*a, *share, st), *a, aj.collective_done, addresses),
                   /*retryable=*/st.exit_code() != 2);
       return;  // `aj` may be gone
     }

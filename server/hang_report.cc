@@ -57,7 +57,8 @@ std::string RanksOf(const v1::Assignment& share) {
 }
 
 std::string AttributeHang(const std::string& reason, const v1::Attempt& attempt,
-                          const std::map<int, int64_t>& completed) {
+                          const std::map<int, int64_t>& completed,
+                          const std::map<std::string, std::string>& addresses) {
   if (!IsCollectiveTimeout(reason)) return reason;
   // After each clause, the workers of the ranks it names, each once.
   std::string out;
@@ -76,6 +77,10 @@ std::string AttributeHang(const std::string& reason, const v1::Attempt& attempt,
     absl::StrAppend(&out, reason.substr(copied, end - copied));
     copied = end;
     if (!workers.empty()) {
+      for (std::string& w : workers) {
+        auto a = addresses.find(w);
+        if (a != addresses.end() && !a->second.empty()) absl::StrAppend(&w, " at ", a->second);
+      }
       absl::StrAppend(&out, " (worker", workers.size() > 1 ? "s " : " ",
                       absl::StrJoin(workers, ", "), ")");
     }

@@ -43,11 +43,14 @@ std::vector<int> MissingRanks(const std::string& reason);
 std::string RanksOf(const v1::Assignment& share);
 
 // `reason` with the workers of the blamed ranks after each clause that
-// names them, and the per-rank progress appended. `completed` maps a share's first rank to
-// the last collective_seq_completed its trainer reported. Returns `reason`
-// unchanged if it is not a collective timeout.
+// names them ("(worker w-2 at 10.0.0.6)" when `addresses` maps the worker id
+// to its advertised address), and the per-rank progress appended.
+// `completed` maps a share's first rank to the last collective_seq_completed
+// its trainer reported. Returns `reason` unchanged if it is not a collective
+// timeout.
 std::string AttributeHang(const std::string& reason, const v1::Attempt& attempt,
-                          const std::map<int, int64_t>& completed);
+                          const std::map<int, int64_t>& completed,
+                          const std::map<std::string, std::string>& addresses = {});
 
 }  // namespace yoke::server
 

@@ -44,6 +44,17 @@ TEST(HangReportTest, NamesTheWorkersOfTheMissingRanksAndEveryRanksProgress) {
                 "r2-3=1199 r4=none r5=1200");
 }
 
+TEST(HangReportTest, NamesTheBlamedWorkersAddresses) {
+  const std::string reason =
+      "trainer of rank 0 on w-3 exited with code 1: allreduce #9 (bucket 0) timed out after "
+      "4s on rank 0 of 6: ranks 3,5 did not answer within 3s (dead or unreachable)";
+  std::string out = AttributeHang(reason, FourRanks(), {},
+                                  {{"w-7", "10.0.0.7"}, {"w-5", "10.0.0.5"}, {"w-3", "10.0.0.3"}});
+  EXPECT_NE(out.find("(workers w-7 at 10.0.0.7, w-5 at 10.0.0.5)"), std::string::npos) << out;
+  // Workers that are not blamed are not named.
+  EXPECT_EQ(out.find("w-3 at"), std::string::npos) << out;
+}
+
 TEST(HangReportTest, OneWorkerAndTextAfterTheRanksKeepTheirPlace) {
   std::map<int, int64_t> done = {{0, 7}, {1, 7}, {2, 3}, {4, 7}, {5, 7}};
   EXPECT_EQ(AttributeHang("x: ranks 2,3 never arrived. giving up", FourRanks(), done),

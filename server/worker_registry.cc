@@ -39,6 +39,11 @@ void WorkerRegistry::SetDraining(const std::string& id) {
   it->second.reason = "draining: the worker is shutting down";
 }
 
+void WorkerRegistry::SetAddress(const std::string& id, const std::string& address) {
+  auto it = workers_.find(id);
+  if (it != workers_.end()) it->second.address = address;
+}
+
 void WorkerRegistry::Expect(const std::string& id) {
   if (workers_.count(id)) return;
   NoteId(id);

@@ -34,6 +34,7 @@ namespace yoke::server {
 struct WorkerEntry {
   std::string id;
   std::string hostname;
+  std::string address;      // where its trainers listen for peers ("" if unknown)
   std::vector<v1::Device> devices;
   bool registered = false;  // false: only Expect()ed, devices unknown
   bool alive = false;
@@ -59,6 +60,9 @@ class WorkerRegistry {
   // coming back), else a fresh one. Replaces the devices; marks it alive.
   std::string Register(const std::string& requested_id, const std::string& hostname,
                        const std::vector<v1::Device>& devices);
+
+  // Records the address a registered worker advertised (no effect if unknown).
+  void SetAddress(const std::string& id, const std::string& address);
 
   // Reserves `id` for a worker expected to register (see the header comment).
   // No effect if the id is already known.

@@ -222,6 +222,7 @@ std::vector<v1::AttemptStatus> WorkerDaemon::ObservedAttempts() {
 absl::Status WorkerDaemon::Register() {
   v1::RegisterWorkerRequest req;
   req.set_hostname(options_.hostname);
+  req.set_address(options_.advertise_address);
   for (const v1::Device& d : options_.devices) *req.add_devices() = d;
   req.set_worker_id(worker_id());
   // Exited attempts the coordinator has not recorded are listed too: one
@@ -392,7 +393,18 @@ absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerProcessOptions* opt
     opts->args.insert(opts->args.end(),
                       {"--replicas", absl::StrCat(replicas), "--coordinator",
                        options_.coordinator_address, "--job-id", d.job_id(), "--attempt",
-                       absl::StrCat(d.attempt())});
+                       absl::StrCat(d.attempt()), "--gloo-hostname",
+                       options_.advertise_address.empty() ? "127.0.0.1"
+                                                          : options_.advertise_address});
+    // Who runs each rank ("w-1@10.0.0.5"), for the trainer's messages.
+    if (d.rank_workers_size() == world) {
+      std::vector<std::string> hosts;
+      for (int r = 0; r < world; ++r) {
+        hosts.push_back(absl::StrCat(d.rank_workers(r), "@",
+                                     r < d.rank_addresses_size() ? d.rank_addresses(r) : ""));
+      }
+      opts->args.insert(opts->args.end(), {"--rank-hosts", absl::StrJoin(hosts, ",")});
+    }
   }
   if (!d.resume_checkpoint().empty()) {
     opts->args.push_back("--resume");

@@ -22,7 +22,9 @@
 //      --rank R --world-size N` child in work_dir/<job>/attempt-<n>/, where
 //      job.pb is the spec as sent, serialized; in a world of more than one
 //      rank also `--replicas K --coordinator ADDR --job-id ID --attempt A`,
-//      from which the trainer reaches the attempt's rendezvous), stop
+//      from which the trainer reaches the attempt's rendezvous, and
+//      `--gloo-hostname ADVERTISED --rank-hosts W@ADDR,...`: the address its
+//      Gloo listeners bind to and who runs every rank, for its messages), stop
 //      (SIGTERM, SIGKILL after the grace) running attempts no longer listed,
 //      and forget exited attempts once a heartbeat reporting their exit was
 //      answered without them. An attempt it knows is never started twice,
@@ -87,6 +89,10 @@ std::unique_ptr<CoordinatorClient> NewGrpcCoordinatorClient(
 struct WorkerDaemonOptions {
   // Reported at registration.
   std::string hostname;
+  // The address this machine's trainers listen on for their peers
+  // (worker/address.h): reported at registration and handed to the trainers
+  // of multi-rank attempts (`--gloo-hostname`). Empty: 127.0.0.1.
+  std::string advertise_address;
   std::vector<v1::Device> devices;
   // The coordinator's host:port: for log messages, and handed to the
   // trainers of multi-rank attempts for their rendezvous.

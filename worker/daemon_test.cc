@@ -482,14 +482,26 @@ TEST_F(DaemonTest, PassesTheRendezvousToARankOfAMultiWorkerAttempt) {
   want.set_world_size(4);
   want.set_first_rank(2);
   want.set_num_replicas(2);
+  for (const char* w : {"w-9", "w-9", "w-1", "w-1"}) want.add_rank_workers(w);
+  for (const char* a : {"10.0.0.9", "10.0.0.9", "10.0.0.1", "10.0.0.1"}) want.add_rank_addresses(a);
   fake_.desired = {want};
+  options_.advertise_address = "10.0.0.1";
   auto d = NewDaemon();
   ASSERT_TRUE(TickUntil(*d, [&] { return Exited("job-11/3"); }));
+  // The worker registered the address its trainers listen on.
+  {
+    absl::MutexLock l(&fake_.mu);
+    ASSERT_FALSE(fake_.registers.empty());
+    EXPECT_EQ(fake_.registers.back().address(), "10.0.0.1");
+  }
   const std::string attempt_dir = options_.work_dir + "/job-11/attempt-3";
+  // Gloo binds to the advertised address; the trainer learns who runs each
+  // rank for its messages.
   EXPECT_EQ(ReadFile(attempt_dir + "/runs.txt"),
             "--spec-file " + attempt_dir +
                 "/job.pb --output events --rank 2 --world-size 4 --replicas 2 "
-                "--coordinator fake --job-id job-11 --attempt 3\n");
+                "--coordinator fake --job-id job-11 --attempt 3 --gloo-hostname 10.0.0.1 "
+                "--rank-hosts w-9@10.0.0.9,w-9@10.0.0.9,w-1@10.0.0.1,w-1@10.0.0.1\n");
 
   // Ranks past the end of the world are refused, not started.
   v1::DesiredAttempt bad = Desired("job-12", 1, "quick");

@@ -168,6 +168,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
 absl::Status Trainer::Connect(Replica& r) {
   collective::GlooOptions go;
   go.hostname = options_.hostname;
+  go.rank_hosts = options_.rank_hosts;
   go.connect_timeout = collective_timeout_;
   ASSIGN_OR_RETURN(auto comm, collective::CreateGlooCommunicator(group_store_.get(), r.rank,
                                                                  options_.world_size, go));

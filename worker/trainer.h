@@ -109,6 +109,9 @@ struct TrainerOptions {
   int attempt = 0;
   // The address this process's Gloo pairs listen on.
   std::string hostname = "127.0.0.1";
+  // Who runs each global rank, "worker@address" (`--rank-hosts`); empty if
+  // unknown. Only for messages about peers.
+  std::vector<std::string> rank_hosts;
   // Per-collective timeout (and rendezvous deadline); zero takes the spec's
   // distribution.collective_timeout_s (default 300 s).
   absl::Duration collective_timeout = absl::ZeroDuration();

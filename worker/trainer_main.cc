@@ -4,7 +4,7 @@
 //                [--output text|json|events] [--log-level LEVEL]
 //                [--world-size N --rank R --replicas K
 //                 --coordinator HOST:PORT --job-id ID --attempt A
-//                 --gloo-hostname ADDR]
+//                 --gloo-hostname ADDR --rank-hosts W@ADDR,...]
 //   yoke-trainer --resume CKPT [...]      (spec taken from the checkpoint)
 //   yoke-trainer --spec-file FILE|- [...] (a serialized v1::JobSpec)
 //
@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "collective/store.h"
 #include "common/config.h"
 #include "common/flags.h"
@@ -71,7 +72,7 @@ constexpr char kUsage[] =
     "                  [--output text|json|events] [--log-level debug|info|warn|error]\n"
     "                  [--world-size N --rank R --replicas K\n"
     "                   --coordinator HOST:PORT --job-id ID --attempt A\n"
-    "                   --gloo-hostname ADDR]\n"
+    "                   --gloo-hostname ADDR --rank-hosts W@ADDR,...]\n"
     "       yoke train --resume CHECKPOINT   (continue with the checkpoint's own spec)\n"
     "       yoke train --spec-file FILE|- [...]  (a serialized JobSpec, as the worker\n"
     "                                           daemon writes it; - reads stdin)\n";
@@ -90,7 +91,7 @@ int Fail(const absl::Status& s, int code) { return Fail(std::string(s.message())
 
 int main(int argc, char** argv) {
   std::string job_file, spec_file, resume, output = "text", log_level = "warn";
-  std::string coordinator, job_id, gloo_hostname = "127.0.0.1";
+  std::string coordinator, job_id, gloo_hostname = "127.0.0.1", rank_hosts;
   int rank = 0, world_size = 1, replicas = 1, attempt = 0;
   std::vector<std::string> overrides;
   // Ranks and counts: non-negative here, their relations checked below.
@@ -107,7 +108,8 @@ int main(int argc, char** argv) {
       .Int("--attempt", &attempt, 0, kMaxCount)
       .String("--coordinator", &coordinator)
       .String("--job-id", &job_id)
-      .String("--gloo-hostname", &gloo_hostname);
+      .String("--gloo-hostname", &gloo_hostname)
+      .String("--rank-hosts", &rank_hosts);
   std::vector<std::string> positional;
   if (auto code = flags.ParseOrExitCode(yoke::common::ArgsOf(argc, argv), &positional)) {
     return *code;
@@ -189,9 +191,14 @@ int main(int argc, char** argv) {
   opts.job_id = job_id;
   opts.attempt = attempt;
   opts.hostname = gloo_hostname;
+  if (!rank_hosts.empty()) opts.rank_hosts = absl::StrSplit(rank_hosts, ',');
   opts.progress = output == "events" ? static_cast<yoke::worker::ProgressSink*>(&tee) : &console;
   auto trainer_or = yoke::worker::Trainer::Create(spec, opts);
-  if (!trainer_or.ok()) return Fail(trainer_or.status(), 2);
+  if (!trainer_or.ok()) {
+    // Running out of memory is a training failure (1), not bad input (2).
+    return Fail(trainer_or.status(),
+                trainer_or.status().code() == absl::StatusCode::kResourceExhausted ? 1 : 2);
+  }
   std::unique_ptr<yoke::worker::Trainer> trainer = *std::move(trainer_or);
 
   g_trainer.store(trainer.get());

@@ -5,8 +5,14 @@
 //   yoke-worker [--config FILE] [--coordinator HOST:PORT] [--cpu-replicas N]
 //               [--work-dir DIR] [--trainer PATH] [--stop-grace DURATION]
 //               [--heartbeat-interval DURATION] [--log-level LEVEL] [--no-cuda]
+//               [--advertise-address ADDR]
 //
-// The config file is a yoke.v1.WorkerConfig in YAML; flags override it.
+// The config file is a yoke.v1.WorkerConfig in YAML; flags override it, and
+// the environment variable YOKE_ADVERTISE_ADDRESS overrides the file's
+// advertise_address (the flag overrides both). Without any, the worker
+// advertises the local address of its route to the coordinator
+// (worker/address.h); a loopback address is refused when the coordinator is
+// not on loopback.
 // Durations are "10s", "500ms" or plain milliseconds. Once registered it
 // prints "yoke-worker <id> registered with <address>" on stdout (scripts wait
 // for that line); logs go to stderr. SIGTERM or SIGINT shut it down
@@ -32,6 +38,7 @@
 #include "common/self_dir.h"
 #include "common/status.h"
 #include "proto/yoke/v1/config.pb.h"
+#include "worker/address.h"
 #include "worker/daemon.h"
 #include "worker/devices.h"
 
@@ -42,7 +49,10 @@ constexpr char kDefaultCoordinator[] = "127.0.0.1:7070";
 constexpr char kUsage[] =
     "usage: yoke-worker [--config FILE] [--coordinator HOST:PORT] [--cpu-replicas N]\n"
     "                   [--work-dir DIR] [--trainer PATH] [--stop-grace DURATION]\n"
-    "                   [--heartbeat-interval DURATION] [--log-level LEVEL] [--no-cuda]\n";
+    "                   [--heartbeat-interval DURATION] [--log-level LEVEL] [--no-cuda]\n"
+    "                   [--advertise-address ADDR]\n"
+    "  --advertise-address: where the other workers reach this one's trainers\n"
+    "  (default: $YOKE_ADVERTISE_ADDRESS, else the address of the route to the coordinator)\n";
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "yoke-worker: %s\n", message.c_str());
@@ -66,7 +76,7 @@ void WaitForSignals(sigset_t set, yoke::worker::WorkerDaemon* daemon) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config_path, coordinator, work_dir, trainer, log_level;
+  std::string config_path, coordinator, work_dir, trainer, log_level, advertise;
   int cpu_replicas = -1;
   bool no_cuda = false;
   absl::Duration stop_grace = absl::InfiniteDuration();
@@ -81,6 +91,7 @@ int main(int argc, char** argv) {
       .Duration("--heartbeat-interval", &heartbeat, absl::Nanoseconds(1),
                 "a positive duration like 1s")
       .String("--log-level", &log_level)
+      .String("--advertise-address", &advertise)
       .Bool("--no-cuda", &no_cuda);
   std::vector<std::string> positional;
   if (auto code = parser.ParseOrExitCode(yoke::common::ArgsOf(argc, argv), &positional)) {
@@ -100,6 +111,10 @@ int main(int argc, char** argv) {
   if (!work_dir.empty()) cfg.set_work_dir(work_dir);
   if (!trainer.empty()) cfg.set_trainer_path(trainer);
   if (!log_level.empty()) cfg.set_log_level(log_level);
+  if (const char* env = std::getenv("YOKE_ADVERTISE_ADDRESS"); env != nullptr && *env != '\0') {
+    cfg.set_advertise_address(env);
+  }
+  if (!advertise.empty()) cfg.set_advertise_address(advertise);
   if (stop_grace != absl::InfiniteDuration()) {
     cfg.set_stop_grace_ms(absl::ToInt64Milliseconds(stop_grace));
   }
@@ -147,6 +162,10 @@ int main(int argc, char** argv) {
                inv.cuda_note);
   if (inv.devices.empty()) return Fail("no devices: set --cpu-replicas or install a GPU driver");
 
+  absl::StatusOr<std::string> advertised =
+      yoke::worker::ResolveAdvertiseAddress(cfg.advertise_address(), cfg.coordinator());
+  if (!advertised.ok()) return Fail(std::string(advertised.status().message()));
+
   char host[256] = {0};
   ::gethostname(host, sizeof(host) - 1);
 
@@ -154,6 +173,7 @@ int main(int argc, char** argv) {
   opts.hostname = host;
   opts.devices = inv.devices;
   opts.coordinator_address = cfg.coordinator();
+  opts.advertise_address = *advertised;
   opts.work_dir = abs_work_dir;
   opts.trainer_path = cfg.trainer_path();
   opts.trainer_args = {"--log-level", cfg.log_level() == "debug" ? "debug" : "info"};
@@ -169,8 +189,8 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   };
   std::thread(WaitForSignals, signals, &daemon).detach();
-  spdlog::info("yoke-worker on {}: coordinator {}, work dir {}, trainer {}", host,
-               cfg.coordinator(), abs_work_dir, cfg.trainer_path());
+  spdlog::info("yoke-worker on {} (advertising {}): coordinator {}, work dir {}, trainer {}", host,
+               *advertised, cfg.coordinator(), abs_work_dir, cfg.trainer_path());
   absl::Status s = daemon.Run();
   return s.ok() ? 0 : 1;
 }
