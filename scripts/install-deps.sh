@@ -37,8 +37,11 @@ command -v kubectl >/dev/null || test_pkgs+=(kubernetes-client)
 pkgs=("${build_pkgs[@]}" "${test_pkgs[@]}")
 want_venv=1
 for extra in "$@"; do
+  if [ "$extra" = build ]; then pkgs=("${build_pkgs[@]}"); want_venv=0; fi
+done
+for extra in "$@"; do
   case "$extra" in
-    build) pkgs=("${build_pkgs[@]}"); want_venv=0 ;;
+    build) ;;
     bench) pkgs+=(python3-torch libopenblas0-openmp python3-numpy) ;;
     bazel) pkgs+=(bazel-bootstrap) ;;
     docker) pkgs+=(docker.io debootstrap) ;;

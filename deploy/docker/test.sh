@@ -114,7 +114,7 @@ log "docker build -f deploy/docker/Dockerfile (log $CACHE/build.log)"
   while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
   tar -c --null -T -) >"$TMP/context.tar"
 start=$(date +%s)
-DOCKER_BUILDKIT=0 "$DOCKER" build -q -f deploy/docker/Dockerfile -t "$IMAGE" \
+DOCKER_BUILDKIT=0 "$DOCKER" build -f deploy/docker/Dockerfile -t "$IMAGE" \
   --build-arg BUILD_IMAGE="$BASE" --build-arg RUNTIME_IMAGE="$BASE" \
   - <"$TMP/context.tar" >"$CACHE/build.log" 2>&1 ||
   fail "docker build failed: $(tail -20 "$CACHE/build.log")"
