@@ -32,7 +32,9 @@
 # Environment: YOKE_DOCKER_CACHE (default /var/cache/yoke-docker-test),
 # DOCKER (the CLI, default Debian's /usr/bin/docker).
 set -euo pipefail
-
+# One compound command, read whole before it runs: editing this file during
+# a run cannot change the run.
+{
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 CACHE=${YOKE_DOCKER_CACHE:-/var/cache/yoke-docker-test}
 RUN_DIR=/run/yoke-docker-test
@@ -147,10 +149,12 @@ training:
   optimizer: {type: sgd, lr: 0.05}
 checkpoint: {dir: /checkpoints/docker-test}
 EOF
-chmod a+r "$TMP/job.yaml"
-yoke() {
-  "$DOCKER" run --rm --network "$NAME" -v "$TMP:/job:ro" "$IMAGE" \
-    yoke --coordinator coordinator:7070 "$@"
+# The image's user reads it.
+chmod 755 "$TMP"
+chmod 644 "$TMP/job.yaml"
+yoke() {  # yoke ARGS...: the CLI in a container (named, so cleanup stops it)
+  "$DOCKER" run --rm --name "$NAME-cli" --network "$NAME" -v "$TMP:/job:ro" "$IMAGE" \
+    yoke "$@" --coordinator coordinator:7070
 }
 
 logs() {
@@ -169,23 +173,24 @@ done
 grep -q '"w-2"' <<<"$out" || { logs; fail "workers did not register: $out"; }
 
 advertise=0
-if "$DOCKER" run --rm "$IMAGE" yoke-worker --help 2>&1 | grep -q -- --advertise-address; then
+help=$("$DOCKER" run --rm --name "$NAME-cli" "$IMAGE" yoke-worker --help 2>&1 || true)
+if grep -q -- --advertise-address <<<"$help"; then
   advertise=1
   # Each worker registered the IP of its own container.
   for w in w1 w2; do
     ip=$("$DOCKER" inspect -f "{{(index .NetworkSettings.Networks \"$NAME\").IPAddress}}" \
       "$NAME-$w")
-    grep -q "\"$ip\"" <<<"$out" || fail "$w's address $ip is not in \`yoke workers\`: $out"
+    grep -q "\"$ip[\":]" <<<"$out" || fail "$w's address $ip is not in \`yoke workers\`: $out"
   done
 fi
 
 run_job() {  # run_job WORKERS
   log "submitting a $1-worker job"
   local start=$SECONDS
-  timeout "$JOB_TIMEOUT_S" "$DOCKER" run --rm --network "$NAME" -v "$TMP:/job:ro" "$IMAGE" \
-    yoke --coordinator coordinator:7070 submit /job/job.yaml \
-    --set "distribution.workers=$1" --set "checkpoint.dir=/checkpoints/w$1" --watch \
-    >"$TMP/watch-$1.log" 2>&1 || { cat "$TMP/watch-$1.log" >&2; logs; fail "the $1-worker job did not succeed"; }
+  timeout "$JOB_TIMEOUT_S" bash -c "$(declare -f yoke); $(declare -p DOCKER NAME TMP IMAGE);
+    yoke submit /job/job.yaml --set distribution.workers=$1 \
+      --set checkpoint.dir=/checkpoints/w$1 --watch" >"$TMP/watch-$1.log" 2>&1 ||
+    { cat "$TMP/watch-$1.log" >&2; logs; fail "the $1-worker job did not succeed"; }
   grep -q SUCCEEDED "$TMP/watch-$1.log" ||
     { cat "$TMP/watch-$1.log" >&2; fail "no SUCCEEDED in \`yoke submit --watch\`"; }
   log "the $1-worker job SUCCEEDED in $((SECONDS - start)) s"
@@ -200,3 +205,5 @@ else
     "containers"
 fi
 log "PASS"
+exit 0
+}
