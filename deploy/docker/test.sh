@@ -11,8 +11,9 @@
 #     Dockerfile start from it (BUILD_IMAGE, RUNTIME_IMAGE). The tree and the
 #     image are cached, so only the first run pays for them.
 #  3. `docker build` from the files git knows (tracked and untracked, not
-#     ignored: build/ stays out of the context), tagged yoke:docker-test. Its
-#     size is printed.
+#     ignored: build/ stays out of the context), tagged yoke:docker-test (and
+#     its build stage yoke:docker-test-build, the next run's cache). Its size
+#     is printed.
 #  4. On a user-defined network: a coordinator (the image's default command)
 #     and two workers, each with a read-only root (its work_dir on the
 #     image's /var/lib/yoke volume), a shared checkpoint volume
@@ -61,8 +62,9 @@ cleanup() {
     for c in coordinator w1 w2 cli; do "$DOCKER" rm -f -v "$NAME-$c" >/dev/null 2>&1; done
     "$DOCKER" network rm "$NAME" >/dev/null 2>&1
     "$DOCKER" volume rm "$NAME-checkpoints" >/dev/null 2>&1
-    # Untagged leftovers of earlier builds of yoke:docker-test (only in our
-    # own daemon: a shared one's images are not ours to prune).
+    # Untagged leftovers of earlier builds (only in our own daemon: a shared
+    # one's images are not ours to prune). The latest build stage is tagged
+    # (yoke:docker-test-build), so the cache for the next run stays.
     [ "$OWN_DOCKERD" = 1 ] && "$DOCKER" image prune -f >/dev/null 2>&1
   fi
   if [ "$OWN_DOCKERD" = 1 ]; then
@@ -116,10 +118,17 @@ log "docker build -f deploy/docker/Dockerfile (log $CACHE/build.log)"
   while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
   tar -c --null -T -) >"$TMP/context.tar"
 start=$(date +%s)
-DOCKER_BUILDKIT=0 "$DOCKER" build -f deploy/docker/Dockerfile -t "$IMAGE" \
-  --build-arg BUILD_IMAGE="$BASE" --build-arg RUNTIME_IMAGE="$BASE" \
-  - <"$TMP/context.tar" >"$CACHE/build.log" 2>&1 ||
-  fail "docker build failed: $(tail -20 "$CACHE/build.log")"
+build() {  # build ARGS...: docker build of the context, appending to build.log
+  DOCKER_BUILDKIT=0 "$DOCKER" build -f deploy/docker/Dockerfile "$@" \
+    --build-arg BUILD_IMAGE="$BASE" --build-arg RUNTIME_IMAGE="$BASE" \
+    - <"$TMP/context.tar" >>"$CACHE/build.log" 2>&1 ||
+    fail "docker build failed: $(tail -20 "$CACHE/build.log")"
+}
+: >"$CACHE/build.log"
+# The build stage tagged too: the layer cache of the next run (an untagged
+# stage would be pruned as dangling at the end).
+build --target build -t "$IMAGE-build"
+build -t "$IMAGE"
 size=$("$DOCKER" image inspect -f '{{.Size}}' "$IMAGE")
 log "built $IMAGE in $(($(date +%s) - start)) s: $((size / 1000000)) MB ($size bytes)"
 
