@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps build test demo bench bazel-test clean
+.PHONY: all deps build test demo bench bazel-test docker-test k8s-validate clean
 
 all: build
 
@@ -36,6 +36,22 @@ bench: build
 bazel-test:
 	@scripts/install-deps.sh bazel
 	@bazel test //... --test_output=errors
+
+# The image built for real from deploy/docker/Dockerfile on a Debian 12 base
+# made here (debootstrap + docker import, no registry), then a coordinator and
+# two workers from it on a Docker network, each worker advertising its own
+# container IP, training a 1-worker and a 2-worker job to SUCCEEDED
+# (deploy/docker/test.sh). Needs root; starts and stops its own dockerd unless
+# one is running. Caches the base tree and Docker's layers in
+# /var/cache/yoke-docker-test, so later runs rebuild only what changed.
+docker-test:
+	@scripts/install-deps.sh docker
+	@deploy/docker/test.sh
+
+# deploy/k8s, base and overlays, rendered and validated against the
+# Kubernetes API schemas offline (also part of `make test`).
+k8s-validate: deps
+	@tests/k8s_manifests_test.sh
 
 clean:
 	rm -rf $(BUILD)

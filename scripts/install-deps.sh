@@ -2,11 +2,22 @@
 # Installs the Debian packages Yoke builds, tests and demos with.
 # Idempotent and quiet: when everything is present it prints nothing.
 #   scripts/install-deps.sh          build + test + demo packages
+#   scripts/install-deps.sh build    only what compiling the binaries needs
+#                                    (the Docker image's build stage)
 #   scripts/install-deps.sh bench    also the PyTorch peer for bench/
 #   scripts/install-deps.sh bazel    also Bazel (for the Bazel build)
+#   scripts/install-deps.sh docker   also dockerd and debootstrap (make docker-test)
+# The tests also need kubectl (Debian's kubernetes-client, unless a kubectl is
+# already installed) and the Python package kubernetes-validate, which pip
+# installs into its own virtual environment, $YOKE_VENV (/opt/yoke/venv).
 set -euo pipefail
 
-pkgs=(
+YOKE_VENV=${YOKE_VENV:-/opt/yoke/venv}
+# The schema validator tests/k8s_manifests_test.sh runs (pinned: its bundled
+# schemas are what the test validates against).
+KUBERNETES_VALIDATE=kubernetes-validate==1.37.0
+
+build_pkgs=(
   build-essential cmake ninja-build pkg-config
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   libabsl-dev libspdlog-dev libyaml-cpp-dev libsqlite3-dev zlib1g-dev libssl-dev
@@ -15,16 +26,43 @@ pkgs=(
   # its OpenCL GPU runtime); libdnnl-dev only recommends it, and we install
   # without recommends.
   ocl-icd-opencl-dev
+)
+test_pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
+  python3-venv
 )
+command -v kubectl >/dev/null || test_pkgs+=(kubernetes-client)
+
+pkgs=("${build_pkgs[@]}" "${test_pkgs[@]}")
+want_venv=1
+for extra in "$@"; do
+  if [ "$extra" = build ]; then pkgs=("${build_pkgs[@]}"); want_venv=0; fi
+done
 for extra in "$@"; do
   case "$extra" in
+    build) ;;
     bench) pkgs+=(python3-torch libopenblas0-openmp python3-numpy) ;;
     bazel) pkgs+=(bazel-bootstrap) ;;
-    *) echo "install-deps: unknown extra '$extra' (known: bench, bazel)" >&2; exit 2 ;;
+    docker) pkgs+=(docker.io debootstrap) ;;
+    *) echo "install-deps: unknown extra '$extra' (known: build, bench, bazel, docker)" >&2
+       exit 2 ;;
   esac
 done
+
+SUDO=""
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
+
+# kubernetes-validate in its own virtual environment (Debian's Python is
+# externally managed, so pip may not install into it).
+install_venv() {
+  [ "$want_venv" = 1 ] || return 0
+  "$YOKE_VENV/bin/python3" -m pip show -q kubernetes-validate >/dev/null 2>&1 && return 0
+  echo "install-deps: installing $KUBERNETES_VALIDATE into $YOKE_VENV" >&2
+  $SUDO /usr/bin/python3 -m venv "$YOKE_VENV"
+  $SUDO "$YOKE_VENV/bin/python3" -m pip install -q --disable-pip-version-check \
+    "$KUBERNETES_VALIDATE" >/dev/null
+}
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -32,16 +70,17 @@ for p in "${pkgs[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then
+  install_venv
+  exit 0
+fi
 
 echo "install-deps: installing ${missing[*]}" >&2
-SUDO=""
-if [ "$(id -u)" != 0 ]; then
-  if command -v sudo >/dev/null; then SUDO=sudo; else
-    echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1
-  fi
+if [ "$(id -u)" != 0 ] && [ -z "$SUDO" ]; then
+  echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq >/dev/null
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_venv
 echo "install-deps: done" >&2

@@ -71,7 +71,7 @@ TEST(DeployTest, KubernetesManifestsAreWellFormedAndComplete) {
       if (kind == "Kustomization") {
         // Every resource and patch it names exists next to it.
         const fs::path dir = fs::path(f).parent_path();
-        for (const char* key : {"resources", "patches"}) {
+        for (const char* key : {"resources", "bases", "patches", "patchesStrategicMerge"}) {
           if (!d[key]) continue;
           for (const YAML::Node& r : d[key]) {
             const std::string rel = r.IsMap() ? r["path"].as<std::string>() : r.as<std::string>();
@@ -201,7 +201,9 @@ TEST(DeployTest, SystemdUnitsAndConfigsStartTheRealDaemons) {
 // the -dev packages the build uses), so dpkg knows each one.
 TEST(DeployTest, DockerfileRuntimePackagesExist) {
   const std::string df = Slurp(Deploy() + "/docker/Dockerfile");
-  const size_t runtime = df.rfind("FROM debian:12-slim");
+  // The runtime stage is the last; its base defaults to Debian 12 slim.
+  EXPECT_NE(df.find("ARG RUNTIME_IMAGE=debian:12-slim\n"), std::string::npos);
+  const size_t runtime = df.rfind("\nFROM ${RUNTIME_IMAGE}");
   ASSERT_NE(runtime, std::string::npos);
   const std::string marker = "--no-install-recommends";
   const size_t from = df.find(marker, runtime);
