@@ -303,6 +303,28 @@ int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err) {
   }
   f.dir = AbsolutePath(f.dir);
 
+  // A cluster that ran in this directory before: its coordinator must not
+  // run still, its workers may (they outlive a coordinator crash and keep
+  // training), and its port is reused so that they find the new one.
+  std::vector<pid_t> adopted;  // the old run's workers, still alive
+  if (ClusterState old; RecordedClusterRuns(f.dir + "/cluster.json", &old)) {
+    std::fprintf(err,
+                 "yoke up: the cluster in %s is already running at %s (coordinator pid %d); "
+                 "stop it with `yoke down --dir %s`\n",
+                 f.dir.c_str(), old.address.c_str(), old.coordinator_pid, f.dir.c_str());
+    return 1;
+  } else if (auto prev = ReadClusterState(f.dir + "/cluster.json"); prev.ok()) {
+    for (int pid : prev->worker_pids) {
+      if (ProcessIsNamed(pid, "yoke-worker")) adopted.push_back(pid);
+    }
+  }
+  const std::string port_path = f.dir + "/coordinator.port";
+  if (f.port == 0) {
+    std::ifstream in(port_path);
+    int recorded = 0;
+    if (in >> recorded && recorded > 0 && recorded <= 65535) f.port = recorded;
+  }
+
   // Before any thread exists (gRPC starts some), so that every thread
   // inherits the mask and the signals wait for sigtimedwait.
   sigset_t block;
@@ -317,6 +339,7 @@ int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err) {
     for (size_t i = 1; i < daemons.size(); ++i) {
       if (!daemons[i].dead) workers.push_back(daemons[i].pid);
     }
+    workers.insert(workers.end(), adopted.begin(), adopted.end());
     StopAll(workers, std::chrono::seconds(10));
     if (!daemons.empty() && !daemons[0].dead) StopAll({daemons[0].pid}, std::chrono::seconds(10));
   };
@@ -364,11 +387,21 @@ int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err) {
     if (SleepOrSignal(std::chrono::milliseconds(50))) return fail("interrupted");
   }
 
+  // The next `yoke up --dir` listens on the same port.
+  if (size_t colon = address.rfind(':'); colon != std::string::npos) {
+    std::ofstream(port_path) << address.substr(colon + 1) << "\n";
+  }
+
   const int64_t started_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(
           std::chrono::system_clock::now().time_since_epoch())
           .count();
-  for (int i = 1; i <= f.workers; ++i) {
+  if (!adopted.empty()) {
+    std::fprintf(out, "yoke up: %zu worker%s of the last run in %s still running; they register "
+                 "again\n", adopted.size(), adopted.size() == 1 ? "" : "s", f.dir.c_str());
+    std::fflush(out);
+  }
+  for (int i = 1; adopted.empty() && i <= f.workers; ++i) {
     std::string wdir = absl::StrCat(f.dir, "/worker-", i);
     ::mkdir(wdir.c_str(), 0755);
     auto s = start(absl::StrCat("worker ", i),
@@ -389,7 +422,7 @@ int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err) {
         if (w.alive() && w.register_time_ms() >= started_ms - 1000) ++ready;
       }
     }
-    if (ready >= f.workers) break;
+    if (ready >= (adopted.empty() ? f.workers : static_cast<int>(adopted.size()))) break;
     for (auto& d : daemons) {
       int status;
       if (Exited(d, &status)) return fail(DiedMessage(d.what, status, d.log));
@@ -415,6 +448,7 @@ int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err) {
   st.dir = f.dir;
   st.coordinator_pid = daemons[0].pid;
   for (size_t i = 1; i < daemons.size(); ++i) st.worker_pids.push_back(daemons[i].pid);
+  st.worker_pids.insert(st.worker_pids.end(), adopted.begin(), adopted.end());
   st.up_pid = f.detach ? 0 : ::getpid();
   for (const auto& p : {state_path, f.dir + "/cluster.json"}) {
     if (auto s = WriteClusterState(st, p); !s.ok()) return fail(std::string(s.message()));

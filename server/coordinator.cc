@@ -20,6 +20,8 @@ namespace {
 // kMaxLogText bytes; a runaway trainer must not flood the store.
 constexpr int kMaxLogLines = 1000;
 constexpr size_t kMaxLogText = 4096;
+// restart.max_restarts when the spec leaves it unset.
+constexpr int kDefaultMaxRestarts = 3;
 
 std::string AttemptKey(const std::string& job_id, int attempt) {
   return absl::StrCat(job_id, "/", attempt);
@@ -572,7 +574,16 @@ void Coordinator::ApplyStatus(const std::string& worker_id, const v1::AttemptSta
     aj.collective_done[share->first_rank()] = st.progress().collective_seq_completed();
   }
   if (rank0 && st.epochs_size() > 0) {
-    for (const v1::EpochResult& e : st.epochs()) *aj.job.add_history() = e;
+    // Every epoch once: an attempt that resumed from a checkpoint taken
+    // mid-epoch trains that epoch again and reports it again; its result
+    // replaces the one of the failed attempt.
+    for (const v1::EpochResult& e : st.epochs()) {
+      v1::EpochResult* slot = nullptr;
+      for (v1::EpochResult& h : *aj.job.mutable_history()) {
+        if (h.epoch() == e.epoch()) slot = &h;
+      }
+      *(slot != nullptr ? slot : aj.job.add_history()) = e;
+    }
     const v1::EpochResult& last = st.epochs(st.epochs_size() - 1);
     message = absl::StrCat("epoch ", last.epoch(), " done: train_loss ", last.train_loss(),
                            ", test_accuracy ", last.test_accuracy());
@@ -655,7 +666,8 @@ void Coordinator::FailAttempt(ActiveJob& aj, const std::string& reason, bool ret
   if (a == nullptr) return;
   const int number = a->number();
   EndAttempt(aj, v1::ATTEMPT_FAILED, reason);
-  const int max_restarts = aj.job.spec().restart().max_restarts();
+  const v1::RestartPolicy& policy = aj.job.spec().restart();
+  const int max_restarts = policy.has_max_restarts() ? policy.max_restarts() : kDefaultMaxRestarts;
   const int restarts_used = aj.job.attempts_size() - 1;
   spdlog::warn("{}: attempt {} failed: {}", aj.job.id(), number, reason);
   if (!retryable || restarts_used >= max_restarts) {

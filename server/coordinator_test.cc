@@ -294,7 +294,7 @@ class MultiWorkerTest : public CoordinatorTest {
 };
 
 TEST_F(MultiWorkerTest, OneRankFailingStopsTheOthersAndFailsTheJobWithItsRank) {
-  StartTwoRanks();
+  StartTwoRanks({"restart.max_restarts=0"});  // no retry: the first failure is final
   EXPECT_EQ(Beat(w1_).desired_size(), 1);
   Beat(w2_, {Exit(1, 128 + 9, "killed by signal 9 (Killed); last output: step 20")});
   v1::Job j = Job(id_);
@@ -350,7 +350,7 @@ TEST_F(MultiWorkerTest, FailedRankRestartsTheGangInAFreshRendezvousNamespace) {
 }
 
 TEST_F(MultiWorkerTest, LostWorkerFailsTheAttemptNamingItsRank) {
-  StartTwoRanks();
+  StartTwoRanks({"restart.max_restarts=0"});  // no retry: the first failure is final
   clock_.Advance(absl::Seconds(6));
   Beat(w1_, {Status(id_, 1, v1::AttemptStatus::RUNNING)});
   clock_.Advance(absl::Seconds(5));
@@ -359,6 +359,50 @@ TEST_F(MultiWorkerTest, LostWorkerFailsTheAttemptNamingItsRank) {
   EXPECT_EQ(j.state(), v1::JOB_FAILED);
   EXPECT_EQ(j.reason(), "worker w-2 missed heartbeats for 10s (it ran rank 1 of 2)");
   EXPECT_EQ(Beat(w1_, {Status(id_, 1, v1::AttemptStatus::RUNNING)}).desired_size(), 0);
+}
+
+TEST_F(MultiWorkerTest, EveryEpochIsInTheHistoryOnceAcrossRestarts) {
+  StartTwoRanks({"restart.max_restarts=2"});
+  auto epochs = [&](int attempt, std::vector<std::pair<int, double>> es) {
+    v1::AttemptStatus st = Status(id_, attempt, v1::AttemptStatus::RUNNING);
+    for (auto [n, acc] : es) {
+      v1::EpochResult* e = st.add_epochs();
+      e->set_epoch(n);
+      e->set_test_accuracy(acc);
+    }
+    return st;
+  };
+  Beat(w1_, {epochs(1, {{1, 0.5}, {2, 0.6}})});
+  // Attempt 1 dies in epoch 3; attempt 2 resumes from a checkpoint inside
+  // epoch 2, so it trains and reports epoch 2 again.
+  Beat(w1_, {Exit(1, 1, "loss is NaN")});
+  Beat(w2_, {Exit(1, 128 + 15, "")});
+  ASSERT_EQ(Beat(w1_).desired_size(), 1);
+  ASSERT_EQ(Beat(w2_).desired_size(), 1);
+  const int rank0_worker_is_w1 = Beat(w1_).desired(0).first_rank() == 0;
+  const std::string& rank0 = rank0_worker_is_w1 ? w1_ : w2_;
+  Beat(rank0, {epochs(2, {{2, 0.7}, {3, 0.8}})});
+  v1::Job j = Job(id_);
+  ASSERT_EQ(j.history_size(), 3) << j.DebugString();
+  EXPECT_EQ(j.history(0).epoch(), 1);
+  EXPECT_EQ(j.history(1).epoch(), 2);
+  EXPECT_DOUBLE_EQ(j.history(1).test_accuracy(), 0.7) << "the epoch as the last attempt trained it";
+  EXPECT_EQ(j.history(2).epoch(), 3);
+}
+
+TEST_F(MultiWorkerTest, AnUnsetRestartPolicyRetriesThreeTimes) {
+  StartTwoRanks();
+  for (int attempt = 1; attempt <= 4; ++attempt) {
+    ASSERT_EQ(Job(id_).attempts_size(), attempt);
+    Beat(w1_, {Exit(attempt, 1, "loss is NaN")});
+    Beat(w2_, {Exit(attempt, 128 + 15, "")});
+    Beat(w1_);
+    Beat(w2_);
+  }
+  v1::Job j = Job(id_);
+  EXPECT_EQ(j.state(), v1::JOB_FAILED);
+  EXPECT_EQ(j.attempts_size(), 4) << "the first attempt and 3 restarts";
+  EXPECT_NE(j.reason().find("after 3 restarts of 3"), std::string::npos) << j.reason();
 }
 
 TEST_F(MultiWorkerTest, ResultProgressAndHistoryComeFromRankZero) {
@@ -392,7 +436,7 @@ TEST_F(MultiWorkerTest, ResultProgressAndHistoryComeFromRankZero) {
 }
 
 TEST_F(MultiWorkerTest, CollectiveTimeoutNamesTheLaggingRanksWorkerAndEveryRanksProgress) {
-  StartTwoRanks();
+  StartTwoRanks({"restart.max_restarts=0"});  // no retry: the first failure is final
   Beat(w1_, {Progress(1, 600, 1233)});
   Beat(w2_, {Progress(1, 590, 1199)});
   // Rank 0's watchdog gives up on rank 1; the exit carries its last progress.
@@ -558,7 +602,7 @@ TEST_F(CoordinatorTest, RestartReloadsJobsAndWorkersReconnectUndisturbed) {
 
 TEST_F(CoordinatorTest, WorkerThatNeverComesBackAfterARestartFailsItsAttempts) {
   const std::string w = Register(1);
-  auto id = coord_->Submit(Spec(), 0);
+  auto id = coord_->Submit(Spec({"restart.max_restarts=0"}), 0);
   Beat(w, {Status(*id, 1, v1::AttemptStatus::RUNNING)});
   Restart();
   clock_.Advance(absl::Seconds(9));

@@ -1,0 +1,72 @@
+// Coordinator crash (kill -9) mid-job on a `yoke up` cluster, then
+// `yoke up --dir DIR` 5 s later, as docs/operations.md tells the user: the
+// new coordinator listens on the same port with the same store, the workers
+// of the last run keep their trainers and register again under their own
+// ids (no new workers start), and the job goes on in the same attempt to
+// SUCCEEDED with every epoch in its history exactly once.
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "tests/e2e_util.h"
+
+namespace yoke::e2e {
+namespace {
+
+TEST(CoordinatorCrashE2ETest, KillNineThenYokeUpDirResumesTheRunningJob) {
+  TestCluster cluster(2);
+  ASSERT_TRUE(cluster.ok()) << cluster.up_output();
+  RunResult s = cluster.Yoke("submit " + Config("fashion_mnist_mlp.yaml") +
+                             " --set distribution.workers=2 --set training.epochs=3"
+                             " --set training.threads=1 --set data.train.num_examples=12000"
+                             " --set data.test.num_examples=1000 --set restart.max_restarts=0");
+  ASSERT_EQ(s.exit_code, 0) << s.out;
+  const std::string id = s.out.substr(0, s.out.find('\n'));
+  v1::Job job;
+  ASSERT_TRUE(WaitFor([&] { return cluster.GetJob(id, &job) && job.progress().step() >= 20; },
+                      std::chrono::seconds(120)))
+      << job.DebugString() << cluster.Logs();
+  const std::string address = cluster.address();
+  RunResult before = cluster.Yoke("workers --output json");
+
+  ASSERT_EQ(kill(cluster.state().coordinator_pid, SIGKILL), 0);
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  RunResult up = Sh("YOKE_STATE_DIR=" + cluster.dir() + "/state " + BinDir() +
+                        "/yoke up --detach --workers 2 --dir " + cluster.dir(),
+                    true);
+  ASSERT_EQ(up.exit_code, 0) << up.out << cluster.Logs();
+  EXPECT_NE(up.out.find("still running"), std::string::npos) << up.out;
+  EXPECT_NE(up.out.find(address), std::string::npos) << "the same port: " << up.out;
+
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return cluster.GetJob(id, &job) &&
+               (job.state() == v1::JOB_SUCCEEDED || job.state() == v1::JOB_FAILED);
+      },
+      std::chrono::seconds(300)))
+      << job.DebugString() << cluster.Logs();
+  ASSERT_EQ(job.state(), v1::JOB_SUCCEEDED) << job.reason() << cluster.Logs();
+  EXPECT_EQ(job.attempts_size(), 1) << "the job went on in the same attempt";
+  std::vector<int> epochs;
+  for (const auto& e : job.history()) epochs.push_back(e.epoch());
+  EXPECT_EQ(epochs, std::vector<int>({1, 2, 3})) << "every epoch exactly once";
+  // The training lost to the outage: none (the same attempt, all its steps).
+  std::printf("coordinator outage: job %s finished in attempt %d at step %lld\n", id.c_str(),
+              job.attempts_size(), static_cast<long long>(job.result().steps()));
+
+  // The same two workers, under their own ids: no daemon was started twice.
+  // `yoke workers --output json` is an array of workers.
+  RunResult after = cluster.Yoke("workers --output json");
+  ASSERT_EQ(after.exit_code, 0) << after.out;
+  EXPECT_NE(after.out.find("\"id\":\"w-1\""), std::string::npos) << after.out;
+  EXPECT_NE(after.out.find("\"id\":\"w-2\""), std::string::npos) << after.out;
+  EXPECT_EQ(after.out.find("\"id\":\"w-3\""), std::string::npos)
+      << "a second set of workers started: " << before.out << after.out;
+  EXPECT_EQ(after.out.find("\"alive\":false"), std::string::npos) << after.out;
+}
+
+}  // namespace
+}  // namespace yoke::e2e
