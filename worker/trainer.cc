@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -25,15 +26,10 @@ namespace {
 
 // Creates `dir` and its parents (like mkdir -p).
 absl::Status MakeDirs(const std::string& dir) {
-  std::string cur;
-  for (size_t i = 0; i <= dir.size(); ++i) {
-    if (i == dir.size() || dir[i] == '/') {
-      if (!cur.empty() && ::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
-        return absl::InternalError(
-            absl::StrCat("cannot create directory ", cur, ": ", std::strerror(errno)));
-      }
-    }
-    if (i < dir.size()) cur.push_back(dir[i]);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat("cannot create directory ", dir, ": ", ec.message()));
   }
   return absl::OkStatus();
 }
