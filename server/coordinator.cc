@@ -1,3 +1,8 @@
+// The Coordinator class (server/coordinator.h). Over 600 lines on purpose:
+// submission, scheduling, the worker protocol and the attempt lifecycle all
+// change the same ActiveJob state under one mutex; the pure parts live in
+// their own files (scheduler.cc, worker_registry.cc, hang_report.cc,
+// rendezvous.cc).
 #include "server/coordinator.h"
 
 #include <algorithm>

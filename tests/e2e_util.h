@@ -190,6 +190,19 @@ class Daemon {
   pid_t pid_ = 0;
 };
 
+// The last 4000 bytes of every *.log in `dir`, for failure messages.
+inline std::string LogTails(const std::string& dir) {
+  std::string out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".log") continue;
+    std::ifstream in(e.path());
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.size() > 4000) text = "..." + text.substr(text.size() - 4000);
+    out += "==== " + e.path().string() + "\n" + text + "\n";
+  }
+  return out;
+}
+
 class TestCluster {
  public:
   // `yoke up --detach --workers N` in a fresh directory; `up_flags` are
@@ -271,17 +284,7 @@ class TestCluster {
   }
 
   // Logs of every daemon, for failure messages.
-  std::string Logs() const {
-    std::string out;
-    for (const auto& e : std::filesystem::directory_iterator(dir_)) {
-      if (e.path().extension() != ".log") continue;
-      std::ifstream in(e.path());
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (text.size() > 4000) text = "..." + text.substr(text.size() - 4000);
-      out += "==== " + e.path().string() + "\n" + text + "\n";
-    }
-    return out;
-  }
+  std::string Logs() const { return LogTails(dir_); }
 
  private:
   std::string Env() const { return "YOKE_STATE_DIR=" + dir_ + "/state "; }

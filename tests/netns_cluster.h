@@ -194,17 +194,7 @@ class NetnsCluster {
   }
 
   // Every daemon's log, the tail of each, for failure messages.
-  std::string Logs() const {
-    std::string out;
-    for (const auto& e : std::filesystem::directory_iterator(dir_)) {
-      if (e.path().extension() != ".log") continue;
-      std::ifstream in(e.path());
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (text.size() > 4000) text = "..." + text.substr(text.size() - 4000);
-      out += "==== " + e.path().string() + "\n" + text + "\n";
-    }
-    return out;
-  }
+  std::string Logs() const { return LogTails(dir_); }
 
  private:
   bool Ip(const std::string& args) {
