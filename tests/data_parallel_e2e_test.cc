@@ -180,7 +180,7 @@ TEST(DataParallelE2ETest, HungRankIsNamedWithItsWorkerAndEveryRanksLastCollectiv
       // Gloo's own timeout ("Read timeout") or the watchdog's ("timed out
       // after 5s"), whichever fires first; then the hang check's verdict.
       job.reason(), std::regex("^trainer of rank 0 on w-[0-9]+ exited with code 1: .*on rank 0 "
-                               "of 2.*ranks? 1 .*\\(worker " + w + "\\)")))
+                               "of 2.*ranks? 1 .*\\(worker " + w + " at 127\\.0\\.0\\.1\\)")))
       << job.reason();
   EXPECT_TRUE(std::regex_search(
       job.reason(), std::regex("last collective completed per rank: r0=[0-9]+ r1=[0-9]+$")))

@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "collective/coordinator_store.h"
-#include "common/logging.h"
 #include "common/status.h"
 #include "data/pipeline.h"
 #include "engine/checkpoint.h"
@@ -252,17 +251,6 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     if (stop_now) break;
   }
   pipe.reset();
-  // No rank closes its connections while another still reads the last
-  // collective: a peer that exits first can reset them under its feet (seen
-  // between containers). Training is done, so a failure here is only logged.
-  if (rep.comm != nullptr && rep.comm->size() > 1) {
-    collective::Options o;
-    o.timeout = collective_timeout_;
-    o.tag = "end of training";
-    if (absl::Status s = rep.comm->Barrier(o)->Wait(); !s.ok()) {
-      spdlog::warn("rank {}: the final barrier failed: {}", rep.rank, std::string(s.message()));
-    }
-  }
   if (!root) return absl::OkStatus();
 
   // Stopped mid-epoch (max_steps or a stop request): evaluate what we have
