@@ -5,7 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cluster_state.h"
+#include "common/certs.h"
 #include "common/grpc_status.h"
+#include "common/tls_credentials.h"
 
 namespace yoke::client {
 
@@ -23,6 +25,15 @@ std::string ResolveCoordinatorAddress(const std::string& flag) {
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& s, const std::string& address) {
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      (s.error_message().find("andshake") != std::string::npos ||
+       s.error_message().find("SSL") != std::string::npos)) {
+    return absl::UnavailableError(absl::StrCat(
+        "TLS with the coordinator at ", address,
+        " failed (is its certificate from the CA in your --tls-dir, and for this address? does "
+        "it run --insecure?): ",
+        s.error_message()));
+  }
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
     // gRPC's own text ("failed to connect to all addresses; ...") does not
     // tell a user what to do; keep it at the end for debugging.
@@ -38,6 +49,31 @@ absl::Status FromGrpcStatus(const grpc::Status& s, const std::string& address) {
   return common::FromGrpcStatus(s);
 }
 
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ResolveCredentials(
+    const CredentialFlags& flags) {
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v == nullptr ? "" : v);
+  };
+  if (flags.insecure || env("YOKE_INSECURE") == "1") return grpc::InsecureChannelCredentials();
+  std::string dir = flags.tls_dir.empty() ? env("YOKE_TLS_DIR") : flags.tls_dir;
+  const std::string token = flags.token.empty() ? env("YOKE_TOKEN") : flags.token;
+  if (dir.empty()) {
+    auto st = ReadClusterState(DefaultClusterStatePath());
+    if (st.ok() && st->tls_dir.empty()) return grpc::InsecureChannelCredentials();
+    if (st.ok()) dir = st->tls_dir;
+  }
+  if (dir.empty()) {
+    return absl::FailedPreconditionError(
+        "no credentials for the coordinator: pass --tls-dir DIR (ca.crt, tls.crt, tls.key from "
+        "`yoke certs issue`) or set $YOKE_TLS_DIR, add --token (or $YOKE_TOKEN) for a bearer "
+        "token, or --insecure for a coordinator that runs --insecure");
+  }
+  auto c = common::ReadCredentialsDir(dir, /*need_leaf=*/false);
+  if (!c.ok()) return absl::Status(c.status().code(), absl::StrCat("--tls-dir: ", c.status().message()));
+  return common::TlsChannelCredentials(*c, token);
+}
+
 CoordinatorClient::CoordinatorClient(std::string address, ClientOptions options)
     : address_(std::move(address)), options_(options) {
   grpc::ChannelArguments args;
@@ -46,7 +82,9 @@ CoordinatorClient::CoordinatorClient(std::string address, ClientOptions options)
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetMaxReceiveMessageSize(64 << 20);
-  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  channel_ = grpc::CreateCustomChannel(
+      address_, options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials(),
+      args);
   stub_ = v1::Coordinator::NewStub(channel_);
 }
 
@@ -120,6 +158,30 @@ absl::StatusOr<std::vector<v1::Worker>> CoordinatorClient::ListWorkers() {
       FromGrpcStatus(stub_->ListWorkers(&ctx, v1::ListWorkersRequest(), &resp), address_);
   if (!s.ok()) return s;
   return std::vector<v1::Worker>(resp.workers().begin(), resp.workers().end());
+}
+
+absl::StatusOr<v1::CreateTokenResponse> CoordinatorClient::CreateToken(const std::string& role,
+                                                                       const std::string& name,
+                                                                       absl::Duration ttl) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::CreateTokenRequest req;
+  req.set_role(role);
+  req.set_name(name);
+  req.set_ttl_seconds(absl::ToInt64Seconds(ttl));
+  v1::CreateTokenResponse resp;
+  absl::Status s = FromGrpcStatus(stub_->CreateToken(&ctx, req, &resp), address_);
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::Status CoordinatorClient::RevokeToken(const std::string& id) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::RevokeTokenRequest req;
+  req.set_id(id);
+  v1::RevokeTokenResponse resp;
+  return FromGrpcStatus(stub_->RevokeToken(&ctx, req, &resp), address_);
 }
 
 absl::Status CoordinatorClient::WatchJob(

@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/yoke/v1/coordinator.grpc.pb.h"
 
@@ -44,7 +45,29 @@ struct ClientOptions {
   // Deadline of each unary call. Short, because every unary RPC of the
   // coordinator is a store read or a single transaction.
   std::chrono::milliseconds unary_timeout{10000};
+  // TLS (and maybe a token) from ResolveCredentials; null: plaintext, for a
+  // coordinator that runs --insecure.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
 };
+
+// Where the CLI's credentials come from (`--tls-dir`, `--token`,
+// `--insecure`).
+struct CredentialFlags {
+  std::string tls_dir;
+  std::string token;
+  bool insecure = false;
+};
+
+// The channel credentials for a coordinator:
+//   --insecure or YOKE_INSECURE=1: plaintext;
+//   else TLS with the credentials directory (ca.crt, and tls.crt/tls.key if
+//   present) named by --tls-dir, else $YOKE_TLS_DIR, else the one the
+//   running `yoke up` cluster recorded (its admin's; a cluster started
+//   --insecure recorded none, and is talked to in plaintext);
+//   plus the bearer token of --token or $YOKE_TOKEN, if any.
+// FAILED_PRECONDITION saying how to get credentials when none are found.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ResolveCredentials(
+    const CredentialFlags& flags);
 
 // Converts a finished call's status: the server's code and message are kept;
 // a transport failure becomes the "cannot reach the coordinator" message.
@@ -66,6 +89,11 @@ class CoordinatorClient {
   absl::StatusOr<std::vector<v1::Job>> ListJobs(const std::vector<v1::JobState>& states = {});
   absl::StatusOr<v1::Job> CancelJob(const std::string& job_id);
   absl::StatusOr<std::vector<v1::Worker>> ListWorkers();
+  // Admin only.
+  absl::StatusOr<v1::CreateTokenResponse> CreateToken(const std::string& role,
+                                                      const std::string& name,
+                                                      absl::Duration ttl);
+  absl::Status RevokeToken(const std::string& id);
 
   // Streams the job's events to `on_event` until the stream ends (after the
   // event with a terminal state: returns OK), `on_event` returns false

@@ -32,6 +32,7 @@ absl::Status WriteClusterState(const ClusterState& state, const std::string& pat
   auto& f = *s.mutable_fields();
   f["address"].set_string_value(state.address);
   f["dir"].set_string_value(state.dir);
+  f["tls_dir"].set_string_value(state.tls_dir);
   f["coordinator_pid"].set_number_value(state.coordinator_pid);
   f["up_pid"].set_number_value(state.up_pid);
   auto* pids = f["worker_pids"].mutable_list_value();
@@ -87,6 +88,7 @@ absl::StatusOr<ClusterState> ReadClusterState(const std::string& path) {
   }
   st.address = it->second.string_value();
   if (it = f.find("dir"); it != f.end()) st.dir = it->second.string_value();
+  if (it = f.find("tls_dir"); it != f.end()) st.tls_dir = it->second.string_value();
   it = f.find("coordinator_pid");
   if (it == f.end() || !it->second.has_number_value() || it->second.number_value() <= 0) {
     return bad("coordinator_pid", "a positive pid");

@@ -24,6 +24,9 @@ namespace yoke::client {
 struct ClusterState {
   std::string address;           // host:port of the coordinator
   std::string dir;               // store, logs and worker work dirs
+  // The admin's credentials directory (DIR/tls/admin); "" when the cluster
+  // runs --insecure.
+  std::string tls_dir;
   int coordinator_pid = 0;
   std::vector<int> worker_pids;
   // The `yoke up` process itself while it runs in the foreground (0 with

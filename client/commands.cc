@@ -30,7 +30,8 @@ const char kClusterCommandsUsage[] =
     "  workers             list the registered workers\n"
     "  (all of these take --output text|json and --coordinator host:port;\n"
     "   default: $YOKE_COORDINATOR, else the cluster `yoke up` started,\n"
-    "   else 127.0.0.1:7070)\n";
+    "   else 127.0.0.1:7070; and --tls-dir DIR, --token TOKEN or --insecure;\n"
+    "   default: $YOKE_TLS_DIR, $YOKE_TOKEN, else the `yoke up` cluster's admin)\n";
 
 namespace {
 
@@ -41,6 +42,7 @@ constexpr auto kReconnectFor = std::chrono::seconds(120);
 struct Flags {
   bool json = false;
   std::string coordinator;
+  CredentialFlags credentials;
   std::vector<std::string> positional;
   std::vector<std::string> sets;
   int priority = 0;
@@ -310,7 +312,9 @@ int RunClusterCommand(const std::string& command, const std::vector<std::string>
   Flags f;
   common::FlagParser parser(
       "yoke " + command,
-      absl::StrCat("usage: yoke ", usage, " [--output text|json] [--coordinator host:port]\n"));
+      absl::StrCat("usage: yoke ", usage,
+                   " [--output text|json] [--coordinator host:port]\n"
+                   "       [--tls-dir DIR] [--token TOKEN] [--insecure]\n"));
   parser
       .Custom("--output,-o",
               [&f](const std::string& o) {
@@ -321,7 +325,10 @@ int RunClusterCommand(const std::string& command, const std::vector<std::string>
                 f.json = o == "json";
                 return absl::OkStatus();
               })
-      .String("--coordinator", &f.coordinator);
+      .String("--coordinator", &f.coordinator)
+      .String("--tls-dir", &f.credentials.tls_dir)
+      .String("--token", &f.credentials.token)
+      .Bool("--insecure", &f.credentials.insecure);
   if (command == "submit") {
     parser.Strings("--set", &f.sets).Int("--priority", &f.priority).Bool("--watch", &f.watch);
   } else if (command == "jobs") {
@@ -336,7 +343,14 @@ int RunClusterCommand(const std::string& command, const std::vector<std::string>
                         : "missing argument";
     return parser.UsageError(err, e);
   }
-  CoordinatorClient client(ResolveCoordinatorAddress(f.coordinator));
+  auto credentials = ResolveCredentials(f.credentials);
+  if (!credentials.ok()) {
+    PrintError(err, command, credentials.status());
+    return 2;
+  }
+  ClientOptions options;
+  options.credentials = *credentials;
+  CoordinatorClient client(ResolveCoordinatorAddress(f.coordinator), options);
   if (command == "submit") return Submit(client, f, out, err);
   if (command == "jobs") return Jobs(client, f, out, err);
   if (command == "workers") return Workers(client, f, out, err);

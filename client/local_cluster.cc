@@ -20,9 +20,11 @@
 #include "absl/strings/str_join.h"
 #include "client/client.h"
 #include "client/cluster_state.h"
+#include "common/certs.h"
 #include "common/flags.h"
 #include "common/self_dir.h"
 #include "common/status.h"
+#include "common/tls_credentials.h"
 
 extern char** environ;
 
@@ -30,9 +32,10 @@ namespace yoke::client {
 
 const char kUpDownUsage[] =
     "  up [--workers N] [--devices-per-worker K] [--dir DIR] [--port P]\n"
-    "     [--data-root DIR ...] [--checkpoint-root DIR ...] [--detach]\n"
+    "     [--data-root DIR ...] [--checkpoint-root DIR ...] [--detach] [--insecure]\n"
     "                      start a local coordinator and N workers (default 1 worker,\n"
-    "                      1 cpu replica each); Ctrl-C stops them\n"
+    "                      1 cpu replica each) with mutual TLS (certificates in\n"
+    "                      DIR/tls); Ctrl-C stops them\n"
     "  down [--dir DIR] [--grace SECONDS]\n"
     "                      stop the cluster `yoke up --detach` started\n";
 
@@ -151,8 +154,39 @@ struct UpFlags {
   std::vector<std::string> checkpoint_roots;
   bool detach = false;
   bool json = false;
+  bool insecure = false;
   int timeout_s = 90;
 };
+
+// The cluster's certificates under DIR/tls: the CA in ca/ (kept across runs,
+// so that workers of an earlier run still trust the new coordinator), and
+// credentials directories for the coordinator (its certificate names
+// 127.0.0.1 and localhost, where `yoke up` listens), the admin (the CLI's)
+// and workers w-1..w-N (each worker's id is its certificate's name).
+absl::Status MakeClusterCerts(const std::string& dir, int workers) {
+  const std::string tls = dir + "/tls";
+  absl::StatusOr<common::KeyCert> ca = common::ReadCaDir(tls + "/ca");
+  if (!ca.ok()) {
+    ca = common::CreateCa(dir, absl::Hours(24 * 3650));
+    if (!ca.ok()) return ca.status();
+    RETURN_IF_ERROR(common::WriteCaDir(tls + "/ca", *ca));
+  }
+  common::IssueOptions o;
+  o.role = common::Role::kCoordinator;
+  o.name = "coordinator";
+  o.hosts = {"127.0.0.1", "localhost"};
+  RETURN_IF_ERROR(common::IssueCredentialsDir(*ca, o, tls + "/coordinator"));
+  o = common::IssueOptions();
+  o.role = common::Role::kAdmin;
+  o.name = "admin";
+  RETURN_IF_ERROR(common::IssueCredentialsDir(*ca, o, tls + "/admin"));
+  for (int i = 1; i <= workers; ++i) {
+    o.role = common::Role::kWorker;
+    o.name = absl::StrCat("w-", i);
+    RETURN_IF_ERROR(common::IssueCredentialsDir(*ca, o, absl::StrCat(tls, "/w-", i)));
+  }
+  return absl::OkStatus();
+}
 
 // The parser of `yoke up`, bound to `f`.
 common::FlagParser UpParser(UpFlags* f) {
@@ -165,6 +199,7 @@ common::FlagParser UpParser(UpFlags* f) {
       .Strings("--data-root", &f->data_roots)
       .Strings("--checkpoint-root", &f->checkpoint_roots)
       .Bool("--detach,-d", &f->detach)
+      .Bool("--insecure", &f->insecure)
       .Custom("--output,-o", [f](const std::string& v) {
         if (v != "json" && v != "text") {
           return absl::InvalidArgumentError("--output: expected text or json");
@@ -356,8 +391,20 @@ int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err) {
     return absl::OkStatus();
   };
 
+  if (!f.insecure) {
+    if (auto s = MakeClusterCerts(f.dir, f.workers); !s.ok()) {
+      return fail(absl::StrCat("cannot create the cluster's certificates in ", f.dir,
+                               "/tls: ", s.message()));
+    }
+  }
+  const std::string tls_dir = f.dir + "/tls";
   std::vector<std::string> cargv = {coord_bin, "--listen", absl::StrCat("127.0.0.1:", f.port),
                                     "--store", f.dir + "/coordinator.db"};
+  if (f.insecure) {
+    cargv.push_back("--insecure");
+  } else {
+    cargv.insert(cargv.end(), {"--tls-dir", tls_dir + "/coordinator"});
+  }
   for (const auto& r : f.data_roots) cargv.insert(cargv.end(), {"--data-root", r});
   for (const auto& r : f.checkpoint_roots) cargv.insert(cargv.end(), {"--checkpoint-root", r});
   if (auto s = start("the coordinator", cargv, f.dir + "/coordinator.log"); !s.ok()) {
@@ -404,16 +451,26 @@ int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err) {
   for (int i = 1; adopted.empty() && i <= f.workers; ++i) {
     std::string wdir = absl::StrCat(f.dir, "/worker-", i);
     ::mkdir(wdir.c_str(), 0755);
-    auto s = start(absl::StrCat("worker ", i),
-                   {worker_bin, "--coordinator", address, "--cpu-replicas",
-                    std::to_string(f.devices), "--work-dir", wdir},
-                   absl::StrCat(f.dir, "/worker-", i, ".log"));
+    std::vector<std::string> wargv = {worker_bin, "--coordinator", address, "--cpu-replicas",
+                                      std::to_string(f.devices), "--work-dir", wdir};
+    if (f.insecure) {
+      wargv.push_back("--insecure");
+    } else {
+      wargv.insert(wargv.end(), {"--tls-dir", absl::StrCat(tls_dir, "/w-", i)});
+    }
+    auto s = start(absl::StrCat("worker ", i), wargv, absl::StrCat(f.dir, "/worker-", i, ".log"));
     if (!s.ok()) return fail(std::string(s.message()));
   }
 
   // Registered workers, counting only registrations of this run: a reused
   // --dir store still lists the workers of the last one.
-  CoordinatorClient client(address, ClientOptions{std::chrono::milliseconds(3000)});
+  ClientOptions client_options{std::chrono::milliseconds(3000)};
+  if (!f.insecure) {
+    auto admin = common::ReadCredentialsDir(tls_dir + "/admin", /*need_leaf=*/true);
+    if (!admin.ok()) return fail(std::string(admin.status().message()));
+    client_options.credentials = common::TlsChannelCredentials(*admin);
+  }
+  CoordinatorClient client(address, client_options);
   while (true) {
     auto ws = client.ListWorkers();
     int ready = 0;
@@ -446,6 +503,7 @@ int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err) {
   ClusterState st;
   st.address = address;
   st.dir = f.dir;
+  st.tls_dir = f.insecure ? "" : tls_dir + "/admin";
   st.coordinator_pid = daemons[0].pid;
   for (size_t i = 1; i < daemons.size(); ++i) st.worker_pids.push_back(daemons[i].pid);
   st.worker_pids.insert(st.worker_pids.end(), adopted.begin(), adopted.end());

@@ -20,6 +20,7 @@
 
 #include "client/commands.h"
 #include "client/local_cluster.h"
+#include "client/security_commands.h"
 #include "common/config.h"
 #include "common/flags.h"
 #include "common/job_validate.h"
@@ -44,6 +45,8 @@ void PrintUsage(FILE* f) {
   std::fputs(yoke::client::kClusterCommandsUsage, f);
   std::fputs("\nlocal cluster:\n", f);
   std::fputs(yoke::client::kUpDownUsage, f);
+  std::fputs("\nsecurity:\n", f);
+  std::fputs(yoke::client::kSecurityCommandsUsage, f);
 }
 
 using yoke::common::SelfDir;
@@ -112,6 +115,8 @@ int main(int argc, char** argv) {
     return yoke::client::RunClusterCommand(cmd, rest, stdout, stderr);
   if (cmd == "up") return yoke::client::RunUp(rest, stdout, stderr);
   if (cmd == "down") return yoke::client::RunDown(rest, stdout, stderr);
+  if (cmd == "certs") return yoke::client::RunCerts(rest, stdout, stderr);
+  if (cmd == "token") return yoke::client::RunToken(rest, stdout, stderr);
   if (cmd == "version" || cmd == "--version") {
     std::puts("yoke 0.1.0");
     return 0;

@@ -1,6 +1,9 @@
 #include "collective/coordinator_store.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
@@ -30,11 +33,34 @@ absl::Status RetryUnavailable(const CoordinatorStoreOptions& o, absl::Time give_
   }
 }
 
+std::shared_ptr<grpc::ChannelCredentials> CredentialsFor(const CoordinatorStoreOptions& o) {
+  if (o.tls_ca_pem.empty()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = o.tls_ca_pem;
+  return grpc::SslCredentials(ssl);
+}
+
 }  // namespace
+
+absl::StatusOr<CoordinatorStoreOptions> CoordinatorStoreOptions::FromEnvironment() {
+  CoordinatorStoreOptions o;
+  if (const char* secret = std::getenv("YOKE_RENDEZVOUS_SECRET")) o.secret = secret;
+  const char* ca = std::getenv("YOKE_TLS_CA");
+  if (ca == nullptr || *ca == '\0') return o;
+  std::ifstream in(ca, std::ios::binary);
+  std::string pem((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.eof() && in.fail()) pem.clear();
+  if (pem.empty() || pem.size() > 64 * 1024) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "YOKE_TLS_CA: cannot read a CA certificate (at most 64 KiB) from ", ca));
+  }
+  o.tls_ca_pem = std::move(pem);
+  return o;
+}
 
 CoordinatorStore::CoordinatorStore(const std::string& target, std::string job_id, int attempt,
                                    CoordinatorStoreOptions options)
-    : CoordinatorStore(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()), target,
+    : CoordinatorStore(grpc::CreateChannel(target, CredentialsFor(options)), target,
                        std::move(job_id), attempt, options) {}
 
 CoordinatorStore::CoordinatorStore(std::shared_ptr<grpc::Channel> channel, std::string target,
@@ -60,6 +86,7 @@ absl::Status CoordinatorStore::Set(absl::string_view key, absl::string_view valu
   const absl::Time give_up = absl::Now() + options_.unavailable_timeout;
   absl::Status s = RetryUnavailable(options_, give_up, [&] {
     grpc::ClientContext ctx;
+    if (!options_.secret.empty()) ctx.AddMetadata("yoke-rendezvous-secret", options_.secret);
     ctx.set_deadline(absl::ToChronoTime(std::max(give_up, absl::Now() + absl::Seconds(1))));
     v1::KvPutResponse resp;
     return common::FromGrpcStatus(stub_->Put(&ctx, req, &resp));
@@ -83,6 +110,7 @@ absl::StatusOr<std::string> CoordinatorStore::Get(absl::string_view key, absl::D
     const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
     req.set_timeout_ms(absl::ToInt64Milliseconds(left));
     grpc::ClientContext ctx;
+    if (!options_.secret.empty()) ctx.AddMetadata("yoke-rendezvous-secret", options_.secret);
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + left + kRpcSlack));
     return common::FromGrpcStatus(stub_->Get(&ctx, req, &resp));
   });

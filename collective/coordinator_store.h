@@ -22,6 +22,7 @@
 
 #include "collective/store.h"
 #include "grpcpp/channel.h"
+#include "absl/status/statusor.h"
 #include "proto/yoke/v1/coordinator.grpc.pb.h"
 
 namespace yoke::collective {
@@ -32,11 +33,22 @@ struct CoordinatorStoreOptions {
   // First backoff between retries; doubles up to max_backoff.
   absl::Duration initial_backoff = absl::Milliseconds(50);
   absl::Duration max_backoff = absl::Seconds(2);
+  // The cluster CA (PEM): the channel is TLS, and the coordinator must
+  // present a certificate it signed. "": plaintext (an --insecure one).
+  std::string tls_ca_pem;
+  // The attempt's rendezvous secret, sent as `yoke-rendezvous-secret` with
+  // every call ("": none).
+  std::string secret;
+
+  // Defaults, with tls_ca_pem read from the file $YOKE_TLS_CA and secret
+  // from $YOKE_RENDEZVOUS_SECRET (what the worker daemon gives a trainer).
+  static absl::StatusOr<CoordinatorStoreOptions> FromEnvironment();
 };
 
 class CoordinatorStore : public Store {
  public:
-  // `target`: the coordinator's "host:port" (an insecure channel is made).
+  // `target`: the coordinator's "host:port" (a TLS channel if
+  // options.tls_ca_pem is set, else plaintext).
   CoordinatorStore(const std::string& target, std::string job_id, int attempt,
                    CoordinatorStoreOptions options = {});
   // `channel`: an existing channel to the coordinator at `target` (the

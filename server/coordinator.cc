@@ -193,7 +193,8 @@ std::vector<WorkerCapacity> Coordinator::Capacities(bool alive_only) {
 
 // ------------------------------------------------------------------ clients
 
-absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t priority) {
+absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t priority,
+                                                const std::string& owner) {
   RETURN_IF_ERROR(common::ValidateJobSpec(spec));
   // Data and checkpoints have separate roots: check each on a copy that has
   // only the other kind of path cleared.
@@ -215,6 +216,7 @@ absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t
   job.set_state(v1::JOB_PENDING);
   job.set_reason("waiting for the scheduler");
   job.set_priority(priority);
+  job.set_owner(owner);
   job.set_create_time_ms(clock_->NowMs());
   ASSIGN_OR_RETURN(std::string id, store_->Create(job));
   job.set_id(id);
@@ -271,6 +273,7 @@ std::vector<v1::Worker> Coordinator::ListWorkers() {
     p.set_id(id);
     p.set_hostname(w.hostname);
     p.set_address(w.address);
+    p.set_auth(options_.workers_authenticated ? "certificate" : "insecure");
     for (const v1::Device& d : w.devices) *p.add_devices() = d;
     p.set_alive(w.registered && w.alive);
     p.set_reason(w.reason);
@@ -399,7 +402,8 @@ void Coordinator::RunScheduler() {
 // ------------------------------------------------------------------ workers
 
 absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
-    const v1::RegisterWorkerRequest& req) {
+    const v1::RegisterWorkerRequest& req, const std::string& bound_id) {
+  const std::string& requested_id = bound_id.empty() ? req.worker_id() : bound_id;
   std::set<std::pair<std::string, int>> seen;
   for (int i = 0; i < req.devices_size(); ++i) {
     const v1::Device& d = req.devices(i);
@@ -418,10 +422,10 @@ absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
                                                    req.address().size()));
   }
   absl::MutexLock lock(&mu_);
-  const WorkerEntry* before = req.worker_id().empty() ? nullptr : registry_.Find(req.worker_id());
+  const WorkerEntry* before = requested_id.empty() ? nullptr : registry_.Find(requested_id);
   const bool was_alive = before != nullptr && before->registered && before->alive;
   const std::string id = registry_.Register(
-      req.worker_id(), req.hostname(), std::vector<v1::Device>(req.devices().begin(), req.devices().end()));
+      requested_id, req.hostname(), std::vector<v1::Device>(req.devices().begin(), req.devices().end()));
   registry_.SetAddress(id, req.address());
   spdlog::info("worker {} registered ({}, address {}, {} devices, {} attempts running){}", id,
                req.hostname(), req.address().empty() ? "unknown" : req.address(),
@@ -532,6 +536,9 @@ std::vector<v1::DesiredAttempt> Coordinator::DesiredFor(
     d.set_num_replicas(share->num_replicas());
     *d.mutable_devices() = share->devices();
     d.set_resume_checkpoint(aj.resume_checkpoint);
+    if (!reported && options_.rendezvous_secret) {
+      d.set_rendezvous_secret(options_.rendezvous_secret(job_id, a->number()));
+    }
   }
   return out;
 }

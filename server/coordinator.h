@@ -57,6 +57,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,11 @@ struct CoordinatorOptions {
   // empty: anywhere.
   std::vector<std::string> data_roots;
   std::vector<std::string> checkpoint_roots;
+  // The rendezvous secret of (job, attempt) (server/auth_store.h), sent to
+  // the attempt's workers with its spec; unset: none (--insecure).
+  std::function<std::string(const std::string& job_id, int attempt)> rendezvous_secret;
+  // Shown by ListWorkers as each worker's Worker.auth.
+  bool workers_authenticated = false;
 };
 
 // One state of a watched job.
@@ -109,8 +115,10 @@ class Coordinator {
 
   // Validates (INVALID_ARGUMENT naming the field), checks the alive fleet
   // could ever hold it (FAILED_PRECONDITION; accepted while no worker is
-  // registered), stores it PENDING and returns its id.
-  absl::StatusOr<std::string> Submit(const v1::JobSpec& spec, int32_t priority);
+  // registered), stores it PENDING and returns its id. `owner` is the
+  // submitter's identity ("" when unauthenticated).
+  absl::StatusOr<std::string> Submit(const v1::JobSpec& spec, int32_t priority,
+                                     const std::string& owner = "");
   // NOT_FOUND for an unknown id.
   absl::StatusOr<v1::Job> Get(const std::string& id);
   absl::StatusOr<JobListPage> List(const JobListQuery& query);
@@ -134,8 +142,11 @@ class Coordinator {
 
   // ---- workers
 
-  // INVALID_ARGUMENT for duplicate device indices.
-  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& req);
+  // INVALID_ARGUMENT for duplicate device indices. `bound_id`, when set, is
+  // the id the caller's certificate binds it to: it gets that id whatever
+  // the request asks for (the service refuses a request for another).
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& req,
+                                                            const std::string& bound_id = "");
   // NOT_FOUND for a worker that must register (again).
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& req);
 

@@ -6,6 +6,13 @@
 //   yoke-coordinator [--config FILE] [--listen HOST:PORT] [--store PATH]
 //                    [--heartbeat-deadline DURATION] [--data-root DIR ...]
 //                    [--checkpoint-root DIR ...] [--log-level LEVEL]
+//                    (--tls-dir DIR | --insecure)
+//
+// TLS is required: --tls-dir (or tls_dir in the config, or $YOKE_TLS_DIR)
+// names a directory with ca.crt, tls.crt and tls.key (`yoke certs issue
+// --role coordinator`), and every caller must present a certificate from
+// that CA or a bearer token (server/auth.h). --insecure serves plaintext to
+// anyone, as an admin: for development only, and logged as a warning.
 //
 // The config file is a yoke.v1.CoordinatorConfig in YAML (strict: unknown
 // keys are errors); flags override it, and --data-root / --checkpoint-root,
@@ -36,8 +43,10 @@
 #include "common/daemon_config.h"
 #include "common/flags.h"
 #include "common/logging.h"
+#include "common/certs.h"
 #include "common/status.h"
 #include "proto/yoke/v1/config.pb.h"
+#include "server/auth_store.h"
 #include "server/coordinator.h"
 #include "server/grpc_service.h"
 #include "server/sqlite_job_store.h"
@@ -52,7 +61,8 @@ constexpr int64_t kDefaultDeadlineMs = 10000;
 constexpr char kUsage[] =
     "usage: yoke-coordinator [--config FILE] [--listen HOST:PORT] [--store PATH]\n"
     "                        [--heartbeat-deadline DURATION] [--data-root DIR ...]\n"
-    "                        [--checkpoint-root DIR ...] [--log-level LEVEL]\n";
+    "                        [--checkpoint-root DIR ...] [--log-level LEVEL]\n"
+    "                        (--tls-dir DIR | --insecure)\n";
 
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "yoke-coordinator: %s\n", message.c_str());
@@ -73,7 +83,8 @@ absl::Status CheckRoots(const char* field,
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config_path, listen, store_path, log_level;
+  std::string config_path, listen, store_path, log_level, tls_dir;
+  bool insecure = false;
   absl::Duration deadline = absl::ZeroDuration();
   std::vector<std::string> data_roots, checkpoint_roots;
   yoke::common::FlagParser parser("yoke-coordinator", kUsage);
@@ -84,7 +95,9 @@ int main(int argc, char** argv) {
                 "a duration > 0 such as 10s")
       .Strings("--data-root", &data_roots)
       .Strings("--checkpoint-root", &checkpoint_roots)
-      .String("--log-level", &log_level);
+      .String("--log-level", &log_level)
+      .String("--tls-dir", &tls_dir)
+      .Bool("--insecure", &insecure);
   std::vector<std::string> positional;
   if (auto code = parser.ParseOrExitCode(yoke::common::ArgsOf(argc, argv), &positional)) {
     return *code;
@@ -109,6 +122,20 @@ int main(int argc, char** argv) {
     *cfg.mutable_checkpoint_roots() = {checkpoint_roots.begin(), checkpoint_roots.end()};
   }
   if (!log_level.empty()) cfg.set_log_level(log_level);
+  if (!tls_dir.empty()) cfg.set_tls_dir(tls_dir);
+  if (insecure) cfg.set_insecure(true);
+  if (cfg.tls_dir().empty() && !cfg.insecure()) {
+    if (const char* env = std::getenv("YOKE_TLS_DIR"); env != nullptr && *env != '\0') {
+      cfg.set_tls_dir(env);
+    }
+  }
+  if (cfg.tls_dir().empty() && !cfg.insecure()) {
+    return Fail(2, "no TLS credentials: pass --tls-dir DIR (ca.crt, tls.crt, tls.key from `yoke "
+                   "certs issue --role coordinator`), or --insecure for development");
+  }
+  if (!cfg.tls_dir().empty() && cfg.insecure()) {
+    return Fail(2, "--tls-dir and --insecure: choose one");
+  }
   if (cfg.listen().empty()) cfg.set_listen(kDefaultListen);
   if (cfg.store_path().empty()) cfg.set_store_path(kDefaultStore);
   if (cfg.heartbeat_deadline_ms() == 0) cfg.set_heartbeat_deadline_ms(kDefaultDeadlineMs);
@@ -138,23 +165,41 @@ int main(int argc, char** argv) {
 
   auto store = yoke::server::SqliteJobStore::Open(cfg.store_path());
   if (!store.ok()) return Fail(1, store.status().ToString());
+  // Its own file: the job store holds its database exclusively.
+  auto auth_store = yoke::server::AuthStore::Open(
+      cfg.store_path() == ":memory:" ? cfg.store_path() : cfg.store_path() + ".auth");
+  if (!auth_store.ok()) return Fail(1, auth_store.status().ToString());
+  yoke::server::ServerOptions server_options;
+  server_options.listen = cfg.listen();
   yoke::server::CoordinatorOptions options;
+  if (cfg.insecure()) {
+    spdlog::warn("--insecure: plaintext gRPC, and anyone who reaches {} may submit, cancel, "
+                 "register as any worker and read any rendezvous key. Development only.",
+                 cfg.listen());
+  } else {
+    auto tls = yoke::common::ReadCredentialsDir(cfg.tls_dir(), /*need_leaf=*/true);
+    if (!tls.ok()) return Fail(1, absl::StrCat("tls_dir: ", tls.status().message()));
+    server_options.tls = std::move(*tls);
+    server_options.auth_store = auth_store->get();
+    options.workers_authenticated = true;
+    options.rendezvous_secret = [a = auth_store->get()](const std::string& job, int attempt) {
+      return a->RendezvousSecret(job, attempt);
+    };
+  }
   options.heartbeat_deadline = absl::Milliseconds(cfg.heartbeat_deadline_ms());
   options.data_roots.assign(cfg.data_roots().begin(), cfg.data_roots().end());
   options.checkpoint_roots.assign(cfg.checkpoint_roots().begin(), cfg.checkpoint_roots().end());
   auto coordinator =
       yoke::server::Coordinator::Create(store->get(), yoke::common::RealClock::Get(), options);
   if (!coordinator.ok()) return Fail(1, coordinator.status().ToString());
-  yoke::server::ServerOptions server_options;
-  server_options.listen = cfg.listen();
   auto server = yoke::server::CoordinatorServer::Start(coordinator->get(), server_options);
   if (!server.ok()) return Fail(1, server.status().ToString());
 
   std::printf("yoke-coordinator listening on %s\n", (*server)->address().c_str());
   std::fflush(stdout);
-  spdlog::info("serving on {} (store {}, heartbeat deadline {} ms, {} data roots, {} checkpoint "
-               "roots)",
-               (*server)->address(), cfg.store_path(), cfg.heartbeat_deadline_ms(),
+  spdlog::info("serving on {} ({}, store {}, heartbeat deadline {} ms, {} data roots, {} "
+               "checkpoint roots)",
+               (*server)->address(), cfg.insecure() ? "INSECURE" : "mutual TLS", cfg.store_path(), cfg.heartbeat_deadline_ms(),
                cfg.data_roots_size(), cfg.checkpoint_roots_size());
 
   std::thread signals([&] {
@@ -175,6 +220,7 @@ int main(int argc, char** argv) {
   server->reset();
   coordinator->reset();  // flushes progress
   store->reset();
+  auth_store->reset();
   spdlog::info("stopped");
   return 0;
 }

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/tls_credentials.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "spdlog/spdlog.h"
@@ -22,6 +24,30 @@ grpc::Status Invalid(const std::string& msg) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg);
 }
 
+using common::Role;
+
+constexpr std::initializer_list<Role> kViewers = {Role::kViewer, Role::kSubmitter};
+constexpr std::initializer_list<Role> kSubmitters = {Role::kSubmitter};
+constexpr std::initializer_list<Role> kWorkers = {Role::kWorker};
+
+// Identifies the caller and checks its role for `method`; on failure the
+// returned status is what the handler returns.
+grpc::Status Authorize(const Authenticator* auth, const grpc::ServerContext& ctx,
+                       std::initializer_list<Role> roles, absl::string_view method,
+                       Caller* caller) {
+  auto c = auth->Identify(ctx);
+  if (!c.ok()) return ToGrpcStatus(c.status());
+  if (absl::Status s = Allow(*c, roles, method); !s.ok()) return ToGrpcStatus(s);
+  *caller = std::move(*c);
+  return grpc::Status::OK;
+}
+
+#define YOKE_AUTHORIZE(roles, method)                                            \
+  Caller caller;                                                                 \
+  if (grpc::Status auth_status = Authorize(auth_, *ctx, roles, method, &caller); \
+      !auth_status.ok())                                                         \
+  return auth_status
+
 grpc::Status Stopping() {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator is shutting down");
 }
@@ -30,17 +56,19 @@ grpc::Status Stopping() {
 
 // ------------------------------------------------------------------ Coordinator
 
-grpc::Status CoordinatorService::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req,
+grpc::Status CoordinatorService::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
                                            v1::SubmitJobResponse* resp) {
+  YOKE_AUTHORIZE(kSubmitters, "SubmitJob");
   if (!req->has_spec()) return Invalid("spec: required");
-  auto id = c_->Submit(req->spec(), req->priority());
+  auto id = c_->Submit(req->spec(), req->priority(), caller.name);
   if (!id.ok()) return ToGrpcStatus(id.status());
   resp->set_job_id(*id);
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::GetJob(grpc::ServerContext*, const v1::GetJobRequest* req,
+grpc::Status CoordinatorService::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
                                         v1::Job* resp) {
+  YOKE_AUTHORIZE(kViewers, "GetJob");
   if (req->job_id().empty()) return Invalid("job_id: required");
   auto job = c_->Get(req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
@@ -48,8 +76,9 @@ grpc::Status CoordinatorService::GetJob(grpc::ServerContext*, const v1::GetJobRe
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* req,
+grpc::Status CoordinatorService::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
                                           v1::ListJobsResponse* resp) {
+  YOKE_AUTHORIZE(kViewers, "ListJobs");
   JobListQuery q;
   for (int i = 0; i < req->states_size(); ++i) {
     const int s = req->states(i);
@@ -70,9 +99,19 @@ grpc::Status CoordinatorService::ListJobs(grpc::ServerContext*, const v1::ListJo
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* req,
+grpc::Status CoordinatorService::CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
                                            v1::Job* resp) {
+  YOKE_AUTHORIZE(kSubmitters, "CancelJob");
   if (req->job_id().empty()) return Invalid("job_id: required");
+  if (caller.role != Role::kAdmin) {
+    auto job = c_->Get(req->job_id());
+    if (!job.ok()) return ToGrpcStatus(job.status());
+    if (job->owner() != caller.name) {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          absl::StrCat("CancelJob: job ", req->job_id(), " belongs to '",
+                                       job->owner(), "', not to submitter '", caller.name, "'"));
+    }
+  }
   auto job = c_->Cancel(req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp = std::move(*job);
@@ -81,6 +120,7 @@ grpc::Status CoordinatorService::CancelJob(grpc::ServerContext*, const v1::Cance
 
 grpc::Status CoordinatorService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
                                           grpc::ServerWriter<v1::JobEvent>* writer) {
+  YOKE_AUTHORIZE(kViewers, "WatchJob");
   if (req->job_id().empty()) return Invalid("job_id: required");
   uint64_t version = 0;
   while (true) {
@@ -100,6 +140,7 @@ grpc::Status CoordinatorService::WatchJob(grpc::ServerContext* ctx, const v1::Wa
 grpc::Status CoordinatorService::GetJobLogs(grpc::ServerContext* ctx,
                                             const v1::GetJobLogsRequest* req,
                                             grpc::ServerWriter<v1::LogLine>* writer) {
+  YOKE_AUTHORIZE(kViewers, "GetJobLogs");
   if (req->job_id().empty()) return Invalid("job_id: required");
   int64_t since = std::max<int64_t>(req->since_seq(), 0);
   bool ended = false;
@@ -120,25 +161,95 @@ grpc::Status CoordinatorService::GetJobLogs(grpc::ServerContext* ctx,
   }
 }
 
-grpc::Status CoordinatorService::ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*,
+grpc::Status CoordinatorService::ListWorkers(grpc::ServerContext* ctx,
+                                             const v1::ListWorkersRequest*,
                                              v1::ListWorkersResponse* resp) {
+  YOKE_AUTHORIZE(kViewers, "ListWorkers");
   for (v1::Worker& w : c_->ListWorkers()) *resp->add_workers() = std::move(w);
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::CreateToken(grpc::ServerContext* ctx,
+                                             const v1::CreateTokenRequest* req,
+                                             v1::CreateTokenResponse* resp) {
+  YOKE_AUTHORIZE({}, "CreateToken");
+  if (tokens_ == nullptr || auth_->insecure()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "CreateToken: this coordinator runs --insecure; tokens need TLS");
+  }
+  auto role = common::ParseRole(req->role());
+  if (!role.ok()) return ToGrpcStatus(role.status());
+  const absl::Time now = absl::Now();
+  auto token = tokens_->CreateToken(*role, req->name(), absl::Seconds(req->ttl_seconds()), now);
+  if (!token.ok()) return ToGrpcStatus(token.status());
+  resp->set_token(*token);
+  resp->set_id(token->substr(5, 16));
+  resp->set_expire_time_ms(absl::ToUnixMillis(now + absl::Seconds(req->ttl_seconds())));
+  spdlog::info("token {} created for {} '{}' by '{}', valid {}s", resp->id(), req->role(),
+               req->name(), caller.name, req->ttl_seconds());
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::RevokeToken(grpc::ServerContext* ctx,
+                                             const v1::RevokeTokenRequest* req,
+                                             v1::RevokeTokenResponse*) {
+  YOKE_AUTHORIZE({}, "RevokeToken");
+  if (tokens_ == nullptr || auth_->insecure()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "RevokeToken: this coordinator runs --insecure; tokens need TLS");
+  }
+  if (req->id().empty()) return Invalid("id: required");
+  if (absl::Status s = tokens_->RevokeToken(req->id()); !s.ok()) return ToGrpcStatus(s);
+  spdlog::info("token {} revoked by '{}'", req->id().substr(0, 21), caller.name);
   return grpc::Status::OK;
 }
 
 // ------------------------------------------------------------------ WorkerControl
 
-grpc::Status WorkerControlService::RegisterWorker(grpc::ServerContext*,
+namespace {
+
+// A worker with a certificate acts only as the id it binds it to: its name,
+// or for a pool certificate ("PREFIX-*") any id "PREFIX-...".
+grpc::Status CheckWorkerId(const Caller& caller, const std::string& claimed, const char* method) {
+  if (!caller.secure || claimed.empty() || claimed == caller.name) return grpc::Status::OK;
+  if (absl::EndsWith(caller.name, "-*") &&
+      absl::StartsWith(claimed, caller.name.substr(0, caller.name.size() - 1))) {
+    return grpc::Status::OK;
+  }
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      absl::StrCat(method, ": certificate '", caller.name,
+                                   "' may not act as worker '", claimed.substr(0, 64), "'"));
+}
+
+}  // namespace
+
+grpc::Status WorkerControlService::RegisterWorker(grpc::ServerContext* ctx,
                                                   const v1::RegisterWorkerRequest* req,
                                                   v1::RegisterWorkerResponse* resp) {
-  auto r = c_->RegisterWorker(*req);
+  YOKE_AUTHORIZE(kWorkers, "RegisterWorker");
+  std::string bound;
+  if (caller.secure) {
+    auto id = common::WorkerIdFor(caller.name, req->hostname());
+    if (!id.ok()) return ToGrpcStatus(id.status());
+    bound = *id;
+    if (!req->worker_id().empty() && req->worker_id() != bound) {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          absl::StrCat("RegisterWorker: certificate '", caller.name,
+                                       "' registers as worker '", bound, "', not as '",
+                                       req->worker_id().substr(0, 64), "'"));
+    }
+  }
+  auto r = c_->RegisterWorker(*req, bound);
   if (!r.ok()) return ToGrpcStatus(r.status());
   *resp = std::move(*r);
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerControlService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+grpc::Status WorkerControlService::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                              v1::HeartbeatResponse* resp) {
+  YOKE_AUTHORIZE(kWorkers, "Heartbeat");
+  if (req->worker_id().empty()) return Invalid("worker_id: required");
+  if (grpc::Status s = CheckWorkerId(caller, req->worker_id(), "Heartbeat"); !s.ok()) return s;
   auto r = c_->Heartbeat(*req);
   if (!r.ok()) return ToGrpcStatus(r.status());
   *resp = std::move(*r);
@@ -147,10 +258,13 @@ grpc::Status WorkerControlService::Heartbeat(grpc::ServerContext*, const v1::Hea
 
 // ------------------------------------------------------------------ Rendezvous
 
-grpc::Status RendezvousService::Put(grpc::ServerContext*, const v1::KvPutRequest* req,
+grpc::Status RendezvousService::Put(grpc::ServerContext* ctx, const v1::KvPutRequest* req,
                                     v1::KvPutResponse*) {
   if (req->job_id().empty()) return Invalid("job_id: required");
   if (req->attempt() <= 0) return Invalid(absl::StrCat("attempt: must be > 0, got ", req->attempt()));
+  if (absl::Status s = auth_->CheckRendezvous(*ctx, req->job_id(), req->attempt()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   return ToGrpcStatus(c_->rendezvous()->Put(req->job_id(), req->attempt(), req->key(), req->value()));
 }
 
@@ -158,6 +272,9 @@ grpc::Status RendezvousService::Get(grpc::ServerContext* ctx, const v1::KvGetReq
                                     v1::KvGetResponse* resp) {
   if (req->job_id().empty()) return Invalid("job_id: required");
   if (req->attempt() <= 0) return Invalid(absl::StrCat("attempt: must be > 0, got ", req->attempt()));
+  if (absl::Status s = auth_->CheckRendezvous(*ctx, req->job_id(), req->attempt()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   if (req->timeout_ms() < 0) {
     return Invalid(absl::StrCat("timeout_ms: must be >= 0, got ", req->timeout_ms()));
   }
@@ -187,23 +304,43 @@ grpc::Status RendezvousService::Get(grpc::ServerContext* ctx, const v1::KvGetReq
 
 // ------------------------------------------------------------------ server
 
-CoordinatorServer::CoordinatorServer(Coordinator* c, const ServerOptions& options)
+CoordinatorServer::CoordinatorServer(Coordinator* c, const ServerOptions& options,
+                                     std::unique_ptr<Authenticator> auth)
     : coordinator_(c),
       options_(options),
-      coordinator_service_(c),
-      worker_service_(c),
-      rendezvous_service_(c) {}
+      auth_(std::move(auth)),
+      coordinator_service_(c, auth_.get(), options.auth_store),
+      worker_service_(c, auth_.get()),
+      rendezvous_service_(c, auth_.get()) {}
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     Coordinator* coordinator, const ServerOptions& options) {
-  std::unique_ptr<CoordinatorServer> s(new CoordinatorServer(coordinator, options));
+  std::unique_ptr<Authenticator> auth;
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  if (options.tls.has_value()) {
+    if (options.auth_store == nullptr) {
+      return absl::InvalidArgumentError("ServerOptions: tls needs an auth_store");
+    }
+    if (options.tls->leaf.cert_pem.empty()) {
+      return absl::InvalidArgumentError("tls: the coordinator needs tls.crt and tls.key");
+    }
+    auto a = Authenticator::Secure(options.tls->ca_pem, options.auth_store);
+    if (!a.ok()) return a.status();
+    auth = std::move(*a);
+    credentials = common::TlsServerCredentials(*options.tls);
+  } else {
+    auth = Authenticator::Insecure();
+    credentials = grpc::InsecureServerCredentials();
+    // Reflection only where anyone may call anything anyway.
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  }
+  std::unique_ptr<CoordinatorServer> s(new CoordinatorServer(coordinator, options, std::move(auth)));
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // Without this a second coordinator could bind the same port and split
   // the workers between two schedulers.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(options.listen, credentials, &s->port_);
   builder.RegisterService(&s->coordinator_service_);
   builder.RegisterService(&s->worker_service_);
   builder.RegisterService(&s->rendezvous_service_);

@@ -12,6 +12,11 @@
 // Both poll for client cancellation and server shutdown every 250 ms, so a
 // departed client never pins a thread for long.
 //
+// Every handler first asks the Authenticator (server/auth.h) who is calling
+// and checks the caller's role for the method: UNAUTHENTICATED or
+// PERMISSION_DENIED before any work. Workers act only as the id that is
+// their certificate's name; submitters cancel only jobs they own.
+//
 // Malformed requests never reach this code: gRPC's parser refuses bytes that
 // are not a valid message (INTERNAL), and the handlers validate every field
 // they use (INVALID_ARGUMENT naming it).
@@ -23,6 +28,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -32,13 +38,17 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/yoke/v1/coordinator.grpc.pb.h"
+#include "server/auth.h"
+#include "server/auth_store.h"
 #include "server/coordinator.h"
 
 namespace yoke::server {
 
 class CoordinatorService final : public v1::Coordinator::Service {
  public:
-  explicit CoordinatorService(Coordinator* c) : c_(c) {}
+  // `tokens` may be null (an --insecure coordinator has no tokens).
+  CoordinatorService(Coordinator* c, const Authenticator* auth, AuthStore* tokens)
+      : c_(c), auth_(auth), tokens_(tokens) {}
   grpc::Status SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
                          v1::SubmitJobResponse* resp) override;
   grpc::Status GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
@@ -53,6 +63,10 @@ class CoordinatorService final : public v1::Coordinator::Service {
                           grpc::ServerWriter<v1::LogLine>* writer) override;
   grpc::Status ListWorkers(grpc::ServerContext* ctx, const v1::ListWorkersRequest* req,
                            v1::ListWorkersResponse* resp) override;
+  grpc::Status CreateToken(grpc::ServerContext* ctx, const v1::CreateTokenRequest* req,
+                           v1::CreateTokenResponse* resp) override;
+  grpc::Status RevokeToken(grpc::ServerContext* ctx, const v1::RevokeTokenRequest* req,
+                           v1::RevokeTokenResponse* resp) override;
 
   // Ends open streams (UNAVAILABLE) within one poll interval; for shutdown.
   void StopStreams() { stopping_ = true; }
@@ -62,12 +76,14 @@ class CoordinatorService final : public v1::Coordinator::Service {
   bool Done(grpc::ServerContext* ctx) const { return stopping_ || ctx->IsCancelled(); }
 
   Coordinator* c_;
+  const Authenticator* auth_;
+  AuthStore* tokens_;
   std::atomic<bool> stopping_{false};
 };
 
 class WorkerControlService final : public v1::WorkerControl::Service {
  public:
-  explicit WorkerControlService(Coordinator* c) : c_(c) {}
+  WorkerControlService(Coordinator* c, const Authenticator* auth) : c_(c), auth_(auth) {}
   grpc::Status RegisterWorker(grpc::ServerContext* ctx, const v1::RegisterWorkerRequest* req,
                               v1::RegisterWorkerResponse* resp) override;
   grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
@@ -75,11 +91,12 @@ class WorkerControlService final : public v1::WorkerControl::Service {
 
  private:
   Coordinator* c_;
+  const Authenticator* auth_;
 };
 
 class RendezvousService final : public v1::Rendezvous::Service {
  public:
-  explicit RendezvousService(Coordinator* c) : c_(c) {}
+  RendezvousService(Coordinator* c, const Authenticator* auth) : c_(c), auth_(auth) {}
   grpc::Status Put(grpc::ServerContext* ctx, const v1::KvPutRequest* req,
                    v1::KvPutResponse* resp) override;
   // timeout_ms is capped at 10 minutes.
@@ -90,6 +107,7 @@ class RendezvousService final : public v1::Rendezvous::Service {
 
  private:
   Coordinator* c_;
+  const Authenticator* auth_;
   std::atomic<bool> stopping_{false};
 };
 
@@ -100,6 +118,13 @@ struct ServerOptions {
   absl::Duration tick_interval = absl::Milliseconds(500);
   // Shutdown() lets calls in flight finish for this long, then cancels them.
   absl::Duration shutdown_grace = absl::Seconds(2);
+  // TLS: the coordinator's credentials (ca.crt, tls.crt, tls.key). Unset:
+  // plaintext, every caller an anonymous admin (--insecure; development
+  // only, logged as a warning).
+  std::optional<common::Credentials> tls;
+  // Tokens and rendezvous secrets; required with `tls`, must outlive the
+  // server.
+  AuthStore* auth_store = nullptr;
 };
 
 class CoordinatorServer {
@@ -122,10 +147,12 @@ class CoordinatorServer {
   void Wait();
 
  private:
-  CoordinatorServer(Coordinator* c, const ServerOptions& options);
+  CoordinatorServer(Coordinator* c, const ServerOptions& options,
+                    std::unique_ptr<Authenticator> auth);
 
   Coordinator* coordinator_;
   ServerOptions options_;
+  std::unique_ptr<Authenticator> auth_;
   CoordinatorService coordinator_service_;
   WorkerControlService worker_service_;
   RendezvousService rendezvous_service_;

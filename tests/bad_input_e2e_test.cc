@@ -47,9 +47,10 @@ void SendRaw(const std::string& addr, const std::string& bytes) {
 
 // Calls `method` with `body` as the raw request bytes; on success, stores the
 // raw response bytes in `*out` if given.
-grpc::Status RawCall(const std::string& addr, const std::string& method, const std::string& body,
+grpc::Status RawCall(const std::string& addr, std::shared_ptr<grpc::ChannelCredentials> creds,
+                     const std::string& method, const std::string& body,
                      std::string* out = nullptr) {
-  auto channel = grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel(addr, std::move(creds));
   grpc::GenericStub stub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -101,7 +102,7 @@ TEST(BadInputE2ETest, RefusedWithTheFieldAndNothingStored) {
   // The coordinator checks on its own what the CLI checks locally.
   auto spec = common::LoadJobSpecFile(mlp, {"training.batch_size=-64"});
   ASSERT_TRUE(spec.ok()) << spec.status();
-  client::CoordinatorClient client(cluster.address());
+  client::CoordinatorClient client(cluster.address(), cluster.ClientOptions());
   auto id = client.SubmitJob(*spec);
   EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << id.status();
   EXPECT_NE(id.status().message().find("training.batch_size"), absl::string_view::npos)
@@ -116,11 +117,11 @@ TEST(BadInputE2ETest, RefusedWithTheFieldAndNothingStored) {
   v1::SubmitJobRequest req;
   *req.mutable_spec() = *common::LoadJobSpecFile(mlp, {});
   std::string wire = req.SerializeAsString();
-  grpc::Status st = RawCall(cluster.address(), "/yoke.v1.Coordinator/SubmitJob",
+  grpc::Status st = RawCall(cluster.address(), cluster.Credentials(), "/yoke.v1.Coordinator/SubmitJob",
                             wire.substr(0, wire.size() / 2));
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.error_code(), grpc::StatusCode::UNAVAILABLE) << st.error_message();
-  st = RawCall(cluster.address(), "/yoke.v1.Coordinator/GetJob", std::string("\x0a\xff\xff", 3));
+  st = RawCall(cluster.address(), cluster.Credentials(), "/yoke.v1.Coordinator/GetJob", std::string("\x0a\xff\xff", 3));
   EXPECT_FALSE(st.ok());
 
   // Still up, still serving, and nothing was stored.
@@ -131,7 +132,7 @@ TEST(BadInputE2ETest, RefusedWithTheFieldAndNothingStored) {
   // Standard health checking answers SERVING: HealthCheckResponse field 1
   // (status) = 1; NOT_SERVING would be 2.
   std::string health;
-  st = RawCall(cluster.address(), "/grpc.health.v1.Health/Check", "", &health);
+  st = RawCall(cluster.address(), cluster.Credentials(), "/grpc.health.v1.Health/Check", "", &health);
   EXPECT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(health, std::string("\x08\x01", 2));
   r = cluster.Yoke("get job-nope", true);

@@ -28,12 +28,17 @@ TEST(CoordinatorRestartE2ETest, JobSurvivesCoordinatorKill9) {
   const std::string addr = absl::StrCat("127.0.0.1:", FreePort());
   const std::string store = dir + "/coordinator.db";
   const std::string bin = BinDir();
+  // Mutual TLS, with credentials made by `yoke certs` as an operator would.
+  const std::string tls = dir + "/tls";
+  ASSERT_EQ(IssueTestCerts(tls, {"127.0.0.1"}, {"w-1"}), "");
   auto start_coordinator = [&] {
-    return Daemon({bin + "/yoke-coordinator", "--listen", addr, "--store", store},
+    return Daemon({bin + "/yoke-coordinator", "--listen", addr, "--store", store, "--tls-dir",
+                   tls + "/coordinator"},
                   dir + "/coordinator.log");
   };
   auto yoke = [&](const std::string& args) {
-    return Sh("YOKE_STATE_DIR=" + dir + " " + bin + "/yoke " + args + " --coordinator " + addr,
+    return Sh("YOKE_STATE_DIR=" + dir + " " + bin + "/yoke " + args + " --coordinator " + addr +
+                  " --tls-dir " + tls + "/admin",
               true);
   };
   auto logs = [&] {
@@ -46,7 +51,7 @@ TEST(CoordinatorRestartE2ETest, JobSurvivesCoordinatorKill9) {
   ASSERT_TRUE(WaitFor([&] { return yoke("workers").exit_code == 0; }, std::chrono::seconds(30)))
       << logs();
   Daemon worker({bin + "/yoke-worker", "--coordinator", addr, "--cpu-replicas", "1",
-                 "--work-dir", dir + "/worker"},
+                 "--work-dir", dir + "/worker", "--tls-dir", tls + "/w-1"},
                 dir + "/worker.log");
   ASSERT_GT(worker.pid(), 0);
 

@@ -27,7 +27,10 @@
 #include <thread>
 #include <vector>
 
+#include "client/client.h"
 #include "client/cluster_state.h"
+#include "common/certs.h"
+#include "common/tls_credentials.h"
 #include "client/local_cluster.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -203,6 +206,32 @@ inline std::string LogTails(const std::string& dir) {
   return out;
 }
 
+// A cluster's credentials made with the CLI, as an operator makes them:
+// `yoke certs init DIR/ca`, then `yoke certs issue` into DIR/coordinator
+// (for `coordinator_hosts`), DIR/admin and DIR/<id> for each worker id.
+// Returns "" on success, else the failing command's output.
+inline std::string IssueTestCerts(const std::string& dir,
+                                  const std::vector<std::string>& coordinator_hosts,
+                                  const std::vector<std::string>& worker_ids) {
+  const std::string yoke = BinDir() + "/yoke certs ";
+  std::vector<std::string> cmds = {yoke + "init " + dir + "/ca"};
+  std::string hosts;
+  for (const auto& h : coordinator_hosts) hosts += " --host " + h;
+  cmds.push_back(yoke + "issue --ca " + dir + "/ca --role coordinator --name coordinator" + hosts +
+                 " --out " + dir + "/coordinator");
+  cmds.push_back(yoke + "issue --ca " + dir + "/ca --role admin --name admin --out " + dir +
+                 "/admin");
+  for (const auto& w : worker_ids) {
+    cmds.push_back(yoke + "issue --ca " + dir + "/ca --role worker --name " + w + " --out " + dir +
+                   "/" + w);
+  }
+  for (const auto& c : cmds) {
+    RunResult r = Sh(c, true);
+    if (r.exit_code != 0) return c + ":\n" + r.out;
+  }
+  return "";
+}
+
 class TestCluster {
  public:
   // `yoke up --detach --workers N` in a fresh directory; `up_flags` are
@@ -249,6 +278,19 @@ class TestCluster {
   const std::string& dir() const { return dir_; }
   const std::string& address() const { return state_.address; }
   const client::ClusterState& state() const { return state_; }
+
+  // The admin's channel credentials (`yoke up` makes them unless started
+  // --insecure), for tests that call the coordinator in-process.
+  std::shared_ptr<grpc::ChannelCredentials> Credentials() const {
+    if (state_.tls_dir.empty()) return grpc::InsecureChannelCredentials();
+    auto c = common::ReadCredentialsDir(state_.tls_dir, /*need_leaf=*/true);
+    return c.ok() ? common::TlsChannelCredentials(*c) : grpc::InsecureChannelCredentials();
+  }
+  client::ClientOptions ClientOptions() const {
+    client::ClientOptions o;
+    o.credentials = Credentials();
+    return o;
+  }
 
   // `yoke ARGS --coordinator ADDR`.
   RunResult Yoke(const std::string& args, bool merge_stderr = false) const {

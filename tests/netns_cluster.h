@@ -107,6 +107,17 @@ class NetnsCluster {
   // yoke-coordinator in its namespace, its store in dir()/coordinator.db.
   // `extra` is added to its command line. False if it does not come up.
   bool StartCoordinator(const std::vector<std::string>& extra = {}) {
+    // Mutual TLS as in production: the coordinator's certificate names its
+    // address, each worker's names its id (w-1 on h0, ...).
+    if (!std::filesystem::exists(dir_ + "/tls/ca/ca.key")) {
+      std::vector<std::string> ids;
+      for (size_t i = 0; i < HostCount(); ++i) ids.push_back("w-" + std::to_string(i + 1));
+      const std::string failed = IssueTestCerts(dir_ + "/tls", {"10.77.0.2"}, ids);
+      if (!failed.empty()) {
+        std::fprintf(stderr, "NetnsCluster: %s\n", failed.c_str());
+        return false;
+      }
+    }
     std::vector<std::string> argv = {IpBinary(),
                                      "netns",
                                      "exec",
@@ -117,7 +128,9 @@ class NetnsCluster {
                                      "--store",
                                      dir_ + "/coordinator.db",
                                      "--heartbeat-deadline",
-                                     "5s"};
+                                     "5s",
+                                     "--tls-dir",
+                                     dir_ + "/tls/coordinator"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     coordinator_ = Daemon(argv, dir_ + "/coordinator.log");
     return WaitFor([&] { return LogHas("coordinator.log", "listening on"); },
@@ -141,7 +154,8 @@ class NetnsCluster {
     std::vector<std::string> argv = {IpBinary(), "netns", "exec", Ns(h), BinDir() + "/yoke-worker",
                                      "--coordinator", coordinator_address(), "--cpu-replicas",
                                      std::to_string(replicas), "--work-dir", work,
-                                     "--heartbeat-interval", "500ms", "--stop-grace", "3s"};
+                                     "--heartbeat-interval", "500ms", "--stop-grace", "3s",
+                                     "--tls-dir", dir_ + "/tls/w-" + std::to_string(host + 1)};
     argv.insert(argv.end(), extra.begin(), extra.end());
     const std::string log = "worker-" + h + ".log";
     if (static_cast<size_t>(host) >= workers_.size()) workers_.resize(host + 1);
@@ -156,7 +170,7 @@ class NetnsCluster {
   // `yoke ARGS --coordinator ADDR`, run in the CLI's namespace.
   RunResult Yoke(const std::string& args, bool merge_stderr = false) const {
     return Sh("ip netns exec " + Ns("cli") + " " + BinDir() + "/yoke " + args +
-                  " --coordinator " + coordinator_address(),
+                  " --coordinator " + coordinator_address() + " --tls-dir " + dir_ + "/tls/admin",
               merge_stderr);
   }
 

@@ -23,7 +23,9 @@ namespace {
 
 class GrpcCoordinatorClient final : public CoordinatorClient {
  public:
-  GrpcCoordinatorClient(const std::string& address, absl::Duration rpc_timeout)
+  GrpcCoordinatorClient(const std::string& address,
+                        std::shared_ptr<grpc::ChannelCredentials> credentials,
+                        absl::Duration rpc_timeout)
       : timeout_(rpc_timeout) {
     grpc::ChannelArguments args;
     // gRPC's default reconnect backoff grows to two minutes; a restarted
@@ -32,7 +34,7 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
     stub_ = v1::WorkerControl::NewStub(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+        grpc::CreateCustomChannel(address, std::move(credentials), args));
   }
 
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
@@ -79,9 +81,10 @@ constexpr int kExitCannotStart = 127;
 
 }  // namespace
 
-std::unique_ptr<CoordinatorClient> NewGrpcCoordinatorClient(const std::string& address,
-                                                            absl::Duration rpc_timeout) {
-  return std::make_unique<GrpcCoordinatorClient>(address, rpc_timeout);
+std::unique_ptr<CoordinatorClient> NewGrpcCoordinatorClient(
+    const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials,
+    absl::Duration rpc_timeout) {
+  return std::make_unique<GrpcCoordinatorClient>(address, std::move(credentials), rpc_timeout);
 }
 
 // ------------------------------------------------------------ daemon
@@ -418,6 +421,12 @@ absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerProcessOptions* opt
   opts->env = {absl::StrCat("YOKE_JOB_ID=", d.job_id()),
                absl::StrCat("YOKE_ATTEMPT=", d.attempt()),
                absl::StrCat("YOKE_WORKER_ID=", worker_id())};
+  if (!options_.tls_ca_path.empty()) {
+    opts->env.push_back(absl::StrCat("YOKE_TLS_CA=", options_.tls_ca_path));
+  }
+  if (!d.rendezvous_secret().empty()) {
+    opts->env.push_back(absl::StrCat("YOKE_RENDEZVOUS_SECRET=", d.rendezvous_secret()));
+  }
   if (d.spec().distribution().device() == "cuda") {
     // The trainer numbers its GPUs from 0 in assignment order.
     opts->env.push_back(absl::StrCat("CUDA_VISIBLE_DEVICES=", absl::StrJoin(d.devices(), ",")));

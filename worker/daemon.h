@@ -64,6 +64,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "grpcpp/security/credentials.h"
 #include "proto/yoke/v1/coordinator.pb.h"
 #include "worker/trainer_process.h"
 
@@ -83,8 +84,10 @@ class CoordinatorClient {
 // A CoordinatorClient over a gRPC channel to `address` (host:port); each RPC
 // fails with DEADLINE_EXCEEDED after `rpc_timeout`. The channel reconnects
 // within ~2 s of the coordinator coming back, not gRPC's default minutes.
+// `credentials`: TLS (common/tls_credentials.h) or insecure.
 std::unique_ptr<CoordinatorClient> NewGrpcCoordinatorClient(
-    const std::string& address, absl::Duration rpc_timeout = absl::Seconds(5));
+    const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials,
+    absl::Duration rpc_timeout = absl::Seconds(5));
 
 struct WorkerDaemonOptions {
   // Reported at registration.
@@ -115,6 +118,10 @@ struct WorkerDaemonOptions {
   size_t max_log_bytes_per_heartbeat = 512 * 1024;
   // Log lines each trainer keeps in memory until acknowledged.
   size_t max_log_lines_buffered = 10000;
+  // The cluster CA (ca.crt) trainers verify the coordinator with, handed to
+  // them as YOKE_TLS_CA with their attempt's YOKE_RENDEZVOUS_SECRET; empty:
+  // the coordinator runs --insecure.
+  std::string tls_ca_path;
 };
 
 class WorkerDaemon {

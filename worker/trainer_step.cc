@@ -31,8 +31,11 @@ absl::StatusOr<v1::TrainResult> Trainer::Run() {
   ReportStart();
   if (distributed() && !group_store_) {
     if (options_.store == nullptr) {
+      // TLS and the attempt's secret, as the worker daemon handed them over.
+      auto store_options = collective::CoordinatorStoreOptions::FromEnvironment();
+      if (!store_options.ok()) return store_options.status();
       owned_store_ = std::make_unique<collective::CoordinatorStore>(
-          options_.coordinator, options_.job_id, options_.attempt);
+          options_.coordinator, options_.job_id, options_.attempt, *store_options);
     }
     // The data-parallel group's keys live under their own prefix, so the
     // store may be shared with other users (keys are never deleted).

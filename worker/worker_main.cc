@@ -5,7 +5,14 @@
 //   yoke-worker [--config FILE] [--coordinator HOST:PORT] [--cpu-replicas N]
 //               [--work-dir DIR] [--trainer PATH] [--stop-grace DURATION]
 //               [--heartbeat-interval DURATION] [--log-level LEVEL] [--no-cuda]
-//               [--advertise-address ADDR]
+//               [--advertise-address ADDR] (--tls-dir DIR | --insecure)
+//
+// TLS is required: --tls-dir (or tls_dir in the config, or $YOKE_TLS_DIR)
+// holds ca.crt, tls.crt and tls.key from `yoke certs issue --role worker
+// --name ID`; the worker registers as ID, the name its certificate binds it
+// to. Its trainers get the CA (YOKE_TLS_CA) and their attempt's rendezvous
+// secret (YOKE_RENDEZVOUS_SECRET) in their environment. --insecure talks
+// plaintext to an --insecure coordinator: development only.
 //
 // The config file is a yoke.v1.WorkerConfig in YAML; flags override it, and
 // the environment variable YOKE_ADVERTISE_ADDRESS overrides the file's
@@ -33,7 +40,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/daemon_config.h"
+#include "common/certs.h"
 #include "common/flags.h"
+#include "common/tls_credentials.h"
 #include "common/logging.h"
 #include "common/self_dir.h"
 #include "common/status.h"
@@ -50,7 +59,7 @@ constexpr char kUsage[] =
     "usage: yoke-worker [--config FILE] [--coordinator HOST:PORT] [--cpu-replicas N]\n"
     "                   [--work-dir DIR] [--trainer PATH] [--stop-grace DURATION]\n"
     "                   [--heartbeat-interval DURATION] [--log-level LEVEL] [--no-cuda]\n"
-    "                   [--advertise-address ADDR]\n"
+    "                   [--advertise-address ADDR] (--tls-dir DIR | --insecure)\n"
     "  --advertise-address: where the other workers reach this one's trainers\n"
     "  (default: $YOKE_ADVERTISE_ADDRESS, else the address of the route to the coordinator)\n";
 
@@ -76,9 +85,9 @@ void WaitForSignals(sigset_t set, yoke::worker::WorkerDaemon* daemon) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config_path, coordinator, work_dir, trainer, log_level, advertise;
+  std::string config_path, coordinator, work_dir, trainer, log_level, advertise, tls_dir;
   int cpu_replicas = -1;
-  bool no_cuda = false;
+  bool no_cuda = false, insecure = false;
   absl::Duration stop_grace = absl::InfiniteDuration();
   absl::Duration heartbeat = absl::InfiniteDuration();
   yoke::common::FlagParser parser("yoke-worker", kUsage);
@@ -92,7 +101,9 @@ int main(int argc, char** argv) {
                 "a positive duration like 1s")
       .String("--log-level", &log_level)
       .String("--advertise-address", &advertise)
-      .Bool("--no-cuda", &no_cuda);
+      .Bool("--no-cuda", &no_cuda)
+      .String("--tls-dir", &tls_dir)
+      .Bool("--insecure", &insecure);
   std::vector<std::string> positional;
   if (auto code = parser.ParseOrExitCode(yoke::common::ArgsOf(argc, argv), &positional)) {
     return *code;
@@ -131,6 +142,27 @@ int main(int argc, char** argv) {
   if (cfg.heartbeat_interval_ms() <= 0) cfg.set_heartbeat_interval_ms(1000);
   if (cfg.stop_grace_ms() <= 0 && stop_grace == absl::InfiniteDuration()) {
     cfg.set_stop_grace_ms(10000);
+  }
+  if (!tls_dir.empty()) cfg.set_tls_dir(tls_dir);
+  if (insecure) cfg.set_insecure(true);
+  if (cfg.tls_dir().empty() && !cfg.insecure()) {
+    if (const char* env = std::getenv("YOKE_TLS_DIR"); env != nullptr && *env != '\0') {
+      cfg.set_tls_dir(env);
+    }
+  }
+  if (cfg.tls_dir().empty() && !cfg.insecure()) {
+    return Fail("no TLS credentials: pass --tls-dir DIR (ca.crt, tls.crt, tls.key from `yoke "
+                "certs issue --role worker --name ID`), or --insecure for development");
+  }
+  if (!cfg.tls_dir().empty() && cfg.insecure()) return Fail("--tls-dir and --insecure: choose one");
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  std::string tls_ca_path;
+  if (!cfg.tls_dir().empty()) {
+    auto tls = yoke::common::ReadCredentialsDir(cfg.tls_dir(), /*need_leaf=*/true);
+    if (!tls.ok()) return Fail(absl::StrCat("tls_dir: ", tls.status().message()));
+    credentials = yoke::common::TlsChannelCredentials(*tls);
+    std::error_code abs_ec;
+    tls_ca_path = std::filesystem::absolute(cfg.tls_dir() + "/ca.crt", abs_ec).string();
   }
   if (cfg.cpu_replicas() < 0) {
     return Fail(absl::StrCat("cpu_replicas: must be >= 0, got ", cfg.cpu_replicas()));
@@ -179,9 +211,15 @@ int main(int argc, char** argv) {
   opts.trainer_args = {"--log-level", cfg.log_level() == "debug" ? "debug" : "info"};
   opts.heartbeat_interval = absl::Milliseconds(cfg.heartbeat_interval_ms());
   opts.stop_grace = absl::Milliseconds(cfg.stop_grace_ms());
+  opts.tls_ca_path = tls_ca_path;
+  if (cfg.insecure()) {
+    spdlog::warn("--insecure: plaintext to {}, and the coordinator cannot tell this worker from "
+                 "any other client. Development only.",
+                 cfg.coordinator());
+  }
 
   std::unique_ptr<yoke::worker::CoordinatorClient> client =
-      yoke::worker::NewGrpcCoordinatorClient(cfg.coordinator());
+      yoke::worker::NewGrpcCoordinatorClient(cfg.coordinator(), credentials);
   yoke::worker::WorkerDaemon daemon(opts, client.get());
   daemon.on_registered = [&](const std::string& id, bool first) {
     if (!first) return;
