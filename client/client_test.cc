@@ -185,6 +185,7 @@ class ClientTest : public ::testing::Test {
   Run Cmd(const std::string& cmd, std::vector<std::string> args) {
     args.push_back("--coordinator");
     args.push_back(addr_);
+    args.push_back("--insecure");  // the fake serves plaintext
     FILE* out = std::tmpfile();
     FILE* err = std::tmpfile();
     Run r{RunClusterCommand(cmd, args, out, err), common::FileContents(out),
@@ -275,7 +276,7 @@ TEST(ClientUnreachableTest, SaysWhereItLookedAndHowToStartOne) {
 
   FILE* out = std::tmpfile();
   FILE* err = std::tmpfile();
-  EXPECT_EQ(RunClusterCommand("jobs", {"--coordinator", addr}, out, err), 1);
+  EXPECT_EQ(RunClusterCommand("jobs", {"--coordinator", addr, "--insecure"}, out, err), 1);
   std::fclose(out);
   std::fclose(err);
 }

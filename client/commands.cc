@@ -277,6 +277,8 @@ int ExitCodeFor(const absl::Status& s) {
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kAlreadyExists:
     case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
       return 2;
     default:
       return 1;

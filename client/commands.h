@@ -10,7 +10,7 @@
 // Exit codes: 0 success; 1 the job failed or was cancelled (watch), or the
 // coordinator is unreachable or failed; 2 a usage error or a request the
 // coordinator refused as wrong (INVALID_ARGUMENT, NOT_FOUND,
-// FAILED_PRECONDITION, ...).
+// FAILED_PRECONDITION, PERMISSION_DENIED, UNAUTHENTICATED, ...).
 //
 // Thread-safety: each call is independent; they share no state.
 #ifndef YOKE_CLIENT_COMMANDS_H_
@@ -33,7 +33,7 @@ int RunClusterCommand(const std::string& command, const std::vector<std::string>
 
 // The exit code for a failed call: 2 for the caller's mistakes
 // (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, ALREADY_EXISTS,
-// OUT_OF_RANGE), 1 otherwise.
+// OUT_OF_RANGE, PERMISSION_DENIED, UNAUTHENTICATED), 1 otherwise.
 int ExitCodeFor(const absl::Status& s);
 
 // Usage text of the cluster commands, for `yoke help`.

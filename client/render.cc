@@ -120,7 +120,7 @@ std::string JobsTable(const std::vector<v1::Job>& jobs, int64_t now_ms) {
 
 std::string WorkersTable(const std::vector<v1::Worker>& workers, int64_t now_ms) {
   std::vector<std::vector<std::string>> rows = {
-      {"ID", "HOST", "ADDRESS", "DEVICES", "STATE", "RUNNING", "LAST HEARTBEAT"}};
+      {"ID", "HOST", "ADDRESS", "DEVICES", "STATE", "RUNNING", "LAST HEARTBEAT", "AUTH"}};
   for (const auto& w : workers) {
     int cpu = 0, cuda = 0;
     for (const auto& d : w.devices()) (d.kind() == "cuda" ? cuda : cpu)++;
@@ -133,7 +133,9 @@ std::string WorkersTable(const std::vector<v1::Worker>& workers, int64_t now_ms)
                          : "-";
     rows.push_back({w.id(), w.hostname(), w.address().empty() ? "-" : OneLine(w.address(), 64),
                     devs.empty() ? "-" : absl::StrJoin(devs, ", "), state,
-                    w.running().empty() ? "-" : absl::StrJoin(w.running(), ","), hb});
+                    w.running().empty() ? "-" : absl::StrJoin(w.running(), ","), hb,
+                    // "INSECURE" stands out: anyone could claim to be it.
+                    w.auth() == "insecure" ? "INSECURE" : w.auth().empty() ? "-" : w.auth()});
   }
   return FormatTable(rows);
 }

@@ -89,6 +89,22 @@ TEST(RenderTest, WorkersTableShowsTheAdvertisedAddress) {
   EXPECT_EQ(row2.substr(col, 1), "-") << t;
 }
 
+TEST(RenderTest, WorkersTableFlagsInsecureWorkers) {
+  v1::Worker a, b;
+  a.set_id("w-1");
+  a.set_auth("certificate");
+  b.set_id("w-2");
+  b.set_auth("insecure");
+  std::string t = WorkersTable({a, b}, 0);
+  std::string row1 = t.substr(t.find("w-1"));
+  row1 = row1.substr(0, row1.find('\n'));
+  std::string row2 = t.substr(t.find("w-2"));
+  row2 = row2.substr(0, row2.find('\n'));
+  EXPECT_NE(row1.find("certificate"), std::string::npos) << t;
+  EXPECT_EQ(row1.find("INSECURE"), std::string::npos) << t;
+  EXPECT_NE(row2.find("INSECURE"), std::string::npos) << t;
+}
+
 TEST(RenderTest, JsonUsesProtoFieldNames) {
   v1::Job j;
   j.set_id("job-1");

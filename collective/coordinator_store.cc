@@ -70,7 +70,16 @@ CoordinatorStore::CoordinatorStore(std::shared_ptr<grpc::Channel> channel, std::
       job_id_(std::move(job_id)),
       attempt_(attempt),
       options_(options),
+      channel_(channel),
       stub_(v1::Rendezvous::NewStub(std::move(channel))) {}
+
+void CoordinatorStore::AwaitConnection() {
+  // Polls a reconnecting channel (nothing else does between calls but gRPC's
+  // 5 s backup poller, too slow for a TLS handshake); the call after it
+  // fails fast with the connection's error if this times out.
+  if (channel_->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) return;
+  channel_->WaitForConnected(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+}
 
 std::string CoordinatorStore::Where(absl::string_view key) const {
   return absl::StrCat("rendezvous key '", key, "' of ", job_id_, "/", attempt_,
@@ -85,6 +94,7 @@ absl::Status CoordinatorStore::Set(absl::string_view key, absl::string_view valu
   req.set_value(std::string(value));
   const absl::Time give_up = absl::Now() + options_.unavailable_timeout;
   absl::Status s = RetryUnavailable(options_, give_up, [&] {
+    AwaitConnection();
     grpc::ClientContext ctx;
     if (!options_.secret.empty()) ctx.AddMetadata("yoke-rendezvous-secret", options_.secret);
     ctx.set_deadline(absl::ToChronoTime(std::max(give_up, absl::Now() + absl::Seconds(1))));
@@ -109,6 +119,7 @@ absl::StatusOr<std::string> CoordinatorStore::Get(absl::string_view key, absl::D
     // After an UNAVAILABLE retry, wait only for what is left of the timeout.
     const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
     req.set_timeout_ms(absl::ToInt64Milliseconds(left));
+    AwaitConnection();
     grpc::ClientContext ctx;
     if (!options_.secret.empty()) ctx.AddMetadata("yoke-rendezvous-secret", options_.secret);
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + left + kRpcSlack));

@@ -61,11 +61,13 @@ class CoordinatorStore : public Store {
 
  private:
   std::string Where(absl::string_view key) const;
+  void AwaitConnection();
 
   std::string target_;
   std::string job_id_;
   int attempt_;
   CoordinatorStoreOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Rendezvous::Stub> stub_;
 };
 

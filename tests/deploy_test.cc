@@ -141,10 +141,15 @@ std::vector<std::string> ContainerCommand(const YAML::Node& obj, const YAML::Nod
 void ExpectDaemonsStartAndMeet(std::vector<std::string> coordinator_argv,
                                std::vector<std::string> worker_argv, const std::string& dir) {
   const std::string addr = absl::StrCat("127.0.0.1:", FreePort());
-  coordinator_argv.insert(coordinator_argv.end(),
-                          {"--listen", addr, "--store", dir + "/coordinator.db"});
-  worker_argv.insert(worker_argv.end(),
-                     {"--coordinator", addr, "--work-dir", dir + "/work", "--no-cuda"});
+  // The configs name their TLS directories on the target machine; here
+  // credentials made by `yoke certs` stand in (the flag overrides the file).
+  const std::string tls = dir + "/tls";
+  ASSERT_EQ(IssueTestCerts(tls, {"127.0.0.1"}, {"w-1"}), "");
+  coordinator_argv.insert(coordinator_argv.end(), {"--listen", addr, "--store",
+                                                   dir + "/coordinator.db", "--tls-dir",
+                                                   tls + "/coordinator"});
+  worker_argv.insert(worker_argv.end(), {"--coordinator", addr, "--work-dir", dir + "/work",
+                                         "--no-cuda", "--tls-dir", tls + "/w-1"});
   Daemon coordinator(coordinator_argv, dir + "/coordinator.log");
   ASSERT_GT(coordinator.pid(), 0);
   Daemon worker(worker_argv, dir + "/worker.log");
@@ -152,7 +157,8 @@ void ExpectDaemonsStartAndMeet(std::vector<std::string> coordinator_argv,
   RunResult r;
   const bool met = WaitFor(
       [&] {
-        r = Sh(BinDir() + "/yoke workers --output json --coordinator " + addr);
+        r = Sh(BinDir() + "/yoke workers --output json --coordinator " + addr + " --tls-dir " +
+               tls + "/admin");
         return r.exit_code == 0 && r.out.find("\"w-1\"") != std::string::npos;
       },
       std::chrono::seconds(30));

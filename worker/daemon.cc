@@ -33,12 +33,13 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-    stub_ = v1::WorkerControl::NewStub(
-        grpc::CreateCustomChannel(address, std::move(credentials), args));
+    channel_ = grpc::CreateCustomChannel(address, std::move(credentials), args);
+    stub_ = v1::WorkerControl::NewStub(channel_);
   }
 
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
       const v1::RegisterWorkerRequest& request) override {
+    AwaitConnection();
     grpc::ClientContext ctx;
     ctx.set_deadline(Deadline());
     v1::RegisterWorkerResponse response;
@@ -48,6 +49,7 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
   }
 
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request) override {
+    AwaitConnection();
     grpc::ClientContext ctx;
     ctx.set_deadline(Deadline());
     v1::HeartbeatResponse response;
@@ -57,10 +59,24 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
   }
 
  private:
+  // While no call is in flight nothing polls a reconnecting channel but
+  // gRPC's backup poller (every 5 s): a connection to a coordinator that
+  // came back completes only seconds later, and a TLS handshake, which
+  // needs several round trips, timed out before it finished. Waiting for
+  // the channel here (at most a second) polls it, so the worker reconnects
+  // at once; the call itself still fails fast with the connection's error.
+  void AwaitConnection() {
+    if (channel_->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) return;
+    channel_->WaitForConnected(std::chrono::system_clock::now() +
+                               std::min(absl::ToChronoMilliseconds(timeout_),
+                                        std::chrono::milliseconds(1000)));
+  }
+
   std::chrono::system_clock::time_point Deadline() const {
     return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout_);
   }
   absl::Duration timeout_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::WorkerControl::Stub> stub_;
 };
 

@@ -132,17 +132,28 @@ build -t "$IMAGE"
 size=$("$DOCKER" image inspect -f '{{.Size}}' "$IMAGE")
 log "built $IMAGE in $(($(date +%s) - start)) s: $((size / 1000000)) MB ($size bytes)"
 
-# 4. A coordinator and two workers on a network of their own.
+# 4. The cluster's credentials, made by the image's own `yoke certs` as an
+# operator would: a CA, the coordinator's certificate for the name the others
+# dial, one per worker and the admin's for the CLI.
+mkdir -p "$TMP/tls" && chmod 777 "$TMP/tls"
+certs() { "$DOCKER" run --rm -v "$TMP/tls:/tls" "$IMAGE" yoke certs "$@" >/dev/null ||
+  fail "yoke certs $* failed"; }
+certs init /tls/ca
+certs issue --ca /tls/ca --role coordinator --name coordinator --host coordinator --out /tls/coordinator
+certs issue --ca /tls/ca --role admin --name admin --out /tls/admin
+for w in w-1 w-2; do certs issue --ca /tls/ca --role worker --name "$w" --out "/tls/$w"; done
+
+# 5. A coordinator and two workers on a network of their own.
 "$DOCKER" network create "$NAME" >/dev/null
 "$DOCKER" volume create "$NAME-checkpoints" >/dev/null
 "$DOCKER" run -d --name "$NAME-coordinator" --network "$NAME" --network-alias coordinator \
-  --read-only --tmpfs /tmp "$IMAGE" >/dev/null
+  --read-only --tmpfs /tmp -v "$TMP/tls/coordinator:/etc/yoke-tls:ro" "$IMAGE" >/dev/null
 # The container's own IP, as the downward API's status.podIP in Kubernetes.
 for w in w1 w2; do
   "$DOCKER" run -d --name "$NAME-$w" --network "$NAME" --read-only --tmpfs /tmp \
-    -v "$NAME-checkpoints:/checkpoints" "$IMAGE" sh -c \
+    -v "$NAME-checkpoints:/checkpoints" -v "$TMP/tls/w-${w#w}:/etc/yoke-tls:ro" "$IMAGE" sh -c \
     'export YOKE_ADVERTISE_ADDRESS=$(hostname -i); exec yoke-worker --coordinator coordinator:7070 \
-       --work-dir /var/lib/yoke/work --no-cuda' >/dev/null
+       --work-dir /var/lib/yoke/work --no-cuda --tls-dir /etc/yoke-tls' >/dev/null
 done
 
 # The CLI runs in a container on the same network too.
@@ -163,7 +174,7 @@ chmod 755 "$TMP"
 chmod 644 "$TMP/job.yaml"
 yoke() {  # yoke ARGS...: the CLI in a container (named, so cleanup stops it)
   "$DOCKER" run --rm --name "$NAME-cli" --network "$NAME" -v "$TMP:/job:ro" "$IMAGE" \
-    yoke "$@" --coordinator coordinator:7070
+    yoke "$@" --coordinator coordinator:7070 --tls-dir /job/tls/admin
 }
 
 logs() {
