@@ -4,7 +4,13 @@
 //
 //   control_plane_bench [--workers 2000] [--seconds 20] [--threads 8]
 //                       [--submit-rate 10] [--watchers 4] [--store sqlite|memory]
-//                       [--connect HOST:PORT]
+//                       [--connect HOST:PORT] [--tls 0|1]
+//
+// --tls 1 runs the coordinator with mutual TLS as `yoke up` does (a CA made
+// for the run): the simulated workers present one pool certificate
+// ("sim-*", so each registers as sim-sim-<i>) per connection and the clients
+// an admin certificate, so every call pays TLS and the per-call identity and
+// role checks.
 //
 // By default the coordinator (real services, real gRPC on 127.0.0.1, a SQLite
 // store in a temp file) runs in a child process forked before any thread
@@ -43,10 +49,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/certs.h"
 #include "common/config.h"
 #include "common/logging.h"
+#include "common/tls_credentials.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/yoke/v1/coordinator.grpc.pb.h"
+#include "server/auth_store.h"
 #include "server/coordinator.h"
 #include "server/grpc_service.h"
 #include "server/sqlite_job_store.h"
@@ -58,6 +67,9 @@ namespace {
 struct Flags {
   int workers = 2000;
   int seconds = 20;
+  bool tls = false;
+  // With --tls: the cluster CA and the credentials the parties present.
+  yoke::common::Credentials coordinator_creds, worker_creds, admin_creds;
   int threads = 8;
   double submit_rate = 10;
   int watchers = 4;
@@ -144,6 +156,12 @@ double ProcessCpuSeconds(pid_t pid) {
   if (!c.ok()) _exit(1);
   yoke::server::ServerOptions so;
   so.listen = "127.0.0.1:0";
+  std::unique_ptr<yoke::server::AuthStore> auth;
+  if (f.tls) {
+    auth = std::move(*yoke::server::AuthStore::Open(":memory:"));
+    so.tls = f.coordinator_creds;
+    so.auth_store = auth.get();
+  }
   auto server = yoke::server::CoordinatorServer::Start(c->get(), so);
   if (!server.ok()) {
     std::fprintf(stderr, "server: %s\n", server.status().ToString().c_str());
@@ -208,6 +226,7 @@ int main(int argc, char** argv) {
     else if (a == "--watchers") ok = absl::SimpleAtoi(v, &f.watchers);
     else if (a == "--store") f.store = v;
     else if (a == "--connect") f.connect = v;
+    else if (a == "--tls") f.tls = v == "1";
     else ok = false;
     if (!ok) {
       std::fprintf(stderr, "control_plane_bench: bad argument %s %s\n", a.c_str(), v.c_str());
@@ -215,6 +234,29 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (f.tls) {
+    // Before the fork and before any thread: the CA and three identities.
+    auto ca = yoke::common::CreateCa("bench", absl::Hours(24));
+    if (!ca.ok()) return 1;
+    auto issue = [&](yoke::common::Role role, const std::string& name,
+                     yoke::common::Credentials* out) {
+      yoke::common::IssueOptions o;
+      o.role = role;
+      o.name = name;
+      o.hosts = {"127.0.0.1"};
+      auto leaf = yoke::common::IssueCert(*ca, o);
+      if (!leaf.ok()) return false;
+      out->ca_pem = ca->cert_pem;
+      out->leaf = *leaf;
+      return true;
+    };
+    if (!issue(yoke::common::Role::kCoordinator, "coordinator", &f.coordinator_creds) ||
+        !issue(yoke::common::Role::kWorker, "sim-*", &f.worker_creds) ||
+        !issue(yoke::common::Role::kAdmin, "bench", &f.admin_creds)) {
+      std::fprintf(stderr, "control_plane_bench: cannot make certificates\n");
+      return 1;
+    }
+  }
   std::string address = f.connect;
   pid_t child = 0;
   if (address.empty()) {
@@ -241,10 +283,11 @@ int main(int argc, char** argv) {
     address.assign(buf, n - 1);
   }
   std::printf("coordinator at %s (%s); %d workers, %d heartbeat threads, %.1f submits/s, "
-              "%d watchers, %d s\n",
+              "%d watchers, %d s, %s\n",
               address.c_str(), f.connect.empty() ? ("in a child process, " + f.store + " store").c_str()
                                                   : "external",
-              f.workers, f.threads, f.submit_rate, f.watchers, f.seconds);
+              f.workers, f.threads, f.submit_rate, f.watchers, f.seconds,
+              f.tls ? "mutual TLS" : "plaintext");
 
   auto spec = yoke::common::LoadJobSpecString(kSpec, {});
   if (!spec.ok()) return 1;
@@ -254,8 +297,11 @@ int main(int argc, char** argv) {
   for (int t = 0; t <= f.threads; ++t) {
     grpc::ChannelArguments args;
     args.SetInt("grpc.channel_id", t);  // distinct args: distinct connections
-    channels.push_back(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+    std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+    if (f.tls) {
+      creds = yoke::common::TlsChannelCredentials(t == f.threads ? f.admin_creds : f.worker_creds);
+    }
+    channels.push_back(grpc::CreateCustomChannel(address, creds, args));
   }
   auto client = v1::Coordinator::NewStub(channels[f.threads]);
 
