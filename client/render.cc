@@ -111,7 +111,7 @@ std::string JobsTable(const std::vector<v1::Job>& jobs, int64_t now_ms) {
     } else if (j.history_size() > 0) {
       acc = absl::StrFormat("%.4f", j.history(j.history_size() - 1).test_accuracy());
     }
-    rows.push_back({j.id(), j.spec().name().empty() ? "-" : j.spec().name(),
+    rows.push_back({j.id(), j.spec().name().empty() ? "-" : OneLine(j.spec().name(), 40),
                     JobStateName(j.state()), ProgressSummary(j), acc,
                     FormatAge(now_ms, j.create_time_ms()), OneLine(j.reason())});
   }
@@ -131,9 +131,9 @@ std::string WorkersTable(const std::vector<v1::Worker>& workers, int64_t now_ms)
     std::string hb = w.last_heartbeat_ms() > 0
                          ? absl::StrCat(FormatAge(now_ms, w.last_heartbeat_ms()), " ago")
                          : "-";
-    rows.push_back({w.id(), w.hostname(), w.address().empty() ? "-" : OneLine(w.address(), 64),
+    rows.push_back({OneLine(w.id(), 40), OneLine(w.hostname(), 40), w.address().empty() ? "-" : OneLine(w.address(), 64),
                     devs.empty() ? "-" : absl::StrJoin(devs, ", "), state,
-                    w.running().empty() ? "-" : absl::StrJoin(w.running(), ","), hb,
+                    w.running().empty() ? "-" : OneLine(absl::StrJoin(w.running(), ","), 60), hb,
                     // "INSECURE" stands out: anyone could claim to be it.
                     w.auth() == "insecure" ? "INSECURE" : w.auth().empty() ? "-" : w.auth()});
   }

@@ -70,6 +70,19 @@ TEST(RenderTest, JobsTableShowsProgressAccuracyAndReason) {
             "60s  needs 4 cpu devices on 1 worker; free: 2\n");
 }
 
+// A 4 MB name or reason must not make a 4 MB table: long cells are cut.
+TEST(RenderTest, JobsTableShortensLongFields) {
+  v1::Job j;
+  j.set_id("job-1");
+  j.mutable_spec()->set_name(std::string(4'000'000, 'n'));
+  j.set_state(v1::JOB_FAILED);
+  j.set_reason(std::string(1'000'000, 'r'));
+  const std::string t = JobsTable({j}, 0);
+  EXPECT_LT(t.size(), 300u);
+  EXPECT_NE(t.find(std::string(37, 'n') + "..."), std::string::npos) << t;
+  EXPECT_NE(t.find(std::string(77, 'r') + "..."), std::string::npos) << t;
+}
+
 TEST(RenderTest, WorkersTableShowsTheAdvertisedAddress) {
   v1::Worker a, b;
   a.set_id("w-1");

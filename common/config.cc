@@ -21,7 +21,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/config_internal.h"
+#include "common/quote.h"
+#include "common/read_file.h"
 #include "common/status.h"
+#include "common/yaml_limits.h"
 
 namespace yoke::common {
 namespace config_internal {
@@ -99,8 +102,8 @@ std::string Describe(const YAML::Node& n) {
     case YAML::NodeType::Null:
       return "nothing (null)";
     case YAML::NodeType::Scalar:
-      if (IsQuoted(n)) return absl::StrCat("the quoted string \"", n.Scalar(), "\"");
-      return absl::StrCat("'", n.Scalar(), "'");
+      if (IsQuoted(n)) return absl::StrCat("the quoted string \"", Truncate(n.Scalar(), 200), "\"");
+      return Quote(n.Scalar());
     default:
       return "an undefined value";
   }
@@ -421,6 +424,7 @@ absl::Status YamlToProto(const YAML::Node& node, google::protobuf::Message* msg,
 absl::StatusOr<v1::JobSpec> LoadJobSpecString(const std::string& yaml_text,
                                                const std::vector<std::string>& overrides,
                                                const std::string& source_name) {
+  RETURN_IF_ERROR(CheckYamlLimits(yaml_text, source_name));
   YAML::Node root;
   try {
     std::vector<YAML::Node> docs = YAML::LoadAll(yaml_text);
@@ -463,12 +467,8 @@ absl::StatusOr<v1::JobSpec> LoadJobSpecString(const std::string& yaml_text,
 
 absl::StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path,
                                             const std::vector<std::string>& overrides) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open job file"));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return absl::InternalError(absl::StrCat(path, ": read failed"));
-  return LoadJobSpecString(buf.str(), overrides, path);
+  ASSIGN_OR_RETURN(std::string text, ReadRegularFile(path, kMaxYamlBytes, "job file"));
+  return LoadJobSpecString(text, overrides, path);
 }
 
 }  // namespace yoke::common

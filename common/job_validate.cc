@@ -1,12 +1,15 @@
 #include "common/job_validate.h"
 
 #include <cmath>
+#include <filesystem>
 #include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/quote.h"
+#include "common/status.h"
 
 namespace yoke::common {
 namespace {
@@ -56,7 +59,7 @@ class Checker {
     if (value.empty()) {
       Add(absl::StrCat(path, ": required (one of ", absl::StrJoin(known, ", "), ")"));
     } else {
-      Add(absl::StrCat(path, ": unknown ", noun, " '", value, "' (known: ",
+      Add(absl::StrCat(path, ": unknown ", noun, " ", Quote(value), " (known: ",
                        absl::StrJoin(known, ", "), ")"));
     }
   }
@@ -146,14 +149,14 @@ void CheckLayers(Checker& c, const v1::ModelSpec& m) {
     if (name == "input") {
       c.Add(absl::StrCat(p, ".name: 'input' is reserved for the model input"));
     } else if (!names.insert(name).second) {
-      c.Add(absl::StrCat(p, ".name: '", name, "' is already used by an earlier layer",
+      c.Add(absl::StrCat(p, ".name: ", Quote(name), " is already used by an earlier layer",
                          l.name().empty() ? " (it is this layer's default name)" : ""));
     }
     for (int j = 0; j < l.inputs_size(); ++j) {
       const std::string& in = l.inputs(j);
       if (in != "input" && (names.count(in) == 0 || in == name)) {
-        c.Add(absl::StrCat(p, ".inputs[", j, "]: no earlier layer named '", in,
-                           "' (a layer may read 'input' or layers listed before it)"));
+        c.Add(absl::StrCat(p, ".inputs[", j, "]: no earlier layer named ", Quote(in),
+                           " (a layer may read 'input' or layers listed before it)"));
       }
     }
     if (kind == "add" && l.inputs_size() < 2) {
@@ -173,8 +176,8 @@ void CheckModel(Checker& c, const v1::JobSpec& spec) {
   const v1::ModelSpec& m = spec.model();
   const bool zoo = !m.zoo().empty();
   if (zoo && m.layers_size() > 0) {
-    c.Add(absl::StrCat("model: set either zoo or layers, not both (zoo is '", m.zoo(),
-                       "', layers has ", m.layers_size(), " entries)"));
+    c.Add(absl::StrCat("model: set either zoo or layers, not both (zoo is ", Quote(m.zoo()),
+                       ", layers has ", m.layers_size(), " entries)"));
   } else if (!zoo && m.layers_size() == 0) {
     c.Add("model: set zoo (one of " + absl::StrJoin(ZooModels(), ", ") +
           ") or a non-empty layers list");
@@ -205,7 +208,7 @@ void CheckDataset(Checker& c, const std::string& p, const v1::DatasetSpec& d) {
   static const std::vector<std::string> kFormats = {"idx", "cifar10", "csv", "synthetic"};
   c.OneOf(p + ".format", d.format(), kFormats, "format", false);
   const std::string& f = d.format();
-  const std::string by = absl::StrCat("by format '", f, "'");
+  const std::string by = absl::StrCat("by format ", Quote(f));
   for (int i = 0; i < d.files_size(); ++i) {
     if (d.files(i).empty()) c.Add(absl::StrCat(p, ".files[", i, "]: must not be empty"));
   }
@@ -351,6 +354,10 @@ void CheckTraining(Checker& c, const v1::JobSpec& spec) {
   c.NonNegative("training.eval_batch_size", t.eval_batch_size());
   c.NonNegative("training.log_every_steps", t.log_every_steps());
   c.NonNegative("training.threads", t.threads());
+  if (t.threads() > kMaxTrainingThreads) {
+    c.Add(absl::StrCat("training.threads: at most ", kMaxTrainingThreads,
+                       " (the trainer caps it at the worker's cores), got ", t.threads()));
+  }
 }
 
 void CheckPlacement(Checker& c, const v1::JobSpec& spec) {
@@ -386,22 +393,29 @@ void CheckPlacement(Checker& c, const v1::JobSpec& spec) {
   c.NonNegative("restart.max_restarts", spec.restart().max_restarts());
 }
 
+// Symlinks resolved as far as the path exists here, then lexical clean-up.
+std::string CanonicalPath(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::weakly_canonical(NormalizePath(path), ec);
+  return ec ? NormalizePath(path) : NormalizePath(p.string());
+}
+
 void CheckPathUnder(Checker& c, const std::string& field, const std::string& path,
                     const std::vector<std::string>& roots) {
   if (path.empty()) return;
   if (path[0] != '/') {
-    c.Add(absl::StrCat(field, ": '", path, "' must be an absolute path (allowed under: ",
+    c.Add(absl::StrCat(field, ": ", Quote(path), " must be an absolute path (allowed under: ",
                        absl::StrJoin(roots, ", "), ")"));
     return;
   }
-  const std::string norm = NormalizePath(path);
+  const std::string norm = CanonicalPath(path);
   for (const std::string& root : roots) {
     if (root == "/" || norm == root ||
         (absl::StartsWith(norm, root) && norm[root.size()] == '/')) {
       return;
     }
   }
-  c.Add(absl::StrCat(field, ": '", path, "' is outside the allowed directories (",
+  c.Add(absl::StrCat(field, ": ", Quote(path), " is outside the allowed directories (",
                      absl::StrJoin(roots, ", "), ")"));
 }
 
@@ -415,6 +429,17 @@ void CheckDatasetPaths(Checker& c, const std::string& p, const v1::DatasetSpec& 
 }
 
 }  // namespace
+
+absl::Status ValidateJobPaths(const v1::JobSpec& spec, const std::vector<std::string>& data_roots,
+                              const std::vector<std::string>& checkpoint_roots) {
+  // Each check runs on a copy with only the other kind of path cleared.
+  v1::JobSpec data_only = spec;
+  data_only.clear_checkpoint();
+  RETURN_IF_ERROR(ValidatePathsUnder(data_only, data_roots));
+  v1::JobSpec checkpoint_only = spec;
+  checkpoint_only.clear_data();
+  return ValidatePathsUnder(checkpoint_only, checkpoint_roots);
+}
 
 std::string NormalizePath(const std::string& path) {
   const bool absolute = !path.empty() && path[0] == '/';
@@ -437,7 +462,17 @@ std::string NormalizePath(const std::string& path) {
 }
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
+  // Size first: a spec past the limit is refused before anything walks it.
+  const size_t bytes = spec.ByteSizeLong();
+  if (bytes > kMaxSubmitSpecBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("job spec: ", bytes, " bytes serialized, at most ",
+                                                   kMaxSubmitSpecBytes, " (1 MiB)"));
+  }
   Checker c;
+  if (spec.name().size() > kMaxJobNameChars) {
+    c.Add(absl::StrCat("name: at most ", kMaxJobNameChars, " characters, got ", spec.name().size(),
+                       " (", Quote(spec.name(), 40), ")"));
+  }
   CheckModel(c, spec);
   CheckData(c, spec);
   CheckTraining(c, spec);
@@ -454,7 +489,7 @@ absl::Status ValidatePathsUnder(const v1::JobSpec& spec,
       return absl::InvalidArgumentError(
           absl::StrCat("allowed root '", r, "' must be an absolute directory"));
     }
-    roots.push_back(NormalizePath(r));
+    roots.push_back(CanonicalPath(r));
   }
   Checker c;
   CheckDatasetPaths(c, "data.train", spec.data().train(), roots);

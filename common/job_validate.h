@@ -24,19 +24,34 @@
 
 namespace yoke::common {
 
+// Limits that keep a job's spec small enough for every daemon and table that
+// carries it (the coordinator's store, heartbeat replies, `yoke jobs`).
+inline constexpr size_t kMaxSubmitSpecBytes = 1 << 20;  // serialized (files: kMaxJobSpecBytes)
+inline constexpr size_t kMaxJobNameChars = 256;
+inline constexpr int kMaxTrainingThreads = 1024;
+
 // OK when `spec` satisfies every rule in docs/job_spec.md; otherwise
 // INVALID_ARGUMENT listing all violations.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 
 // Confines the files a job may touch (dataset files, checkpoint dir) to
-// `allowed_roots`, absolute directories. Paths are compared after lexical
-// normalisation ("a/./b/../c" -> "a/c"; symlinks are not resolved). With roots
+// `allowed_roots`, absolute directories. Paths and roots are compared in
+// canonical form: symlinks are resolved as far as the path exists on this
+// machine (std::filesystem::weakly_canonical), the rest is normalised
+// lexically ("a/./b/../c" -> "a/c"). So a symlink inside a root that points
+// outside it is refused wherever this runs: at submit on the coordinator, and
+// in the trainer, just before it opens anything, on the worker. With roots
 // given, a relative path is rejected because its meaning depends on the
 // worker's working directory. Empty `allowed_roots` allows everything.
 // INVALID_ARGUMENT naming the field (e.g. data.train.files[1]) or a root that
 // is not absolute.
 absl::Status ValidatePathsUnder(const v1::JobSpec& spec,
                                 const std::vector<std::string>& allowed_roots);
+
+// ValidatePathsUnder for both kinds of path: the dataset files under
+// `data_roots`, the checkpoint dir under `checkpoint_roots`.
+absl::Status ValidateJobPaths(const v1::JobSpec& spec, const std::vector<std::string>& data_roots,
+                              const std::vector<std::string>& checkpoint_roots);
 
 // Lexically normalises `path`: collapses "//" and ".", resolves ".." against
 // the preceding component ("/.." stays "/"), drops a trailing "/". Exposed for

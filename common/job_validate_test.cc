@@ -1,8 +1,10 @@
 #include "common/job_validate.h"
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -207,6 +209,8 @@ const Case kCases[] = {
     {kZooJob, {"training.eval_batch_size=-1"}, "training.eval_batch_size: must be >= 0, got -1"},
     {kZooJob, {"training.log_every_steps=-1"}, "training.log_every_steps: must be >= 0, got -1"},
     {kZooJob, {"training.threads=-2"}, "training.threads: must be >= 0, got -2"},
+    {kZooJob, {"training.threads=2147483647"},
+     "training.threads: at most 1024 (the trainer caps it at the worker's cores), got 2147483647"},
     // ---- placement, checkpoints, restarts
     {kZooJob, {"distribution.workers=-1"}, "distribution.workers: must be >= 0, got -1"},
     {kZooJob, {"distribution.devices_per_worker=-1"},
@@ -352,6 +356,64 @@ TEST(ValidatePathsUnderTest, RejectsEscapesAndRelativePaths) {
   ExpectPathRejected({"data.train.images=data/x.gz"},
                      "data.train.images: 'data/x.gz' must be an absolute path");
   ExpectPathRejected({"checkpoint.dir=./ckpt"}, "checkpoint.dir: './ckpt' must be an absolute path");
+}
+
+// A symlink inside a root that points outside it is an escape: paths are
+// compared with symlinks resolved.
+TEST(ValidatePathsUnderTest, RejectsEscapesThroughSymlinks) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(testing::TempDir()) / "validate_symlinks";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "root" / "real");
+  fs::create_directories(dir / "outside");
+  fs::create_directory_symlink(dir / "outside", dir / "root" / "escape");
+  fs::create_directory_symlink(dir / "root" / "real", dir / "root" / "inside");
+  const std::vector<std::string> roots = {(dir / "root").string()};
+  auto check = [&](const std::string& images) {
+    return ValidatePathsUnder(Load("", {"data.train.images=" + images}), roots);
+  };
+  const absl::Status escaped = check((dir / "root" / "escape" / "secret").string());
+  EXPECT_EQ(escaped.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(escaped.message()), HasSubstr("is outside the allowed directories"));
+  // A file that does not exist yet under a symlinked directory is resolved too.
+  EXPECT_FALSE(check((dir / "root" / "escape" / "new" / "file").string()).ok());
+  // A symlink that stays inside the root is fine, and so is the real path.
+  EXPECT_TRUE(check((dir / "root" / "inside" / "x").string()).ok());
+  EXPECT_TRUE(check((dir / "root" / "real" / "x").string()).ok());
+  // A root that is itself a symlink is resolved the same way.
+  fs::create_directory_symlink(dir / "root", dir / "root-link");
+  EXPECT_TRUE(ValidatePathsUnder(Load("", {"data.train.images=" + (dir / "root" / "real" / "x").string()}),
+                                 {(dir / "root-link").string()})
+                  .ok());
+  fs::remove_all(dir);
+}
+
+TEST(ValidateJobSpecTest, SpecOver1MiBIsRefusedWithItsSize) {
+  v1::JobSpec spec = Load(kZooJob, {});
+  spec.set_name(std::string(1 << 20, 'd'));  // a 4 MB name is refused by its size
+  const absl::Status s = ValidateJobSpec(spec);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("job spec: ", spec.ByteSizeLong(), " bytes serialized")));
+  EXPECT_LT(s.message().size(), 200u);
+}
+
+TEST(ValidateJobSpecTest, NamesOver256CharactersAreRefusedAndNotEchoedWhole) {
+  v1::JobSpec spec = Load(kZooJob, {});
+  spec.set_name(std::string(256, 'n'));
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  spec.set_name(std::string(400'000, 'n'));
+  const absl::Status s = ValidateJobSpec(spec);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("name: at most 256 characters, got 400000"));
+  EXPECT_LT(s.message().size(), 300u);
+}
+
+TEST(ValidateJobSpecTest, UnknownValuesAreQuotedAtMost200Bytes) {
+  const absl::Status s = ValidateJobSpec(Load(kZooJob, {"model.zoo=" + std::string(100000, 'z')}));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("(+99800 bytes)"));
+  EXPECT_LT(s.message().size(), 400u);
 }
 
 TEST(ValidatePathsUnderTest, RootsMustBeAbsolute) {

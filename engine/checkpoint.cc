@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -126,9 +125,32 @@ absl::Status WriteCheckpoint(const std::string& path, v1::CheckpointHeader heade
 }
 
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open checkpoint ", path));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Only a regular file, and only as many bytes as it had when opened: a
+  // directory, a FIFO or /dev/zero gets a clear error, never an endless read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot open checkpoint ", path, ": ", std::strerror(errno)));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool dir = S_ISDIR(st.st_mode);
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint ", path, " is not a regular file",
+        dir ? " but a directory (give a checkpoint file, or a directory to `yoke train --resume`)"
+            : ""));
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t r = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;  // an error, or the file shrank: the checks below say so
+    got += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  bytes.resize(got);
   const size_t fixed = sizeof(kCheckpointMagic) + 8;
   auto bad = [&](const std::string& why) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path, ": ", why));
@@ -210,6 +232,22 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir) {
   ASSIGN_OR_RETURN(auto names, ListCheckpoints(dir));
   if (names.empty()) return absl::NotFoundError(absl::StrCat("no checkpoint in ", dir));
   return dir + "/" + names.back();
+}
+
+absl::StatusOr<std::string> NewestValidCheckpoint(const std::string& dir) {
+  ASSIGN_OR_RETURN(auto names, ListCheckpoints(dir));
+  if (names.empty()) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint in ", dir, " (no ckpt-*.yoke file)"));
+  }
+  std::string newest_error;
+  for (auto it = names.rbegin(); it != names.rend(); ++it) {
+    const std::string path = dir + "/" + *it;
+    absl::StatusOr<Checkpoint> ck = ReadCheckpoint(path);
+    if (ck.ok()) return path;
+    if (newest_error.empty()) newest_error = std::string(ck.status().message());
+  }
+  return absl::NotFoundError(absl::StrCat("no valid checkpoint in ", dir, ": all ", names.size(),
+                                          " are unreadable; the newest: ", newest_error));
 }
 
 absl::Status PruneCheckpoints(const std::string& dir, int keep) {

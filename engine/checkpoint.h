@@ -46,13 +46,19 @@ struct Checkpoint {
 absl::Status WriteCheckpoint(const std::string& path, v1::CheckpointHeader header,
                              const NamedTensors& tensors);
 
-// Reads and verifies a checkpoint file.
+// Reads and verifies a checkpoint file. Anything but a regular file (a
+// directory, a FIFO, /dev/zero) is INVALID_ARGUMENT; at most the file's size
+// at open is read.
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
 
 // Checkpoints in a directory are named "ckpt-<step, 10 digits>.yoke".
 std::string CheckpointPath(const std::string& dir, int64_t step);
 // The newest checkpoint in `dir` (highest step), NOT_FOUND if there is none.
 absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir);
+// The newest checkpoint in `dir` that reads and verifies (older ones are
+// tried when the newest is torn or corrupt); NOT_FOUND naming the directory,
+// and the newest file's problem, if there is none.
+absl::StatusOr<std::string> NewestValidCheckpoint(const std::string& dir);
 // Deletes all but the newest `keep` checkpoints in `dir` (keep <= 0: none deleted).
 absl::Status PruneCheckpoints(const std::string& dir, int keep);
 

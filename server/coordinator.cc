@@ -14,6 +14,8 @@
 #include "absl/strings/str_join.h"
 #include "common/job_spec_binary.h"
 #include "common/job_validate.h"
+#include "common/memory_estimate.h"
+#include "common/quote.h"
 #include "common/status.h"
 #include "server/hang_report.h"
 #include "spdlog/spdlog.h"
@@ -193,17 +195,36 @@ std::vector<WorkerCapacity> Coordinator::Capacities(bool alive_only) {
 
 // ------------------------------------------------------------------ clients
 
+absl::Status Coordinator::CheckMemory(const v1::JobSpec& spec) const {
+  const common::MemoryEstimate est = common::EstimateReplicaMemory(spec);
+  if (est.bytes <= 0) return absl::OkStatus();
+  // The replicas a job places on one worker share its memory (CPU) or each
+  // have a device of their own (CUDA).
+  const std::string kind = spec.distribution().device().empty() ? "cpu" : spec.distribution().device();
+  const int per_worker = std::max(1, spec.distribution().devices_per_worker());
+  double largest = 0;
+  for (const auto& [id, w] : registry_.workers()) {
+    if (!w.registered || !w.alive) continue;
+    for (const v1::Device& d : w.devices) {
+      if (d.kind() == kind) largest = std::max(largest, static_cast<double>(d.memory_bytes()));
+    }
+  }
+  const double need = kind == "cpu" ? est.bytes * per_worker : est.bytes;
+  if (largest <= 0 || need <= largest) return absl::OkStatus();  // no worker reports memory
+  return absl::FailedPreconditionError(absl::StrCat(
+      "memory: each replica needs at least ", common::FormatBytes(est.bytes),
+      kind == "cpu" && per_worker > 1 ? absl::StrCat(" (", per_worker, " per worker: ",
+                                                      common::FormatBytes(need), ")")
+                                      : "",
+      ", but the largest worker has ", common::FormatBytes(largest), "; ", est.largest_layer,
+      " alone needs ", common::FormatBytes(est.largest_layer_bytes),
+      " (parameters, gradients, optimizer state and activations at the batch size)"));
+}
+
 absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t priority,
                                                 const std::string& owner) {
   RETURN_IF_ERROR(common::ValidateJobSpec(spec));
-  // Data and checkpoints have separate roots: check each on a copy that has
-  // only the other kind of path cleared.
-  v1::JobSpec data_only = spec;
-  data_only.clear_checkpoint();
-  RETURN_IF_ERROR(common::ValidatePathsUnder(data_only, options_.data_roots));
-  v1::JobSpec checkpoint_only = spec;
-  checkpoint_only.clear_data();
-  RETURN_IF_ERROR(common::ValidatePathsUnder(checkpoint_only, options_.checkpoint_roots));
+  RETURN_IF_ERROR(common::ValidateJobPaths(spec, options_.data_roots, options_.checkpoint_roots));
 
   absl::MutexLock lock(&mu_);
   const std::string never = CouldEverFit(ShapeOf(spec), Capacities(/*alive_only=*/true));
@@ -211,6 +232,7 @@ absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t
     return absl::FailedPreconditionError(
         absl::StrCat("distribution: no registered set of workers can ever run this job: ", never));
   }
+  RETURN_IF_ERROR(CheckMemory(spec));
   v1::Job job;
   *job.mutable_spec() = spec;
   job.set_state(v1::JOB_PENDING);
@@ -409,7 +431,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
     const v1::Device& d = req.devices(i);
     if (d.kind() != "cpu" && d.kind() != "cuda") {
       return absl::InvalidArgumentError(absl::StrCat(
-          "devices[", i, "].kind: unknown device kind '", d.kind(), "' (known: cpu, cuda)"));
+          "devices[", i, "].kind: unknown device kind ", common::Quote(d.kind()), " (known: cpu, cuda)"));
     }
     if (d.index() < 0 || !seen.insert({d.kind(), d.index()}).second) {
       return absl::InvalidArgumentError(absl::StrCat("devices[", i, "].index: ", d.kind(), " index ",
@@ -536,6 +558,12 @@ std::vector<v1::DesiredAttempt> Coordinator::DesiredFor(
     d.set_num_replicas(share->num_replicas());
     *d.mutable_devices() = share->devices();
     d.set_resume_checkpoint(aj.resume_checkpoint);
+    if (!reported) {
+      // The trainer checks its paths again where the files are.
+      *d.mutable_data_roots() = {options_.data_roots.begin(), options_.data_roots.end()};
+      *d.mutable_checkpoint_roots() = {options_.checkpoint_roots.begin(),
+                                       options_.checkpoint_roots.end()};
+    }
     if (!reported && options_.rendezvous_secret) {
       d.set_rendezvous_secret(options_.rendezvous_secret(job_id, a->number()));
     }

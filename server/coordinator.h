@@ -187,6 +187,9 @@ class Coordinator {
   void Bump(ActiveJob& aj, std::string message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Persist(ActiveJob& aj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<WorkerCapacity> Capacities(bool alive_only) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FAILED_PRECONDITION when no alive worker has the memory a replica of
+  // `spec` certainly needs (common/memory_estimate.h).
+  absl::Status CheckMemory(const v1::JobSpec& spec) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunScheduler() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyStatus(const std::string& worker_id, const v1::AttemptStatus& st)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

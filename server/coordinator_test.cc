@@ -479,6 +479,25 @@ TEST_F(CoordinatorTest, DrainingWorkerGetsNoNewAttempts) {
   EXPECT_EQ(Beat(w1).desired_size(), 1);
 }
 
+TEST_F(CoordinatorTest, AJobNoWorkerHasTheMemoryForIsRefusedNamingTheLayer) {
+  v1::RegisterWorkerRequest reg = Reg(2);
+  for (v1::Device& d : *reg.mutable_devices()) d.set_memory_bytes(int64_t{8} << 30);
+  ASSERT_TRUE(coord_->RegisterWorker(reg).ok());
+  auto huge = coord_->Submit(
+      Spec({"model={layers: [{dense: {units: 1000000000}}, {dense: {units: 100}, name: out}]}"}), 0);
+  ASSERT_EQ(huge.status().code(), absl::StatusCode::kFailedPrecondition) << huge.status();
+  const std::string msg(huge.status().message());
+  EXPECT_NE(msg.find("the largest worker has 8.0 GiB"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.layers[1] (out) alone needs"), std::string::npos) << msg;
+  // Two replicas per worker share its memory: a job that fits once may not twice.
+  const std::string half = "model={layers: [{dense: {units: 60000000}}]}";
+  EXPECT_TRUE(coord_->Submit(Spec({half}), 0).ok());
+  auto two = coord_->Submit(
+      Spec({half, "distribution.devices_per_worker=2", "training.batch_size=16"}), 0);
+  EXPECT_EQ(two.status().code(), absl::StatusCode::kFailedPrecondition) << two.status();
+  EXPECT_TRUE(coord_->Submit(Spec(), 0).ok()) << "an ordinary job is unaffected";
+}
+
 TEST_F(CoordinatorTest, TrainerFailureFailsTheJobWithItsReason) {
   const std::string w = Register(1);
   auto id = coord_->Submit(Spec(), 0);

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/quote.h"
 #include "common/tls_credentials.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -291,7 +292,7 @@ grpc::Status RendezvousService::Get(grpc::ServerContext* ctx, const v1::KvGetReq
     if (v.status().code() != absl::StatusCode::kDeadlineExceeded || left <= kPoll) {
       if (v.status().code() == absl::StatusCode::kDeadlineExceeded) {
         return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                            absl::StrCat("rendezvous: key '", req->key(), "' of attempt ",
+                            absl::StrCat("rendezvous: key ", common::Quote(req->key()), " of attempt ",
                                          req->job_id(), "/", req->attempt(), " not set within ",
                                          req->timeout_ms(), " ms"));
       }

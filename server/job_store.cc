@@ -59,11 +59,15 @@ absl::StatusOr<JobListPage> InMemoryJobStore::List(const JobListQuery& query) {
   }
   std::sort(hits.begin(), hits.end(), [](const Entry* a, const Entry* b) { return a->seq > b->seq; });
   JobListPage page;
-  for (size_t i = 0; i < hits.size() && static_cast<int>(i) < size; ++i) {
+  size_t bytes = 0;
+  for (size_t i = 0; i < hits.size(); ++i) {
+    const size_t job_bytes = hits[i]->job.ByteSizeLong();
+    if (static_cast<int>(i) >= size || (i > 0 && bytes + job_bytes > query.max_bytes)) {
+      page.next_page_token = absl::StrCat(hits[i - 1]->seq);
+      break;
+    }
+    bytes += job_bytes;
     page.jobs.push_back(hits[i]->job);
-  }
-  if (static_cast<int>(hits.size()) > size) {
-    page.next_page_token = absl::StrCat(hits[size - 1]->seq);
   }
   return page;
 }

@@ -44,6 +44,10 @@ struct JobListQuery {
   std::vector<v1::JobState> states;  // empty: every state
   int page_size = 100;               // clamped to [1, 1000]
   std::string page_token;            // "" for the first page
+  // A page ends early once its jobs' serialized bytes would pass this (it
+  // always holds at least one job), so that a page of 1 MiB specs stays
+  // under gRPC's 4 MiB message limit.
+  size_t max_bytes = 2 << 20;
 };
 
 struct JobListPage {

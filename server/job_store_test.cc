@@ -109,6 +109,34 @@ TEST_P(JobStoreTest, ListFiltersByStateAndPagesNewestFirst) {
   EXPECT_EQ(store_->List(bad).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Five jobs with 900 KiB names: a page holds two (under its 2 MiB), even
+// when more were asked for, and paging still visits every job once.
+TEST_P(JobStoreTest, PagesEndBeforeTheirBytesPassTheLimit) {
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(store_->Create(NewJob(std::string(900 << 10, 'a' + i), v1::JOB_PENDING)).ok());
+  }
+  JobListQuery q;
+  q.page_size = 100;
+  std::vector<size_t> page_sizes;
+  std::string seen;
+  do {
+    auto p = store_->List(q);
+    ASSERT_TRUE(p.ok()) << p.status();
+    page_sizes.push_back(p->jobs.size());
+    for (const v1::Job& j : p->jobs) seen += j.spec().name()[0];
+    q.page_token = p->next_page_token;
+  } while (!q.page_token.empty() && page_sizes.size() < 10);
+  EXPECT_EQ(page_sizes, (std::vector<size_t>{2, 2, 1}));
+  EXPECT_EQ(seen, "edcba");
+  // A single job over the limit still comes back, alone.
+  q = JobListQuery();
+  q.max_bytes = 1000;
+  auto one = store_->List(q);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->jobs.size(), 1u);
+  EXPECT_FALSE(one->next_page_token.empty());
+}
+
 TEST_P(JobStoreTest, UpdateIsAllOrNothing) {
   auto id = store_->Create(NewJob("a", v1::JOB_PENDING));
   ASSERT_TRUE(id.ok());

@@ -6,8 +6,9 @@ namespace yoke::server {
 namespace {
 
 constexpr size_t kMaxKey = 1024;
-constexpr size_t kMaxValue = 1 << 20;
-constexpr size_t kMaxKeys = 10000;
+constexpr size_t kMaxValue = 64 << 10;
+constexpr size_t kMaxKeys = 1024;
+constexpr size_t kMaxNamespaceBytes = 4 << 20;
 
 std::string Name(const std::string& job_id, int attempt) {
   return absl::StrCat(job_id, "/", attempt);
@@ -49,6 +50,15 @@ absl::Status Rendezvous::Put(const std::string& job_id, int attempt, const std::
     return absl::ResourceExhaustedError(absl::StrCat(
         "rendezvous: attempt ", Name(job_id, attempt), " already has ", kMaxKeys, " keys"));
   }
+  size_t& bytes = it->second.bytes;
+  auto old = kv.find(key);
+  const size_t replaced = old == kv.end() ? 0 : key.size() + old->second.size();
+  if (bytes - replaced + key.size() + value.size() > kMaxNamespaceBytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("rendezvous: attempt ", Name(job_id, attempt), " would hold more than ",
+                     kMaxNamespaceBytes, " bytes of keys and values (holds ", bytes, ")"));
+  }
+  bytes = bytes - replaced + key.size() + value.size();
   kv[key] = std::move(value);
   return absl::OkStatus();
 }

@@ -9,8 +9,10 @@
 // a stale attempt can never meet the ranks of a newer one.
 //
 // Limits (a rendezvous carries ids and addresses, not data): keys up to
-// 1 KiB, values up to 1 MiB, 10,000 keys per namespace; beyond them Put
-// fails with INVALID_ARGUMENT / RESOURCE_EXHAUSTED.
+// 1 KiB, values up to 64 KiB, and per namespace 1,024 keys and 4 MiB of keys
+// and values in all; beyond them Put fails with INVALID_ARGUMENT /
+// RESOURCE_EXHAUSTED. A Gloo rank's address list is about 140 bytes per peer,
+// so 64 KiB values cap a job at about 450 ranks.
 //
 // Thread-safety: every method may be called from any thread; Get blocks the
 // calling thread (a gRPC handler thread) for at most its timeout.
@@ -51,6 +53,7 @@ class Rendezvous {
   using NsKey = std::pair<std::string, int>;
   struct Namespace {
     std::map<std::string, std::string> kv;
+    size_t bytes = 0;  // sum of the sizes of kv's keys and values
   };
   mutable absl::Mutex mu_;
   std::map<NsKey, Namespace> spaces_ ABSL_GUARDED_BY(mu_);

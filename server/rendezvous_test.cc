@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace yoke::server {
@@ -86,8 +87,37 @@ TEST(RendezvousTest, LimitsAreEnforced) {
   EXPECT_EQ(r.Put("job-1", 1, "", "v").code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(r.Put("job-1", 1, std::string(2000, 'k'), "v").code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.Put("job-1", 1, "k", std::string((1 << 20) + 1, 'v')).code(),
+  EXPECT_EQ(r.Put("job-1", 1, "k", std::string((64 << 10) + 1, 'v')).code(),
             absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(r.Put("job-1", 1, "k", std::string(64 << 10, 'v')).ok());
+}
+
+TEST(RendezvousTest, AnAttemptHoldsAtMost1024Keys) {
+  Rendezvous r;
+  r.Open("job-1", 1);
+  for (int i = 0; i < 1024; ++i) ASSERT_TRUE(r.Put("job-1", 1, absl::StrCat("k", i), "v").ok());
+  EXPECT_EQ(r.Put("job-1", 1, "one-more", "v").code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(r.Put("job-1", 1, "k7", "overwrite").ok()) << "overwriting adds no key";
+  // Another attempt has its own budget.
+  r.Open("job-2", 1);
+  EXPECT_TRUE(r.Put("job-2", 1, "one-more", "v").ok());
+}
+
+TEST(RendezvousTest, AnAttemptHoldsAtMost4MiB) {
+  Rendezvous r;
+  r.Open("job-1", 1);
+  const std::string big(60 << 10, 'v');
+  int stored = 0;
+  absl::Status s;
+  while ((s = r.Put("job-1", 1, absl::StrCat("k", stored), big)).ok()) ++stored;
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_EQ(stored, (4 << 20) / ((60 << 10) + 3)) << "stops at 4 MiB, not before";
+  // Overwriting a value with a smaller one frees room; closing frees it all.
+  EXPECT_TRUE(r.Put("job-1", 1, "k0", "small").ok());
+  EXPECT_TRUE(r.Put("job-1", 1, "again", std::string(50 << 10, 'v')).ok());
+  r.Close("job-1", 1);
+  r.Open("job-1", 1);
+  EXPECT_TRUE(r.Put("job-1", 1, "k0", big).ok());
 }
 
 }  // namespace

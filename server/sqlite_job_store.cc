@@ -223,12 +223,15 @@ absl::StatusOr<JobListPage> SqliteJobStore::List(const JobListQuery& query) {
   JobListPage page;
   int64_t last_seq = 0;
   int rows = 0;
+  size_t bytes = 0;
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (++rows > size) {
+    const size_t row_bytes = static_cast<size_t>(sqlite3_column_bytes(st, 1));
+    if (++rows > size || (!page.jobs.empty() && bytes + row_bytes > query.max_bytes)) {
       page.next_page_token = absl::StrCat(last_seq);
       break;
     }
+    bytes += row_bytes;
     last_seq = sqlite3_column_int64(st, 0);
     v1::Job job;
     if (!job.ParseFromString(ColumnBlob(st, 1))) {

@@ -202,6 +202,23 @@ TEST(DeployTest, SystemdUnitsAndConfigsStartTheRealDaemons) {
   if (!::testing::Test::HasFailure()) fs::remove_all(dir);
 }
 
+// Both units run the daemons as an unprivileged user that cannot gain
+// privileges, with the system directories read-only.
+TEST(DeployTest, SystemdUnitsRunUnprivileged) {
+  for (const char* unit : {"yoke-coordinator.service", "yoke-worker.service"}) {
+    std::map<std::string, std::string> service;
+    for (absl::string_view line : absl::StrSplit(Slurp(Deploy() + "/systemd/" + unit), '\n')) {
+      const size_t eq = line.find('=');
+      if (line.empty() || line[0] == '#' || eq == absl::string_view::npos) continue;
+      service[std::string(line.substr(0, eq))] = std::string(line.substr(eq + 1));
+    }
+    EXPECT_FALSE(service["User"].empty()) << unit << " runs as root";
+    EXPECT_NE(service["User"], "root") << unit;
+    EXPECT_EQ(service["NoNewPrivileges"], "yes") << unit;
+    EXPECT_EQ(service["ProtectSystem"], "full") << unit;
+  }
+}
+
 // The image installs the runtime libraries by Debian package name; a wrong
 // name fails `docker build`. They are installed here too (as dependencies of
 // the -dev packages the build uses), so dpkg knows each one.

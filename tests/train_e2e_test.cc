@@ -1,11 +1,14 @@
 // End to end: the real `yoke train` binary on the real Fashion-MNIST data, as
 // a child process, reading its `--output json` result line.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "google/protobuf/util/json_util.h"
@@ -101,6 +104,74 @@ TEST(TrainE2ETest, BadInputExitsNonZeroWithAMessage) {
   r = Yoke("train " + cfg + " --set training.optimzer.lr=1", true);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("did you mean 'optimizer'"), std::string::npos) << r.out;
+}
+
+// Files a hostile or careless user could name: each is refused at once with
+// a message naming it, and no file's bytes appear in the message.
+TEST(TrainE2ETest, HostileFilesAreRefusedAtOnce) {
+  const std::string cfg = SourceDir() + "/configs/fashion_mnist_mlp.yaml";
+  char tmpl[] = "/tmp/yoke_e2e_files_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string fifo = dir + "/job.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& args : {std::string("/dev/zero"), fifo, dir}) {
+    RunResult r = Yoke("train " + args, true);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.out;
+    EXPECT_NE(r.out.find("must be a regular file"), std::string::npos) << r.out;
+  }
+  RunResult r = Yoke("train --resume /dev/zero", true);
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("is not a regular file"), std::string::npos) << r.out;
+  r = Yoke("train --resume " + dir, true);
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--resume: no checkpoint in " + dir), std::string::npos) << r.out;
+
+  // YAML over 8 MiB, or nested deeper than 64 levels, is refused unparsed.
+  const std::string big = dir + "/big.yaml";
+  std::ofstream(big) << "name: [" << std::string(9 << 20, '1') << "]\n";
+  r = Yoke("train " + big, true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("over the limit of 8388608"), std::string::npos) << r.out.substr(0, 500);
+  EXPECT_LT(r.out.size(), 1000u);
+  const std::string deep = dir + "/deep.yaml";
+  std::ofstream(deep) << "name: " << std::string(100000, '[') << "\n";
+  r = Yoke("train " + deep, true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("levels deep, over the limit of 64"), std::string::npos) << r.out;
+
+  // A data root reached through a symlink that leads out of it is refused
+  // by the trainer, which resolves it on its own machine.
+  const std::string root = dir + "/root";
+  std::filesystem::create_directories(root);
+  std::filesystem::create_directory_symlink("/etc", root + "/etc");
+  r = Yoke("train " + cfg + " --data-root " + root + " --set data.train.images=" + root +
+               "/etc/shadow",
+           true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("is outside the allowed directories"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("root:"), std::string::npos) << "no bytes of the file: " << r.out;
+  std::filesystem::remove_all(dir);
+}
+
+// --resume DIR picks the newest checkpoint that verifies: a torn newest file
+// is passed over for the one before it.
+TEST(TrainE2ETest, ResumeFromADirectoryTakesTheNewestValidCheckpoint) {
+  const std::string cfg = SourceDir() + "/configs/fashion_mnist_mlp.yaml";
+  char tmpl[] = "/tmp/yoke_e2e_resume_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  RunResult r = Yoke("train " + cfg + " --set training.max_steps=20 --set checkpoint.dir=" + dir +
+                         " --set checkpoint.every_steps=10",
+                     true);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string newest = dir + "/ckpt-0000000020.yoke";
+  ASSERT_TRUE(std::filesystem::exists(newest)) << r.out;
+  std::filesystem::resize_file(newest, std::filesystem::file_size(newest) / 2);
+  // --set needs a job file: resume with the job file and the directory.
+  r = Yoke("train " + cfg + " --resume " + dir + " --set training.max_steps=25", true);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("resuming from " + dir + "/ckpt-0000000010.yoke"), std::string::npos)
+      << r.out;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

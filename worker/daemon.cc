@@ -425,6 +425,12 @@ absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerProcessOptions* opt
       opts->args.insert(opts->args.end(), {"--rank-hosts", absl::StrJoin(hosts, ",")});
     }
   }
+  for (const std::string& root : d.data_roots()) {
+    opts->args.insert(opts->args.end(), {"--data-root", root});
+  }
+  for (const std::string& root : d.checkpoint_roots()) {
+    opts->args.insert(opts->args.end(), {"--checkpoint-root", root});
+  }
   if (!d.resume_checkpoint().empty()) {
     opts->args.push_back("--resume");
     opts->args.push_back(d.resume_checkpoint());

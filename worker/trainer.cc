@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "data/open_dataset.h"
 #include "engine/kernels/cpu/dnnl_context.h"
+#include "spdlog/spdlog.h"
 #include "worker/trainer_internal.h"
 
 namespace yoke::worker {
@@ -92,9 +93,13 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
   }
   // The process's thread budget is split evenly over its replicas (see the
   // header); this thread runs local replica 0.
-  const int budget = tr.threads() > 0
-                         ? tr.threads()
-                         : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // training.threads is capped at this machine's cores: more would only
+  // oversubscribe them (and a huge count exhausted libgomp's memory).
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int budget = tr.threads() > 0 ? std::min(tr.threads(), cores) : cores;
+  if (tr.threads() > cores) {
+    spdlog::warn("training.threads {} capped at this machine's {} cores", tr.threads(), cores);
+  }
   t->threads_ = engine::cpu::SetCpuThreads(std::max(1, budget / options.num_replicas));
   const int timeout_s = spec.distribution().collective_timeout_s() > 0
                             ? spec.distribution().collective_timeout_s()

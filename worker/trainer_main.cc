@@ -5,7 +5,9 @@
 //                [--world-size N --rank R --replicas K
 //                 --coordinator HOST:PORT --job-id ID --attempt A
 //                 --gloo-hostname ADDR --rank-hosts W@ADDR,...]
-//   yoke-trainer --resume CKPT [...]      (spec taken from the checkpoint)
+//                [--data-root DIR ... --checkpoint-root DIR ...]
+//   yoke-trainer --resume CKPT|DIR [...]  (spec taken from the checkpoint;
+//                                          DIR: its newest valid one)
 //   yoke-trainer --spec-file FILE|- [...] (a serialized v1::JobSpec)
 //
 // `yoke train` runs this binary on a YAML file, and the worker daemon runs
@@ -41,6 +43,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -73,7 +76,9 @@ constexpr char kUsage[] =
     "                  [--world-size N --rank R --replicas K\n"
     "                   --coordinator HOST:PORT --job-id ID --attempt A\n"
     "                   --gloo-hostname ADDR --rank-hosts W@ADDR,...]\n"
-    "       yoke train --resume CHECKPOINT   (continue with the checkpoint's own spec)\n"
+    "                  [--data-root DIR ... --checkpoint-root DIR ...]\n"
+    "       yoke train --resume CHECKPOINT|DIR   (continue with the checkpoint's own\n"
+    "                                           spec; DIR: its newest valid one)\n"
     "       yoke train --spec-file FILE|- [...]  (a serialized JobSpec, as the worker\n"
     "                                           daemon writes it; - reads stdin)\n";
 
@@ -93,7 +98,7 @@ int main(int argc, char** argv) {
   std::string job_file, spec_file, resume, output = "text", log_level = "warn";
   std::string coordinator, job_id, gloo_hostname = "127.0.0.1", rank_hosts;
   int rank = 0, world_size = 1, replicas = 1, attempt = 0;
-  std::vector<std::string> overrides;
+  std::vector<std::string> overrides, data_roots, checkpoint_roots;
   // Ranks and counts: non-negative here, their relations checked below.
   constexpr int kMaxCount = 1 << 30;
   yoke::common::FlagParser flags("yoke train", kUsage);
@@ -109,7 +114,9 @@ int main(int argc, char** argv) {
       .String("--coordinator", &coordinator)
       .String("--job-id", &job_id)
       .String("--gloo-hostname", &gloo_hostname)
-      .String("--rank-hosts", &rank_hosts);
+      .String("--rank-hosts", &rank_hosts)
+      .Strings("--data-root", &data_roots)
+      .Strings("--checkpoint-root", &checkpoint_roots);
   std::vector<std::string> positional;
   if (auto code = flags.ParseOrExitCode(yoke::common::ArgsOf(argc, argv), &positional)) {
     return *code;
@@ -152,6 +159,16 @@ int main(int argc, char** argv) {
   }
   yoke::common::InitLogging("yoke-trainer", log_level);
 
+  // --resume DIR: the newest checkpoint in DIR that verifies.
+  std::error_code ec;
+  if (!resume.empty() && std::filesystem::is_directory(resume, ec)) {
+    auto newest = yoke::engine::NewestValidCheckpoint(resume);
+    if (!newest.ok()) return Fail(absl::StrCat("--resume: ", newest.status().message()), 2);
+    std::fprintf(stderr, "yoke train: resuming from %s, the newest valid checkpoint in %s\n",
+                 newest->c_str(), resume.c_str());
+    resume = *std::move(newest);
+  }
+
   yoke::v1::JobSpec spec;
   if (!spec_file.empty()) {
     auto spec_or = yoke::common::ReadJobSpecFile(spec_file);
@@ -173,6 +190,12 @@ int main(int argc, char** argv) {
   if (spec_file.empty()) {
     absl::Status valid = yoke::common::ValidateJobSpec(spec);
     if (!valid.ok()) return Fail(valid, 2);
+  }
+  // The worker's copy of the coordinator's roots, checked again here, where
+  // the files are: a symlink made on this machine cannot lead out of them.
+  if (absl::Status s = yoke::common::ValidateJobPaths(spec, data_roots, checkpoint_roots);
+      !s.ok()) {
+    return Fail(s, 2);
   }
 
   FILE* human = output == "text" ? stdout : stderr;
