@@ -19,10 +19,22 @@ namespace {
 // exhausting memory as float vectors.
 constexpr uint64_t kMaxFileBytes = uint64_t{1} << 32;
 
-std::string Quote(absl::string_view cell) {
-  constexpr size_t kMax = 40;
-  if (cell.size() > kMax) return absl::StrCat("'", cell.substr(0, kMax), "...'");
-  return absl::StrCat("'", cell, "'");
+// What is wrong with a cell, without its bytes: a message must never carry
+// a file's content (a CSV path pointed at /etc/shadow would echo it).
+std::string NotANumber(absl::string_view cell) {
+  if (cell.empty()) return "is empty, not a finite number";
+  float v = 0;
+  if (absl::SimpleAtof(cell, &v)) return "is NaN or infinite, not a finite number";
+  return absl::StrCat("is not a number (a cell of ", cell.size(), " bytes)");
+}
+
+std::string NotALabel(absl::string_view cell) {
+  float v = 0;
+  if (cell.empty()) return "is empty";
+  if (!absl::SimpleAtof(cell, &v)) return absl::StrCat("is not a number (a cell of ", cell.size(), " bytes)");
+  if (v < 0) return "is negative";
+  if (v != static_cast<float>(static_cast<int64_t>(v))) return "is not a whole number";
+  return "is too large";
 }
 
 }  // namespace
@@ -76,7 +88,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> ReadCsv(const std::string& path,
         int64_t label = 0;
         if (!absl::SimpleAtoi(cell, &label) || label < 0 || label > kCsvMaxLabel) {
           return absl::InvalidArgumentError(absl::StrCat(
-              where(c), ": label ", Quote(cell), " is not an integer in [0, ",
+              where(c), ": the label ", NotALabel(cell), "; labels are integers in [0, ",
               kCsvMaxLabel, "]"));
         }
         labels.push_back(static_cast<int32_t>(label));
@@ -85,7 +97,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> ReadCsv(const std::string& path,
         float v = 0;
         if (!absl::SimpleAtof(cell, &v) || !std::isfinite(v)) {
           return absl::InvalidArgumentError(
-              absl::StrCat(where(c), ": ", Quote(cell), " is not a finite number"));
+              absl::StrCat(where(c), ": the value ", NotANumber(cell)));
         }
         features.push_back(v);
       }

@@ -60,7 +60,7 @@ TEST(CsvReaderTest, Errors) {
   auto ds = Parse("1,2,0\n1,x,1\n");
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(ds.status().message()),
-              HasSubstr("line 2, column 2: 'x' is not a finite number"));
+              HasSubstr("line 2, column 2: the value is not a number (a cell of 1 bytes)"));
 
   ds = Parse("1,2,0\n1,2\n");
   EXPECT_THAT(std::string(ds.status().message()),
@@ -68,13 +68,17 @@ TEST(CsvReaderTest, Errors) {
 
   ds = Parse("1,2,-1\n");
   EXPECT_THAT(std::string(ds.status().message()),
-              HasSubstr("line 1, column 3: label '-1' is not an integer"));
+              HasSubstr("line 1, column 3: the label is negative; labels are integers"));
   ds = Parse("1,2,1.5\n");
-  EXPECT_THAT(std::string(ds.status().message()), HasSubstr("label '1.5'"));
+  EXPECT_THAT(std::string(ds.status().message()), HasSubstr("the label is not a whole number"));
   ds = Parse("1,nan,1\n");
-  EXPECT_THAT(std::string(ds.status().message()), HasSubstr("'nan' is not a finite"));
+  EXPECT_THAT(std::string(ds.status().message()), HasSubstr("the value is NaN or infinite"));
   ds = Parse("1,,1\n");
-  EXPECT_THAT(std::string(ds.status().message()), HasSubstr("'' is not a finite"));
+  EXPECT_THAT(std::string(ds.status().message()), HasSubstr("the value is empty"));
+  // No bytes of the file appear in a message.
+  ds = Parse("1,root:secret,1\n");
+  EXPECT_THAT(std::string(ds.status().message()), ::testing::Not(HasSubstr("root")));
+  EXPECT_THAT(std::string(ds.status().message()), HasSubstr("a cell of 11 bytes"));
 
   CsvOptions o;
   o.header = true;

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/quote.h"
 #include "common/status.h"
 
 namespace yoke::engine {
@@ -40,7 +41,7 @@ absl::StatusOr<DType> ParseDType(const std::string& s) {
                   DType::kU8}) {
     if (s == DTypeName(t)) return t;
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", s, "'"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown dtype ", common::Quote(s, 16)));
 }
 
 std::string Dirname(const std::string& path) {
@@ -192,11 +193,11 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
     ASSIGN_OR_RETURN(DType dt, ParseDType(r.dtype()));
     Shape shape(r.shape().begin(), r.shape().end());
     for (int64_t d : shape) {
-      if (d < 0) return bad(absl::StrCat("tensor '", r.name(), "' has a negative dimension"));
+      if (d < 0) return bad(absl::StrCat("tensor ", common::Quote(r.name(), 64), " has a negative dimension"));
     }
     if (r.offset() > data_len || r.bytes() > data_len - r.offset() ||
         static_cast<uint64_t>(NumElements(shape)) * DTypeSize(dt) != r.bytes()) {
-      return bad(absl::StrCat("tensor '", r.name(), "' does not fit the data section"));
+      return bad(absl::StrCat("tensor ", common::Quote(r.name(), 64), " does not fit the data section"));
     }
     Tensor t = Tensor::Empty(shape, dt);
     std::memcpy(t.raw(), bytes.data() + data_begin + r.offset(), r.bytes());
