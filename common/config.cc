@@ -125,7 +125,9 @@ class Converter {
     std::set<std::string> seen;
     std::map<const OneofDescriptor*, const FieldDescriptor*> oneof_set;
     for (auto it = node.begin(); it != node.end(); ++it) {
-      const YAML::Node& key = it->first;
+      // A copy: `it->` returns a temporary proxy, so a reference would dangle
+      // (ASan, stack-use-after-scope; found by tests/fuzz/job_spec_yaml_fuzz).
+      const YAML::Node key = it->first;
       if (!key.IsScalar()) {
         return Fail(key, path, absl::StrCat("keys must be field names, got ", Describe(key)));
       }

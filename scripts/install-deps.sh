@@ -45,7 +45,8 @@ for extra in "$@"; do
     bench) pkgs+=(python3-torch libopenblas0-openmp python3-numpy) ;;
     bazel) pkgs+=(bazel-bootstrap) ;;
     docker) pkgs+=(docker.io debootstrap) ;;
-    *) echo "install-deps: unknown extra '$extra' (known: build, bench, bazel, docker)" >&2
+    fuzz) pkgs+=(clang libclang-rt-14-dev) ;;
+    *) echo "install-deps: unknown extra '$extra' (known: build, bench, bazel, docker, fuzz)" >&2
        exit 2 ;;
   esac
 done
