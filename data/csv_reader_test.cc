@@ -76,8 +76,8 @@ TEST(CsvReaderTest, Errors) {
   ds = Parse("1,,1\n");
   EXPECT_THAT(std::string(ds.status().message()), HasSubstr("the value is empty"));
   // No bytes of the file appear in a message.
-  ds = Parse("1,root:secret,1\n");
-  EXPECT_THAT(std::string(ds.status().message()), ::testing::Not(HasSubstr("root")));
+  ds = Parse("1,hunter2:sec,1\n");
+  EXPECT_THAT(std::string(ds.status().message()), ::testing::Not(HasSubstr("hunter2")));
   EXPECT_THAT(std::string(ds.status().message()), HasSubstr("a cell of 11 bytes"));
 
   CsvOptions o;
