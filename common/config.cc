@@ -25,6 +25,7 @@
 #include "common/read_file.h"
 #include "common/status.h"
 #include "common/yaml_limits.h"
+#include "yaml-cpp/eventhandler.h"
 
 namespace yoke::common {
 namespace config_internal {
@@ -410,6 +411,58 @@ class Converter {
 };
 
 
+// Records where each document starts; the events inside are ignored.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+  std::vector<YAML::Mark> starts;
+};
+
+// Fails unless `text` holds at most one YAML document. Not YAML::LoadAll:
+// yaml-cpp 0.7's parser can report empty documents forever without consuming
+// input (a lone ',' does it), so LoadAll never returns. Here a document that
+// starts where the one before it did is that stuck parser, reported as the
+// syntax error it is.
+absl::Status CheckSingleDocument(const std::string& text, const std::string& source_name) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts handler;
+  // Every real document consumes input, so positions rise until the end;
+  // the size bound is only a backstop.
+  const std::vector<YAML::Mark>& starts = handler.starts;
+  for (size_t docs = 0; docs <= text.size() + 1 && parser.HandleNextDocument(handler); ++docs) {
+    size_t n = starts.size();
+    if (n >= 2 && starts[n - 1].pos <= starts[n - 2].pos) break;
+  }
+  for (size_t i = 1; i < starts.size(); ++i) {
+    const YAML::Mark& m = starts[i];
+    if (m.pos > starts[i - 1].pos) continue;
+    std::string at = m.pos >= 0 && static_cast<size_t>(m.pos) < text.size()
+                         ? absl::StrCat(" at ", Quote(text.substr(m.pos, 1)))
+                         : "";
+    return absl::InvalidArgumentError(absl::StrCat(source_name, ":", m.line + 1, ":",
+                                                   m.column + 1, ": YAML syntax error: ",
+                                                   "the parser cannot go on", at));
+  }
+  if (starts.size() < 2) return absl::OkStatus();
+  const YAML::Mark& m = starts[1];
+  return absl::InvalidArgumentError(absl::StrCat(
+      source_name, ":", m.line + 1, ": expected one YAML document, found a second one here "
+      "(remove '---')"));
+}
+
 }  // namespace
 
 absl::Status YamlToProto(const YAML::Node& node, google::protobuf::Message* msg,
@@ -429,12 +482,8 @@ absl::StatusOr<v1::JobSpec> LoadJobSpecString(const std::string& yaml_text,
   RETURN_IF_ERROR(CheckYamlLimits(yaml_text, source_name));
   YAML::Node root;
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(yaml_text);
-    if (docs.size() > 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source_name, ": expected one YAML document, found ", docs.size(), " (remove '---')"));
-    }
-    if (!docs.empty()) root = docs[0];
+    RETURN_IF_ERROR(CheckSingleDocument(yaml_text, source_name));
+    root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     if (e.mark.is_null()) {
       return absl::InvalidArgumentError(
