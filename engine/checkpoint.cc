@@ -235,7 +235,8 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir) {
   return dir + "/" + names.back();
 }
 
-absl::StatusOr<std::string> NewestValidCheckpoint(const std::string& dir) {
+absl::StatusOr<std::string> NewestValidCheckpoint(const std::string& dir,
+                                                  std::vector<std::string>* skipped) {
   ASSIGN_OR_RETURN(auto names, ListCheckpoints(dir));
   if (names.empty()) {
     return absl::NotFoundError(absl::StrCat("no checkpoint in ", dir, " (no ckpt-*.yoke file)"));
@@ -246,6 +247,7 @@ absl::StatusOr<std::string> NewestValidCheckpoint(const std::string& dir) {
     absl::StatusOr<Checkpoint> ck = ReadCheckpoint(path);
     if (ck.ok()) return path;
     if (newest_error.empty()) newest_error = std::string(ck.status().message());
+    if (skipped != nullptr) skipped->push_back(absl::StrCat(path, ": ", ck.status().message()));
   }
   return absl::NotFoundError(absl::StrCat("no valid checkpoint in ", dir, ": all ", names.size(),
                                           " are unreadable; the newest: ", newest_error));

@@ -57,8 +57,10 @@ std::string CheckpointPath(const std::string& dir, int64_t step);
 absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir);
 // The newest checkpoint in `dir` that reads and verifies (older ones are
 // tried when the newest is torn or corrupt); NOT_FOUND naming the directory,
-// and the newest file's problem, if there is none.
-absl::StatusOr<std::string> NewestValidCheckpoint(const std::string& dir);
+// and the newest file's problem, if there is none. Each newer file passed
+// over is appended to `skipped`, when given, as "PATH: PROBLEM".
+absl::StatusOr<std::string> NewestValidCheckpoint(const std::string& dir,
+                                                  std::vector<std::string>* skipped = nullptr);
 // Deletes all but the newest `keep` checkpoints in `dir` (keep <= 0: none deleted).
 absl::Status PruneCheckpoints(const std::string& dir, int keep);
 

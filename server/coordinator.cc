@@ -66,21 +66,6 @@ std::string ExitReason(const v1::Attempt& a, const v1::Assignment& share,
 
 }  // namespace
 
-std::string LatestCheckpoint(const std::string& dir) {
-  if (dir.empty()) return "";
-  std::error_code ec;
-  std::string best;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    // ckpt-<10-digit step>.yoke: the fixed width makes the newest the largest.
-    if (absl::StartsWith(name, "ckpt-") && absl::EndsWith(name, ".yoke") && name > best) {
-      best = name;
-    }
-  }
-  if (ec || best.empty()) return "";
-  return (std::filesystem::path(dir) / best).string();
-}
-
 Coordinator::Coordinator(JobStore* store, const common::Clock* clock, CoordinatorOptions options)
     : store_(store),
       clock_(clock),
@@ -126,7 +111,6 @@ absl::Status Coordinator::Reload() {
       if (aj.job.state() == v1::JOB_RUNNING) aj.reported.insert(s.worker_id());
     }
     rendezvous_.Open(aj.job.id(), a->number());
-    if (a->number() > 1) aj.resume_checkpoint = LatestCheckpoint(aj.job.spec().checkpoint().dir());
   }
   if (!active_.empty()) {
     spdlog::info("reloaded {} unfinished jobs; {} workers have one deadline to register again",
@@ -400,14 +384,16 @@ void Coordinator::RunScheduler() {
     aj.reported.clear();
     aj.exited.clear();
     aj.collective_done.clear();
-    aj.resume_checkpoint =
-        a->number() > 1 ? LatestCheckpoint(aj.job.spec().checkpoint().dir()) : "";
     pending_.erase(p.job_id);
     rendezvous_.Open(p.job_id, a->number());
     Persist(aj).IgnoreError();
     std::string msg = absl::StrCat("attempt ", a->number(), " scheduled on ",
                                    absl::StrJoin(names, ", "));
-    if (!aj.resume_checkpoint.empty()) absl::StrAppend(&msg, ", resuming from ", aj.resume_checkpoint);
+    // The trainer picks the checkpoint, where the files are.
+    if (a->number() > 1 && !aj.job.spec().checkpoint().dir().empty()) {
+      absl::StrAppend(&msg, ", resuming from the newest checkpoint in ",
+                      common::Quote(aj.job.spec().checkpoint().dir()));
+    }
     spdlog::info("{}: {}", p.job_id, msg);
     Bump(aj, std::move(msg));
   }
@@ -557,7 +543,7 @@ std::vector<v1::DesiredAttempt> Coordinator::DesiredFor(
     d.set_first_rank(share->first_rank());
     d.set_num_replicas(share->num_replicas());
     *d.mutable_devices() = share->devices();
-    d.set_resume_checkpoint(aj.resume_checkpoint);
+    d.set_resume(a->number() > 1);
     if (!reported) {
       // The trainer checks its paths again where the files are.
       *d.mutable_data_roots() = {options_.data_roots.begin(), options_.data_roots.end()};

@@ -167,7 +167,6 @@ class Coordinator {
     bool dirty = false;                   // in-memory changes not in the store
     absl::Time last_persist;
     int64_t last_log_seq = 0;
-    std::string resume_checkpoint;        // of the current attempt
     std::set<std::string> reported;       // workers whose share reported RUNNING
     std::map<std::string, int> exited;    // worker -> exit code (current attempt)
     // first rank of a share -> the last collective_seq_completed its trainer
@@ -232,9 +231,6 @@ class Coordinator {
   std::map<std::string, std::map<std::string, Draining>> draining_ ABSL_GUARDED_BY(mu_);
   bool schedule_needed_ ABSL_GUARDED_BY(mu_) = true;
 };
-
-// The newest "ckpt-<step>.yoke" in `dir`, or "" if none (or no such dir).
-std::string LatestCheckpoint(const std::string& dir);
 
 }  // namespace yoke::server
 

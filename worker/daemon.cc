@@ -431,9 +431,10 @@ absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerProcessOptions* opt
   for (const std::string& root : d.checkpoint_roots()) {
     opts->args.insert(opts->args.end(), {"--checkpoint-root", root});
   }
-  if (!d.resume_checkpoint().empty()) {
-    opts->args.push_back("--resume");
-    opts->args.push_back(d.resume_checkpoint());
+  // A retry continues from the newest valid checkpoint the trainer finds in
+  // checkpoint.dir, on this machine's view of it.
+  if (d.resume() && !d.spec().checkpoint().dir().empty()) {
+    opts->args.insert(opts->args.end(), {"--resume-latest", d.spec().checkpoint().dir()});
   }
   opts->args.insert(opts->args.end(), options_.trainer_args.begin(),
                     options_.trainer_args.end());

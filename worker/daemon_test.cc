@@ -466,15 +466,17 @@ TEST_F(DaemonTest, UnknownAttemptWithoutItsSpecIsReportedNotStarted) {
 
 TEST_F(DaemonTest, PassesRanksAndResumeCheckpoint) {
   v1::DesiredAttempt want = Desired("job-9", 2, "quick");
-  want.set_resume_checkpoint("/ckpt/step-100.ckpt");
+  want.set_resume(true);
+  want.mutable_spec()->mutable_checkpoint()->set_dir("/ckpt/job-9");
+  want.set_spec_digest(common::JobSpecDigest(want.spec()));
   fake_.desired = {want};
   auto d = NewDaemon();
   ASSERT_TRUE(TickUntil(*d, [&] { return Exited("job-9/2"); }));
   const std::string attempt_dir = options_.work_dir + "/job-9/attempt-2";
   EXPECT_EQ(ReadFile(attempt_dir + "/runs.txt"),
             "--spec-file " + attempt_dir +
-                "/job.pb --output events --rank 0 --world-size 1 --resume "
-                "/ckpt/step-100.ckpt\n");
+                "/job.pb --output events --rank 0 --world-size 1 --resume-latest "
+                "/ckpt/job-9\n");
 }
 
 TEST_F(DaemonTest, PassesTheRendezvousToARankOfAMultiWorkerAttempt) {

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "collective/store.h"
 #include "common/config.h"
 #include "data/open_dataset.h"
@@ -401,6 +402,24 @@ TEST(DataParallelTest, StopIsAgreedAndResumeOnAllRanksContinuesExactly) {
   EXPECT_EQ(second[0].steps, 12);
   EXPECT_EQ(Params(*second[0].trainer), Params(*straight[0].trainer));
   EXPECT_EQ(Params(*second[1].trainer), Params(*straight[1].trainer));
+
+  // A rank that does not see the checkpoint (checkpoint.dir not shared)
+  // must not start at step 0 beside rank 0 at `stopped`: it fails, saying so.
+  collective::InMemoryStore store3;
+  std::vector<Worker> split = MakeWorkers(spec, 2, 1, &store3);
+  split[0].options.resume = ckpt;
+  for (auto& x : split) x.options.collective_timeout = absl::Seconds(20);
+  RunWorkers(split);
+  ASSERT_FALSE(split[1].status.ok());
+  EXPECT_EQ(split[1].status.code(), absl::StatusCode::kFailedPrecondition) << split[1].status;
+  EXPECT_NE(split[1].status.message().find(absl::StrCat("rank 1 would continue from step 0 (it "
+                                                        "found no checkpoint) but rank 0 from "
+                                                        "step ",
+                                                        stopped)),
+            std::string::npos)
+      << split[1].status;
+  EXPECT_NE(split[1].status.message().find("storage that every worker sees"), std::string::npos);
+  EXPECT_FALSE(split[0].status.ok());  // its peer left: it fails too, never hangs
 }
 
 }  // namespace

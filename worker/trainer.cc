@@ -194,7 +194,29 @@ absl::Status Trainer::Connect(Replica& r) {
     o.tag = "initial " + name;
     works.push_back(c->Broadcast(FlatBuffer(t), /*root=*/0, o));
   }
+  // Every rank continues from where rank 0 does. They differ when the
+  // checkpoint directory is not one storage that every worker sees: a rank
+  // that found no checkpoint would start at step 0 beside ranks at step
+  // 1200, and the job would run on with mismatched steps.
+  int64_t mine[3] = {step_, epoch_, step_in_epoch_};
+  int64_t root[3] = {step_, epoch_, step_in_epoch_};
+  collective::Buffer pos;
+  pos.data = root;
+  pos.count = 3;
+  pos.dtype = collective::DataType::kI64;
+  collective::Options po;
+  po.timeout = collective_timeout_;
+  po.tag = "resume position";
+  works.push_back(c->Broadcast(pos, /*root=*/0, po));
   for (auto& w : works) RETURN_IF_ERROR(w->Wait());
+  if (std::equal(mine, mine + 3, root) == false) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", r.rank, " would continue from step ", mine[0],
+        resumed_from_.empty() ? " (it found no checkpoint)"
+                              : absl::StrCat(" (checkpoint ", resumed_from_, ")"),
+        " but rank 0 from step ", root[0],
+        ": checkpoint.dir must be storage that every worker sees, with the same path"));
+  }
 
   std::vector<collective::ParamRange> ranges;
   for (const auto& e : ps.entries()) ranges.push_back({e.offset, engine::NumElements(e.shape)});

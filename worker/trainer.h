@@ -188,6 +188,10 @@ class Trainer {
   double train_seconds_ = 0;  // restored from checkpoints, for throughput
   int64_t samples_seen_ = 0;
   std::string last_checkpoint_;
+  // Results of the epochs completed so far, restored ones included; they go
+  // into every checkpoint (rank 0 only).
+  std::vector<v1::EpochResult> history_;
+  std::string resumed_from_;  // the checkpoint Restore() read, or ""
   std::atomic<bool> stop_{false};
 };
 

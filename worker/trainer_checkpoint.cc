@@ -23,6 +23,7 @@ absl::Status Trainer::SaveCheckpoint(const std::string& path) {
   h.set_world_size(options_.world_size);
   h.set_wall_seconds(train_seconds_);
   h.set_samples_seen(samples_seen_);
+  *h.mutable_history() = {history_.begin(), history_.end()};
   engine::NamedTensors tensors = {{"params", r.model->params().flat_values()},
                           {"state", r.model->params().flat_state()}};
   for (auto& [name, t] : r.optimizer->State()) tensors.emplace_back("optim/" + name, t);
@@ -65,11 +66,19 @@ absl::Status Trainer::Restore(const std::string& path) {
     epoch_ += step_in_epoch_ / steps_per_epoch_;
     step_in_epoch_ %= steps_per_epoch_;
   }
+  history_.assign(ck.header.history().begin(), ck.header.history().end());
+  resumed_from_ = path;
   if (options_.progress) {
     options_.progress->OnInfo(absl::StrFormat(
         "resumed from %s (written by %d replicas): step %d, epoch %d, batch %d of %d", path,
         std::max<int64_t>(ck.header.world_size(), 1), step_, epoch_ + 1, step_in_epoch_,
         steps_per_epoch_));
+    // The epochs before the checkpoint, reported again: one whose report
+    // died with a crashed worker reaches the job's history now, and the
+    // coordinator keeps each epoch once.
+    if (options_.first_rank == 0) {
+      for (const v1::EpochResult& e : history_) options_.progress->OnEpoch(e);
+    }
   }
   return absl::OkStatus();
 }

@@ -80,7 +80,9 @@ constexpr char kUsage[] =
     "       yoke train --resume CHECKPOINT|DIR   (continue with the checkpoint's own\n"
     "                                           spec; DIR: its newest valid one)\n"
     "       yoke train --spec-file FILE|- [...]  (a serialized JobSpec, as the worker\n"
-    "                                           daemon writes it; - reads stdin)\n";
+    "                                           daemon writes it; - reads stdin)\n"
+    "       --resume-latest DIR  continue from the newest valid checkpoint in DIR, or\n"
+    "                            from step 0 if DIR has none (the worker's retries)\n";
 
 // Set with --output events: failures are reported on stdout too.
 yoke::worker::EventProgress* g_events = nullptr;
@@ -95,7 +97,7 @@ int Fail(const absl::Status& s, int code) { return Fail(std::string(s.message())
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string job_file, spec_file, resume, output = "text", log_level = "warn";
+  std::string job_file, spec_file, resume, resume_latest, output = "text", log_level = "warn";
   std::string coordinator, job_id, gloo_hostname = "127.0.0.1", rank_hosts;
   int rank = 0, world_size = 1, replicas = 1, attempt = 0;
   std::vector<std::string> overrides, data_roots, checkpoint_roots;
@@ -104,6 +106,7 @@ int main(int argc, char** argv) {
   yoke::common::FlagParser flags("yoke train", kUsage);
   flags.Strings("--set", &overrides)
       .String("--resume", &resume)
+      .String("--resume-latest", &resume_latest)
       .String("--spec-file", &spec_file)
       .String("--output,-o", &output)
       .String("--log-level", &log_level)
@@ -157,7 +160,38 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return 2;
   }
+  if (!resume.empty() && !resume_latest.empty()) {
+    return Fail("give --resume or --resume-latest, not both", 2);
+  }
+  if (!resume_latest.empty() && job_file.empty() && spec_file.empty()) {
+    return Fail("--resume-latest needs a job file or --spec-file", 2);
+  }
   yoke::common::InitLogging("yoke-trainer", log_level);
+  // What the user (or the job's log, through the worker) should read.
+  auto note = [&](const std::string& line) {
+    if (g_events != nullptr) {
+      g_events->OnInfo(line);
+    } else {
+      std::fprintf(stderr, "yoke train: %s\n", line.c_str());
+    }
+  };
+
+  // --resume-latest DIR (a retry, from the worker daemon): the newest valid
+  // checkpoint in DIR if there is one, step 0 if DIR has none yet. Files
+  // that do not verify are passed over, each with a line in the log; a DIR
+  // whose every checkpoint is unreadable is an error, not a silent restart.
+  if (!resume_latest.empty()) {
+    std::vector<std::string> skipped;
+    auto newest = yoke::engine::NewestValidCheckpoint(resume_latest, &skipped);
+    for (const std::string& s : skipped) note(absl::StrCat("skipping checkpoint ", s));
+    if (newest.ok()) {
+      resume = *std::move(newest);
+    } else if (skipped.empty()) {
+      note(absl::StrCat("no checkpoint in ", resume_latest, " yet: starting from step 0"));
+    } else {
+      return Fail(absl::StrCat("--resume-latest: ", newest.status().message()), 2);
+    }
+  }
 
   // --resume DIR: the newest checkpoint in DIR that verifies.
   std::error_code ec;

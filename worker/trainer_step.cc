@@ -28,6 +28,8 @@ absl::StatusOr<v1::TrainResult> Trainer::Run() {
   result.set_device("cpu");
   result.set_threads(threads_ * options_.num_replicas);
   result.set_replicas(options_.world_size);
+  // Epochs restored from a checkpoint open the result's history.
+  *result.mutable_history() = {history_.begin(), history_.end()};
   ReportStart();
   if (distributed() && !group_store_) {
     if (options_.store == nullptr) {
@@ -240,6 +242,7 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
         e.set_test_loss(eval.first);
         e.set_test_accuracy(eval.second);
         *result->add_history() = e;
+        history_.push_back(e);
         if (progress) progress->OnEpoch(e);
         // An epoch-end checkpoint, unless the step cadence just wrote one.
         if (spec_.checkpoint().every_steps() <= 0 ||

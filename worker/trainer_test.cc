@@ -5,6 +5,7 @@
 
 #include "common/config.h"
 #include "engine/checkpoint.h"
+#include "worker/progress.h"
 #include "gtest/gtest.h"
 
 namespace yoke::worker {
@@ -121,6 +122,55 @@ TEST(TrainerTest, ResumeIsBitIdentical) {
   EXPECT_EQ(0, std::memcmp(sa.data(), sb.data(), sa.size() * sizeof(float)))
       << "batch-norm running statistics differ after resume";
   EXPECT_EQ(r0->test_accuracy(), r2->test_accuracy());
+}
+
+// Records the epochs a trainer reports.
+class EpochLog final : public ProgressSink {
+ public:
+  void OnEpoch(const v1::EpochResult& e) override { epochs.push_back(e); }
+  std::vector<v1::EpochResult> epochs;
+};
+
+// A checkpoint carries the results of the epochs before it, and a run that
+// resumes from it reports them again: an epoch whose report died with a
+// crashed worker still reaches the job's history. 42 steps per epoch: the
+// first run stops in epoch 2, after epoch 1's result.
+TEST(TrainerTest, CheckpointCarriesTheEpochHistoryAndResumeReportsIt) {
+  std::string dir = TempDir();
+  StopAt stopper(50);
+  EpochLog first_log;
+  TeeProgress tee(&stopper, &first_log);
+  TrainerOptions stop_opts;
+  stop_opts.progress = &tee;
+  v1::JobSpec spec = SmallJob(dir, 0, 3);
+  spec.mutable_training()->set_log_every_steps(1);
+  auto first = Trainer::Create(spec, stop_opts);
+  ASSERT_TRUE(first.ok()) << first.status();
+  stopper.trainer = first->get();
+  auto r1 = (*first)->Run();
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  ASSERT_EQ(first_log.epochs.size(), 1u);
+  auto ck = engine::ReadCheckpoint(r1->checkpoint());
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  ASSERT_EQ(ck->header.history_size(), 1);
+  EXPECT_EQ(ck->header.history(0).SerializeAsString(), first_log.epochs[0].SerializeAsString());
+
+  EpochLog second_log;
+  TrainerOptions opts;
+  opts.resume = r1->checkpoint();
+  opts.progress = &second_log;
+  auto second = Trainer::Create(spec, opts);
+  ASSERT_TRUE(second.ok()) << second.status();
+  // Epoch 1 again, from the checkpoint, before a step is taken.
+  ASSERT_EQ(second_log.epochs.size(), 1u);
+  EXPECT_EQ(second_log.epochs[0].SerializeAsString(), first_log.epochs[0].SerializeAsString());
+  auto r2 = (*second)->Run();
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  std::vector<int> numbers;
+  for (const auto& e : second_log.epochs) numbers.push_back(e.epoch());
+  EXPECT_EQ(numbers, (std::vector<int>{1, 2, 3}));
+  ASSERT_EQ(r2->history_size(), 3);
+  EXPECT_EQ(r2->history(0).SerializeAsString(), first_log.epochs[0].SerializeAsString());
 }
 
 TEST(TrainerTest, ResumeRejectsAMismatchedModel) {
