@@ -174,5 +174,37 @@ TEST(TrainE2ETest, ResumeFromADirectoryTakesTheNewestValidCheckpoint) {
   std::filesystem::remove_all(dir);
 }
 
+// --resume-latest DIR, what a worker passes on a retry: an empty DIR starts
+// from step 0 and says so; a torn newest checkpoint is named in the log and
+// passed over; a DIR of only unreadable checkpoints is an error (exit 2),
+// never a silent restart from step 0.
+TEST(TrainE2ETest, ResumeLatestStartsFreshOnlyWhenThereIsNoCheckpoint) {
+  const std::string cfg = SourceDir() + "/configs/fashion_mnist_mlp.yaml";
+  char tmpl[] = "/tmp/yoke_e2e_latest_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string job = cfg + " --set checkpoint.dir=" + dir + " --set checkpoint.every_steps=10";
+  RunResult r = Yoke("train " + job + " --set training.max_steps=20 --resume-latest " + dir, true);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("no checkpoint in " + dir + " yet: starting from step 0"),
+            std::string::npos)
+      << r.out;
+  const std::string newest = dir + "/ckpt-0000000020.yoke";
+  ASSERT_TRUE(std::filesystem::exists(newest)) << r.out;
+  std::filesystem::resize_file(newest, std::filesystem::file_size(newest) / 2);
+  r = Yoke("train " + job + " --set training.max_steps=25 --resume-latest " + dir, true);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("skipping checkpoint " + newest + ": "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("resumed from " + dir + "/ckpt-0000000010.yoke"), std::string::npos)
+      << r.out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::filesystem::resize_file(e.path(), 10);
+  }
+  r = Yoke("train " + job + " --resume-latest " + dir, true);
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--resume-latest: no valid checkpoint in " + dir), std::string::npos)
+      << r.out;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace yoke::e2e
