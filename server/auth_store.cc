@@ -222,7 +222,28 @@ std::vector<TokenInfo> AuthStore::ListTokens() const {
 }
 
 std::string AuthStore::RendezvousSecret(const std::string& job_id, int attempt) const {
-  const std::string msg = absl::StrCat(job_id, "/", attempt);
+  return Mac(absl::StrCat(job_id, "/", attempt));
+}
+
+std::string AuthStore::WorkerIncarnation(const std::string& worker_id) const {
+  return Mac(absl::StrCat("incarnation/", worker_id));
+}
+
+absl::StatusOr<int64_t> AuthStore::NextWorkerNumber() {
+  absl::MutexLock lock(&mu_);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db_,
+                     "INSERT INTO auth_meta (key, value) VALUES ('next_worker_number', 1) "
+                     "ON CONFLICT(key) DO UPDATE SET value = value + 1 RETURNING value",
+                     -1, &st, nullptr);
+  int64_t n = -1;
+  if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  if (n < 1) return absl::UnavailableError(absl::StrCat("auth store: ", sqlite3_errmsg(db_)));
+  return n;
+}
+
+std::string AuthStore::Mac(const std::string& msg) const {
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   HMAC(EVP_sha256(), rendezvous_key_.data(), static_cast<int>(rendezvous_key_.size()),

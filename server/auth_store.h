@@ -64,11 +64,19 @@ class AuthStore {
 
   // The attempt's rendezvous secret (see the header comment).
   std::string RendezvousSecret(const std::string& job_id, int attempt) const;
+  // A worker id's incarnation token, HMAC-SHA256(key, "incarnation/<id>")
+  // in hex: derived, so a restarted coordinator checks the tokens of the
+  // workers that come back without storing any.
+  std::string WorkerIncarnation(const std::string& worker_id) const;
+  // The next worker number (1, 2, ...), kept in the file, so a restarted
+  // coordinator never hands out an id that a live daemon still holds.
+  absl::StatusOr<int64_t> NextWorkerNumber();
 
  private:
   explicit AuthStore(sqlite3* db) : db_(db) {}
   absl::Status Init();
   absl::Status Exec(const char* sql);
+  std::string Mac(const std::string& msg) const;  // HMAC-SHA256 with the key, hex
 
   mutable absl::Mutex mu_;
   sqlite3* db_;

@@ -16,6 +16,8 @@
 #include "common/job_validate.h"
 #include "common/memory_estimate.h"
 #include "common/quote.h"
+#include "server/auth_store.h"
+#include "openssl/crypto.h"
 #include "common/status.h"
 #include "server/hang_report.h"
 #include "spdlog/spdlog.h"
@@ -64,7 +66,19 @@ std::string ExitReason(const v1::Attempt& a, const v1::Assignment& share,
   return what;
 }
 
+// Compares secrets in time that does not depend on where they differ.
+bool SameSecret(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
 }  // namespace
+
+void UseAuthStoreForWorkerIds(AuthStore* auth, CoordinatorOptions* options) {
+  options->next_worker_number = [auth] { return auth->NextWorkerNumber(); };
+  options->worker_incarnation = [auth](const std::string& id) {
+    return auth->WorkerIncarnation(id);
+  };
+}
 
 Coordinator::Coordinator(JobStore* store, const common::Clock* clock, CoordinatorOptions options)
     : store_(store),
@@ -429,11 +443,33 @@ absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
     return absl::InvalidArgumentError(absl::StrCat("address: at most 253 characters, got ",
                                                    req.address().size()));
   }
+  // An id is proven by its incarnation token. A certificate-bound id needs
+  // none (the certificate proves it), but a stale token is still refused.
+  if (options_.worker_incarnation && !requested_id.empty() &&
+      (bound_id.empty() || !req.incarnation().empty()) &&
+      !SameSecret(req.incarnation(), options_.worker_incarnation(requested_id))) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker id ", common::Quote(requested_id),
+        req.incarnation().empty() ? " was given without its incarnation token"
+                                  : " does not match its incarnation token",
+        ": it belongs to another daemon (or to an earlier store); register without an id to "
+        "get a new one"));
+  }
   absl::MutexLock lock(&mu_);
-  const WorkerEntry* before = requested_id.empty() ? nullptr : registry_.Find(requested_id);
+  std::string new_id;
+  if (requested_id.empty() && options_.next_worker_number) {
+    // Numbers come from the store, so an id outlives coordinator restarts
+    // and is never handed to a second daemon.
+    do {
+      ASSIGN_OR_RETURN(int64_t n, options_.next_worker_number());
+      new_id = absl::StrCat("w-", n);
+    } while (registry_.Find(new_id) != nullptr);
+  }
+  const std::string& use_id = requested_id.empty() ? new_id : requested_id;
+  const WorkerEntry* before = use_id.empty() ? nullptr : registry_.Find(use_id);
   const bool was_alive = before != nullptr && before->registered && before->alive;
   const std::string id = registry_.Register(
-      requested_id, req.hostname(), std::vector<v1::Device>(req.devices().begin(), req.devices().end()));
+      use_id, req.hostname(), std::vector<v1::Device>(req.devices().begin(), req.devices().end()));
   registry_.SetAddress(id, req.address());
   spdlog::info("worker {} registered ({}, address {}, {} devices, {} attempts running){}", id,
                req.hostname(), req.address().empty() ? "unknown" : req.address(),
@@ -463,6 +499,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
   schedule_needed_ = true;
   v1::RegisterWorkerResponse resp;
   resp.set_worker_id(id);
+  if (options_.worker_incarnation) resp.set_incarnation(options_.worker_incarnation(id));
   resp.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
   return resp;
 }

@@ -91,7 +91,18 @@ struct CoordinatorOptions {
   std::function<std::string(const std::string& job_id, int attempt)> rendezvous_secret;
   // Shown by ListWorkers as each worker's Worker.auth.
   bool workers_authenticated = false;
+  // Worker identity across coordinator restarts (server/auth_store.h): the
+  // number of the next new worker id, and the incarnation token of an id. A
+  // daemon that registers again with an id must bring its token. Unset (unit
+  // tests): ids are numbered in memory and tokens are not checked.
+  std::function<absl::StatusOr<int64_t>()> next_worker_number;
+  std::function<std::string(const std::string& worker_id)> worker_incarnation;
 };
+
+class AuthStore;
+// Sets options->next_worker_number and worker_incarnation from `auth`, as
+// yoke-coordinator does: numbers and tokens that survive a restart.
+void UseAuthStoreForWorkerIds(AuthStore* auth, CoordinatorOptions* options);
 
 // One state of a watched job.
 struct JobSnapshot {

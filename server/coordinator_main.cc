@@ -186,6 +186,9 @@ int main(int argc, char** argv) {
       return a->RendezvousSecret(job, attempt);
     };
   }
+  // Worker ids and their incarnation tokens outlive a restart, with TLS or
+  // without.
+  yoke::server::UseAuthStoreForWorkerIds(auth_store->get(), &options);
   options.heartbeat_deadline = absl::Milliseconds(cfg.heartbeat_deadline_ms());
   options.data_roots.assign(cfg.data_roots().begin(), cfg.data_roots().end());
   options.checkpoint_roots.assign(cfg.checkpoint_roots().begin(), cfg.checkpoint_roots().end());

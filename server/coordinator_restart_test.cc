@@ -5,6 +5,7 @@
 
 #include "common/config.h"
 #include "gtest/gtest.h"
+#include "server/auth_store.h"
 #include "server/coordinator.h"
 #include "server/sqlite_job_store.h"
 
@@ -92,6 +93,70 @@ TEST(CoordinatorRestartTest, JobsHistoryAndLogsSurviveARestartOnTheSameFile) {
   coord->reset();
   store->reset();
   for (const char* sfx : {"", "-wal", "-shm"}) std::remove((path + sfx).c_str());
+}
+
+// Worker ids outlive a coordinator restart: a restarted coordinator never
+// hands a live daemon's id to a new one, and a daemon registering again
+// under an id must prove it with that id's incarnation token.
+TEST(CoordinatorRestartTest, WorkerIdsAreNeverReusedAndProvenByTheirIncarnation) {
+  const std::string path = "/tmp/yoke_coord_ids_" + std::to_string(getpid()) + ".db";
+  auto remove_files = [&] {
+    for (const char* f : {"", "-wal", "-shm", ".auth", ".auth-wal", ".auth-shm"}) {
+      std::remove((path + f).c_str());
+    }
+  };
+  remove_files();
+  common::FakeClock clock;
+  v1::RegisterWorkerRequest fresh;
+  fresh.set_hostname("h");
+  v1::RegisterWorkerResponse x, y;
+  {
+    auto store = SqliteJobStore::Open(path);
+    auto auth = AuthStore::Open(path + ".auth");
+    ASSERT_TRUE(store.ok() && auth.ok());
+    CoordinatorOptions options;
+    UseAuthStoreForWorkerIds(auth->get(), &options);
+    auto coord = Coordinator::Create(store->get(), &clock, options);
+    ASSERT_TRUE(coord.ok());
+    x = *(*coord)->RegisterWorker(fresh);
+    y = *(*coord)->RegisterWorker(fresh);
+  }
+  EXPECT_EQ(x.worker_id(), "w-1");
+  EXPECT_EQ(y.worker_id(), "w-2");
+  EXPECT_EQ(x.incarnation().size(), 64u);
+  EXPECT_NE(x.incarnation(), y.incarnation());
+
+  // The coordinator restarts on the same files; it has no job, so nothing
+  // tells it about w-1 and w-2 but the files.
+  auto store = SqliteJobStore::Open(path);
+  auto auth = AuthStore::Open(path + ".auth");
+  ASSERT_TRUE(store.ok() && auth.ok());
+  CoordinatorOptions options;
+  UseAuthStoreForWorkerIds(auth->get(), &options);
+  auto coord = Coordinator::Create(store->get(), &clock, options);
+  ASSERT_TRUE(coord.ok());
+  auto z = (*coord)->RegisterWorker(fresh);
+  ASSERT_TRUE(z.ok());
+  EXPECT_EQ(z->worker_id(), "w-3");  // not w-1 or w-2, whose daemons live on
+
+  v1::RegisterWorkerRequest again = fresh;
+  again.set_worker_id("w-2");
+  auto r = (*coord)->RegisterWorker(again);  // no token
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_NE(r.status().message().find("without its incarnation token"), std::string::npos);
+  again.set_incarnation(x.incarnation());  // w-1's token
+  r = (*coord)->RegisterWorker(again);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_NE(r.status().message().find("does not match its incarnation token"), std::string::npos);
+  again.set_incarnation(y.incarnation());  // its own
+  r = (*coord)->RegisterWorker(again);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->worker_id(), "w-2");
+  EXPECT_EQ(r->incarnation(), y.incarnation());
+  coord->reset();
+  store->reset();
+  auth->reset();
+  remove_files();
 }
 
 }  // namespace

@@ -13,7 +13,8 @@
 // what it runs) and is lost if it does not register within one deadline of
 // the Expect() call, which gives every worker one deadline to come back.
 //
-// Ids are "w-1", "w-2", ...; a worker that registers again with the id it
+// Ids are "w-1", "w-2", ... (the coordinator may number new ones from its
+// store instead, see CoordinatorOptions); a worker that registers again with the id it
 // had keeps it, and new ids never reuse a number seen before.
 //
 // Thread-safety: none; the coordinator calls it under its own lock.

@@ -238,17 +238,42 @@ std::vector<v1::AttemptStatus> WorkerDaemon::ObservedAttempts() {
   return out;
 }
 
+namespace {
+// A refusal is an answer, not an outage: the coordinator is up.
+absl::Status Answered(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kFailedPrecondition ? absl::OkStatus() : s;
+}
+}  // namespace
+
 absl::Status WorkerDaemon::Register() {
   v1::RegisterWorkerRequest req;
   req.set_hostname(options_.hostname);
   req.set_address(options_.advertise_address);
   for (const v1::Device& d : options_.devices) *req.add_devices() = d;
   req.set_worker_id(worker_id());
+  req.set_incarnation(incarnation_);
   // Exited attempts the coordinator has not recorded are listed too: one
   // that finished while the coordinator was down must not read as a lost
   // trainer. They carry their unacknowledged output like a heartbeat.
   for (auto& [key, a] : attempts_) FillStatus(a.get(), true, req.add_attempts());
   auto resp = client_->RegisterWorker(req);
+  if (!resp.ok() && resp.status().code() == absl::StatusCode::kFailedPrecondition &&
+      !req.worker_id().empty()) {
+    // The id is no longer ours to claim (the coordinator's store was
+    // replaced, or another daemon proved it): start over as a new worker.
+    // The attempts run under the old id belong to nobody the coordinator
+    // knows, so their trainers stop.
+    spdlog::warn("coordinator {} refused id {}: {}; registering as a new worker",
+                 options_.coordinator_address, req.worker_id(),
+                 std::string(resp.status().message()));
+    StopAll(absl::StrCat("the coordinator no longer accepts worker id ", req.worker_id()));
+    {
+      absl::MutexLock l(&mu_);
+      worker_id_.clear();
+    }
+    incarnation_.clear();
+    return resp.status();
+  }
   if (!resp.ok()) return resp.status();
   MarkSentAsAcked();
   if (resp->worker_id().empty()) {
@@ -258,6 +283,7 @@ absl::Status WorkerDaemon::Register() {
     absl::MutexLock l(&mu_);
     worker_id_ = resp->worker_id();
   }
+  incarnation_ = resp->incarnation();
   if (resp->heartbeat_interval_ms() > 0) {
     interval_ = absl::Milliseconds(resp->heartbeat_interval_ms());
   }
@@ -288,7 +314,7 @@ void WorkerDaemon::MarkSentAsAcked() {
 absl::Status WorkerDaemon::Tick() {
   if (!registered_) {
     absl::Status s = Register();
-    NoteRpc(s);
+    NoteRpc(Answered(s));
     if (!s.ok()) return s;
   }
   v1::HeartbeatRequest req;
@@ -302,7 +328,7 @@ absl::Status WorkerDaemon::Tick() {
     NoteRpc(absl::OkStatus());  // it answered: not an outage
     registered_ = false;
     absl::Status s = Register();
-    NoteRpc(s);
+    NoteRpc(Answered(s));
     return s;
   }
   NoteRpc(resp.status());

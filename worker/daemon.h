@@ -184,6 +184,7 @@ class WorkerDaemon {
   absl::Time outage_start_;
   bool registered_ = false;
   bool registered_once_ = false;
+  std::string incarnation_;  // proves worker_id_ is ours when registering again
   bool draining_ = false;
   // Keyed "job_id/attempt".
   std::map<std::string, std::unique_ptr<Attempt>> attempts_;

@@ -74,10 +74,17 @@ class FakeCoordinator final : public CoordinatorClient {
     absl::MutexLock l(&mu);
     if (unreachable) return absl::UnavailableError("connection refused");
     registers.push_back(request);
+    // Like the coordinator: an id must come with the token it was given.
+    if (!request.worker_id().empty() &&
+        request.incarnation() != token_prefix + request.worker_id()) {
+      return absl::FailedPreconditionError("worker id does not match its incarnation token");
+    }
     known = true;
     for (const v1::AttemptStatus& a : request.attempts()) Apply(a);
     v1::RegisterWorkerResponse r;
-    r.set_worker_id(request.worker_id().empty() ? "w-1" : request.worker_id());
+    r.set_worker_id(request.worker_id().empty() ? absl::StrCat("w-", ++issued)
+                                                : request.worker_id());
+    r.set_incarnation(token_prefix + r.worker_id());
     r.set_heartbeat_interval_ms(interval_ms);
     return r;
   }
@@ -124,6 +131,8 @@ class FakeCoordinator final : public CoordinatorClient {
   bool unreachable = false;
   bool fail_every_other = false;
   bool known = false;  // false: heartbeats get NOT_FOUND (a restarted coordinator)
+  int issued = 0;      // new ids handed out
+  std::string token_prefix = "token-of-";  // changed: a coordinator with a new store
   int64_t interval_ms = 1000;
   std::vector<v1::RegisterWorkerRequest> registers;
   std::vector<v1::HeartbeatRequest> heartbeats;
@@ -337,6 +346,36 @@ TEST_F(DaemonTest, ReRegistersAfterNotFoundWhileTrainersKeepRunning) {
   ASSERT_TRUE(d->Tick().ok());
   EXPECT_EQ(fake_.Last("job-4/1").phase(), v1::AttemptStatus::RUNNING);
   EXPECT_EQ(fake_.Last("job-4/1").pid(), pid);
+}
+
+// A coordinator that no longer accepts the daemon's id (its store was
+// replaced) refuses the token: the daemon stops the trainers it ran under
+// that id and registers as a new worker.
+TEST_F(DaemonTest, RefusedIncarnationStartsOverAsANewWorker) {
+  fake_.desired = {Desired("job-6", 1, "long")};
+  auto d = NewDaemon();
+  ASSERT_TRUE(TickUntil(*d, [&] {
+    return fake_.Last("job-6/1").phase() == v1::AttemptStatus::RUNNING;
+  }));
+  const pid_t pid = fake_.Last("job-6/1").pid();
+  {
+    absl::MutexLock l(&fake_.mu);
+    fake_.known = false;
+    fake_.token_prefix = "new-store-token-of-";
+    fake_.desired.clear();
+  }
+  EXPECT_EQ(d->Tick().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(TickUntil(*d, [&] { return d->worker_id() == "w-2"; }));
+  ASSERT_GE(fake_.registers.size(), 3u);
+  EXPECT_EQ(fake_.registers[1].worker_id(), "w-1");
+  EXPECT_EQ(fake_.registers[1].incarnation(), "token-of-w-1");
+  EXPECT_EQ(fake_.registers[2].worker_id(), "");
+  EXPECT_EQ(fake_.registers[2].incarnation(), "");
+  ASSERT_TRUE(TickUntil(*d, [&] { return Exited("job-6/1"); }));
+  EXPECT_NE(fake_.Last("job-6/1").reason().find("no longer accepts worker id w-1"),
+            std::string::npos)
+      << fake_.Last("job-6/1").reason();
+  EXPECT_EQ(kill(pid, 0), -1);
 }
 
 TEST_F(DaemonTest, KeepsTrainingWhileTheCoordinatorIsUnreachable) {
