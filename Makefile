@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps build test demo bench bazel-test docker-test k8s-validate fuzz clean
+.PHONY: all deps build test demo bench bazel-test docker-test k8s-validate fuzz test-asan clean
 
 all: build
 
@@ -53,22 +53,35 @@ docker-test:
 k8s-validate: deps
 	@tests/k8s_manifests_test.sh
 
-# libFuzzer targets (tests/fuzz: the YAML spec loader, the IDX/CIFAR/CSV
-# readers, the checkpoint reader, the coordinator's handlers), built with
-# clang, ASan and UBSan in build-fuzz, each run FUZZ_SECONDS (default 60)
-# from its seed corpus; fails if any target crashes, leaks or hangs.
-FUZZ_SECONDS ?= 60
-# Only the YAML target has been built and run so far (see docs/build.md);
-# FUZZ_TARGETS="job_spec_yaml_fuzz dataset_readers_fuzz checkpoint_fuzz
-# coordinator_fuzz" tries all four.
-FUZZ_TARGETS ?= job_spec_yaml_fuzz
-fuzz:
+# The sanitized build both targets below share: clang, every library and
+# binary with ASan and UBSan (UBSan findings abort) and libFuzzer's coverage
+# (-DYOKE_FUZZ=ON), in build-fuzz. From scratch it takes about as long as
+# the main build, so neither target is part of `make test` or CI.
+SAN_BUILD = build-fuzz
+$(SAN_BUILD)/build.ninja:
 	@scripts/install-deps.sh fuzz
-	@cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	@cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DYOKE_FUZZ=ON -DYOKE_WITH_CUDA=OFF \
 	  -DYOKE_BUILD_BENCH=OFF >/dev/null
-	@ninja -C build-fuzz -j $(JOBS) $(FUZZ_TARGETS)
-	@tests/fuzz/run.sh build-fuzz/bin $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# libFuzzer targets (tests/fuzz: the YAML spec loader, the IDX/CIFAR/CSV
+# readers, the checkpoint reader, the coordinator's handlers), each run
+# FUZZ_SECONDS (default 60) from its seed corpus; fails if any target
+# crashes, leaks, hits undefined behaviour or hangs.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= job_spec_yaml_fuzz dataset_readers_fuzz checkpoint_fuzz coordinator_fuzz
+fuzz: $(SAN_BUILD)/build.ninja
+	@ninja -C $(SAN_BUILD) -j $(JOBS) $(FUZZ_TARGETS)
+	@tests/fuzz/run.sh $(SAN_BUILD)/bin $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# The suite under ASan and UBSan: every test but the GPU, slow and
+# multi-host ones (their timings assume an unsanitized build).
+SAN_CTEST_ARGS ?= -LE "gpu|slow|multihost"
+test-asan: $(SAN_BUILD)/build.ninja
+	@ninja -C $(SAN_BUILD) -j $(JOBS)
+	@cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j $(JOBS) $(SAN_CTEST_ARGS)
 
 clean:
 	rm -rf $(BUILD)

@@ -71,6 +71,9 @@ TEST(CsvReaderTest, Errors) {
               HasSubstr("line 1, column 3: the label is negative; labels are integers"));
   ds = Parse("1,2,1.5\n");
   EXPECT_THAT(std::string(ds.status().message()), HasSubstr("the label is not a whole number"));
+  // Past int64's range (found by the fuzzer: the check itself was undefined).
+  ds = Parse("1,2,666666666666666666666666666666666\n");
+  EXPECT_THAT(std::string(ds.status().message()), HasSubstr("the label is too large"));
   ds = Parse("1,nan,1\n");
   EXPECT_THAT(std::string(ds.status().message()), HasSubstr("the value is NaN or infinite"));
   ds = Parse("1,,1\n");
