@@ -19,13 +19,13 @@ for t in "$@"; do
   "$bin/$t" -max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
     -max_len=65536 -artifact_prefix="$out/$t-" "$work" >"$log" 2>&1
   rc=$?
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
+  execs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
   corpus=$(ls "$work" | wc -l)
   if [ $rc -eq 0 ]; then
     echo "fuzz: $t: ${execs:-?} inputs in ${seconds}s, corpus $corpus, no findings"
   else
     echo "fuzz: $t: FAILED (exit $rc) after ${execs:-?} inputs; see $log" >&2
-    grep -E "ERROR|SUMMARY" "$log" | head -5 >&2
+    grep -aE "ERROR|SUMMARY" "$log" | head -5 >&2
     failed=1
   fi
   rm -rf "$work"
