@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/read_file.h"
 #include "openssl/bio.h"
 #include "openssl/err.h"
 #include "openssl/evp.h"
@@ -172,22 +173,9 @@ bool IsIpAddress(const std::string& host) {
   return true;
 }
 
+// Certificates and keys: regular files of at most kMaxPemBytes.
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-  }
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec || size > kMaxPemBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", size, " bytes, over the ", kMaxPemBytes, "-byte limit for PEM"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::string out(size, '\0');
-  if (!in.read(out.data(), static_cast<std::streamsize>(size))) {
-    return absl::UnavailableError(absl::StrCat(path, ": cannot read: ", std::strerror(errno)));
-  }
-  return out;
+  return ReadRegularFile(path, kMaxPemBytes, "PEM file");
 }
 
 absl::Status WriteFile(const std::string& path, absl::string_view data, mode_t mode) {

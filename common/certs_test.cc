@@ -154,6 +154,14 @@ TEST_F(CertsTest, DirectoriesKeepKeysPrivateAndNeverOverwriteACa) {
   auto missing = ReadCredentialsDir(dir + "/w-7", true);
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("tls.crt"), absl::string_view::npos);
+
+  // A CA "file" that is a FIFO (or /dev/zero) is refused before a byte is
+  // read: nothing blocks or grows.
+  std::filesystem::remove(dir + "/w-7/ca.crt");
+  ASSERT_EQ(::mkfifo((dir + "/w-7/ca.crt").c_str(), 0600), 0);
+  auto fifo = ReadCredentialsDir(dir + "/w-7", false);
+  EXPECT_EQ(fifo.status().code(), absl::StatusCode::kInvalidArgument) << fifo.status();
+  EXPECT_NE(fifo.status().message().find("ca.crt"), absl::string_view::npos) << fifo.status();
   std::filesystem::remove_all(dir);
 }
 
