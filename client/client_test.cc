@@ -136,7 +136,11 @@ class FakeCoordinator final : public v1::Coordinator::Service {
     w->set_hostname("box");
     w->set_address("10.0.0.5");
     w->set_alive(true);
-    for (int i = 0; i < 2; ++i) w->add_devices()->set_kind("cpu");
+    for (int i = 0; i < 2; ++i) {
+      auto* d = w->add_devices();
+      d->set_kind("cpu");
+      d->set_cores(8);
+    }
     w->set_free_cpu(1);
     w->add_running("job-1/1");
     return grpc::Status::OK;
@@ -347,7 +351,7 @@ TEST_F(ClientTest, JobsGetWorkersAndLogsCommands) {
 
   r = Cmd("workers", {});
   EXPECT_EQ(r.code, 0);
-  EXPECT_NE(r.out.find("w-1  box   10.0.0.5  2 cpu (1 free)  alive  job-1/1"), std::string::npos)
+  EXPECT_NE(r.out.find("w-1  box   10.0.0.5  2 cpu (1 free, 8 cores)  alive  job-1/1"), std::string::npos)
       << r.out;
 
   r = Cmd("logs", {"job-1"});

@@ -122,10 +122,17 @@ std::string WorkersTable(const std::vector<v1::Worker>& workers, int64_t now_ms)
   std::vector<std::vector<std::string>> rows = {
       {"ID", "HOST", "ADDRESS", "DEVICES", "STATE", "RUNNING", "LAST HEARTBEAT", "AUTH"}};
   for (const auto& w : workers) {
-    int cpu = 0, cuda = 0;
-    for (const auto& d : w.devices()) (d.kind() == "cuda" ? cuda : cpu)++;
+    int cpu = 0, cuda = 0, cores = 0;
+    for (const auto& d : w.devices()) {
+      (d.kind() == "cuda" ? cuda : cpu)++;
+      if (d.kind() == "cpu") cores = std::max(cores, d.cores());
+    }
     std::vector<std::string> devs;
-    if (cpu > 0) devs.push_back(absl::StrCat(cpu, " cpu (", w.free_cpu(), " free)"));
+    if (cpu > 0) {
+      // The replicas share the host's cores; older workers do not report them.
+      devs.push_back(absl::StrCat(cpu, " cpu (", w.free_cpu(), " free",
+                                  cores > 0 ? absl::StrCat(", ", cores, " cores") : "", ")"));
+    }
     if (cuda > 0) devs.push_back(absl::StrCat(cuda, " cuda (", w.free_cuda(), " free)"));
     std::string state = w.alive() ? "alive" : OneLine(absl::StrCat("lost: ", w.reason()), 60);
     std::string hb = w.last_heartbeat_ms() > 0

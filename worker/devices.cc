@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include "absl/strings/str_cat.h"
+#include "common/usable_cores.h"
 
 namespace yoke::worker {
 namespace {
@@ -123,6 +124,7 @@ std::string DiscoverCuda(const std::string& library, std::vector<v1::Device>* ou
 DeviceInventory DiscoverDevices(const DeviceOptions& options) {
   DeviceInventory inv;
   const int64_t memory = PhysicalMemoryBytes();
+  const int cores = common::UsableCores();
   for (int i = 0; i < options.cpu_replicas; ++i) {
     v1::Device d;
     d.set_kind("cpu");
@@ -130,6 +132,7 @@ DeviceInventory DiscoverDevices(const DeviceOptions& options) {
     d.set_name("cpu replica");
     // Replicas share the host's memory; each may use all of it.
     d.set_memory_bytes(memory);
+    d.set_cores(cores);
     inv.devices.push_back(std::move(d));
   }
   inv.cuda_note = options.discover_cuda
@@ -137,6 +140,8 @@ DeviceInventory DiscoverDevices(const DeviceOptions& options) {
                       : "CUDA discovery disabled";
   return inv;
 }
+
+
 
 int CountDevices(const std::vector<v1::Device>& devices, const std::string& kind) {
   int n = 0;

@@ -5,6 +5,7 @@
 
 #include <regex>
 
+#include "common/usable_cores.h"
 #include "gtest/gtest.h"
 
 namespace yoke::worker {
@@ -22,6 +23,7 @@ TEST(DevicesTest, CpuReplicasComeFromOptions) {
     EXPECT_EQ(inv.devices[i].kind(), "cpu");
     EXPECT_EQ(inv.devices[i].index(), i);
     EXPECT_EQ(inv.devices[i].memory_bytes(), host_memory);
+    EXPECT_EQ(inv.devices[i].cores(), common::UsableCores());
   }
   EXPECT_EQ(CountDevices(inv.devices, "cpu"), 3);
   EXPECT_EQ(CountDevices(inv.devices, "cuda"), 0);

@@ -17,6 +17,7 @@
 #include "collective/gloo_communicator.h"
 #include "collective/reducer.h"
 #include "common/status.h"
+#include "common/usable_cores.h"
 #include "data/open_dataset.h"
 #include "engine/kernels/cpu/dnnl_context.h"
 #include "spdlog/spdlog.h"
@@ -95,7 +96,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
   // header); this thread runs local replica 0.
   // training.threads is capped at this machine's cores: more would only
   // oversubscribe them (and a huge count exhausted libgomp's memory).
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int cores = common::UsableCores();
   const int budget = tr.threads() > 0 ? std::min(tr.threads(), cores) : cores;
   if (tr.threads() > cores) {
     spdlog::warn("training.threads {} capped at this machine's {} cores", tr.threads(), cores);
