@@ -1,5 +1,6 @@
 #include "collective/half.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cmath>
@@ -20,8 +21,14 @@ float FromBits(uint32_t u) {
   return f;
 }
 
+// F16C from CPUID leaf 1 (clang's __builtin_cpu_supports has no "f16c");
+// "avx" also checks that the OS saves the YMM registers.
 bool HaveF16c() {
-  static const bool have = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  static const bool have = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) != 0 &&
+           (c & bit_F16C) != 0;
+  }();
   return have;
 }
 

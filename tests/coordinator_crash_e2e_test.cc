@@ -3,7 +3,8 @@
 // new coordinator listens on the same port with the same store, the workers
 // of the last run keep their trainers and register again under their own
 // ids (no new workers start), and the job goes on in the same attempt to
-// SUCCEEDED with every epoch in its history exactly once.
+// SUCCEEDED with every epoch in its history exactly once. `yoke down` then
+// leaves no process behind.
 #include <signal.h>
 
 #include <chrono>
@@ -66,6 +67,24 @@ TEST(CoordinatorCrashE2ETest, KillNineThenYokeUpDirResumesTheRunningJob) {
   EXPECT_EQ(after.out.find("\"id\":\"w-3\""), std::string::npos)
       << "a second set of workers started: " << before.out << after.out;
   EXPECT_EQ(after.out.find("\"alive\":false"), std::string::npos) << after.out;
+
+  // `yoke down` after the crash stops every daemon: the new coordinator and
+  // the workers that outlived the old one, with their trainers.
+  auto st = client::ReadClusterState(cluster.dir() + "/cluster.json");
+  ASSERT_TRUE(st.ok()) << st.status();
+  std::vector<pid_t> pids = {st->coordinator_pid};
+  for (int w : st->worker_pids) {
+    pids.push_back(w);
+    for (pid_t c : ChildrenOf(w)) pids.push_back(c);
+  }
+  RunResult down = Sh("YOKE_STATE_DIR=" + cluster.dir() + "/state " + BinDir() +
+                          "/yoke down --grace 5 --dir " + cluster.dir(),
+                      true);
+  EXPECT_EQ(down.exit_code, 0) << down.out;
+  for (pid_t p : pids) {
+    EXPECT_TRUE(WaitFor([&] { return !Alive(p); }, std::chrono::seconds(10)))
+        << "pid " << p << " outlived yoke down: " << down.out;
+  }
 }
 
 }  // namespace
