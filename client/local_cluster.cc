@@ -1,3 +1,8 @@
+// `yoke up` and `yoke down`: a local cluster of daemons (RunUp, RunDown)
+// and the process plumbing they share (spawning, waiting, stopping, logs).
+// Over 600 lines because RunUp is one sequence (certificates, coordinator,
+// workers, each checked before the next starts, with a clear message for
+// each way it can fail); splitting it would scatter that sequence.
 #include "client/local_cluster.h"
 
 #include <fcntl.h>

@@ -199,7 +199,9 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
         static_cast<uint64_t>(NumElements(shape)) * DTypeSize(dt) != r.bytes()) {
       return bad(absl::StrCat("tensor ", common::Quote(r.name(), 64), " does not fit the data section"));
     }
-    Tensor t = Tensor::Empty(shape, dt);
+    ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(shape, dt, Device::CPU(),
+                                                absl::StrCat("checkpoint tensor ",
+                                                             common::Quote(r.name(), 64))));
     std::memcpy(t.raw(), bytes.data() + data_begin + r.offset(), r.bytes());
     ck.tensors.emplace_back(r.name(), t);
   }

@@ -1,3 +1,7 @@
+// The Coordinator class through its public API, with a fake clock: submit,
+// scheduling, heartbeats and attempts, restarts, rendezvous and the store.
+// Over 600 lines because its 23 tests share one fixture (a coordinator, its
+// store and simulated workers); it mirrors server/coordinator.cc.
 #include "server/coordinator.h"
 
 #include <unistd.h>

@@ -6,7 +6,7 @@ if(YOKE_BUILD_TESTS)
   # (server/, worker/ and client/ are configured after tests/ may be).
   function(yoke_add_odr_check)
     set(libs)
-    foreach(t yoke_proto yoke_grpc_proto yoke_common yoke_engine_lib yoke_cuda_kernels
+    foreach(t yoke_proto yoke_grpc_proto yoke_common yoke_grpc_util yoke_engine_lib yoke_cuda_kernels
               yoke_data yoke_collective yoke_worker yoke_worker_daemon yoke_server
               yoke_client)
       if(TARGET ${t})

@@ -14,10 +14,15 @@ constexpr int64_t kParallelThreshold = 32768;  // elements
 }  // namespace
 
 Adam::Adam(ParamSet* params, const AdamOptions& options)
-    : Optimizer(params), options_(options) {
-  const Tensor& p = params->flat_values();
-  m_ = Tensor::Zeros(p.shape(), DType::kF32, p.device());
-  v_ = Tensor::Zeros(p.shape(), DType::kF32, p.device());
+    : Optimizer(params), options_(options) {}
+
+absl::Status Adam::AllocateState() {
+  const Tensor& p = params_->flat_values();
+  ASSIGN_OR_RETURN(m_, Tensor::AllocateZeros(p.shape(), DType::kF32, p.device(),
+                                             "optimizer first moment (adam)"));
+  ASSIGN_OR_RETURN(v_, Tensor::AllocateZeros(p.shape(), DType::kF32, p.device(),
+                                             "optimizer second moment (adam)"));
+  return absl::OkStatus();
 }
 
 absl::Status Adam::Step(float lr, float grad_scale) {

@@ -25,6 +25,7 @@ class Adam final : public Optimizer {
  public:
   // `params` must be finalized and outlive the optimizer.
   Adam(ParamSet* params, const AdamOptions& options);
+  absl::Status AllocateState() override;
   const char* type() const override { return options_.decoupled ? "adamw" : "adam"; }
   using Optimizer::Step;
   absl::Status Step(float lr, float grad_scale) override;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/sgd.h"
 
@@ -71,7 +72,9 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const v1::OptimizerSp
     o.momentum = spec.momentum();
     o.nesterov = spec.nesterov();
     o.weight_decay = spec.weight_decay();
-    return std::unique_ptr<Optimizer>(new Sgd(params, o));
+    std::unique_ptr<Optimizer> sgd(new Sgd(params, o));
+    RETURN_IF_ERROR(sgd->AllocateState());
+    return sgd;
   }
   AdamOptions o;
   o.beta1 = OrDefault(spec.beta1(), 0.9f);
@@ -84,7 +87,9 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const v1::OptimizerSp
   if (!(o.epsilon > 0.0f) || !std::isfinite(o.epsilon)) {
     return Field("epsilon", "must be finite and > 0", o.epsilon);
   }
-  return std::unique_ptr<Optimizer>(new Adam(params, o));
+  std::unique_ptr<Optimizer> adam(new Adam(params, o));
+  RETURN_IF_ERROR(adam->AllocateState());
+  return adam;
 }
 
 }  // namespace yoke::engine

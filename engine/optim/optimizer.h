@@ -53,6 +53,11 @@ class Optimizer {
   // ("momentum"; "exp_avg", "exp_avg_sq").
   virtual std::vector<std::pair<std::string, Tensor>> State() const = 0;
 
+  // Allocates the state arrays (zeroed). CreateOptimizer calls it once;
+  // RESOURCE_EXHAUSTED "out of memory: N bytes for optimizer momentum ..."
+  // when they do not fit.
+  virtual absl::Status AllocateState() { return absl::OkStatus(); }
+
   // Completed Step() calls (restored from a checkpoint with the setter).
   int64_t step_count() const { return step_count_; }
   void set_step_count(int64_t n) { step_count_ = n; }

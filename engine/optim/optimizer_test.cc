@@ -1,5 +1,10 @@
 #include "engine/optim/optimizer.h"
 
+#include <sys/resource.h>
+
+#include <fstream>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace yoke::engine {
@@ -78,6 +83,51 @@ TEST(OptimizerTest, RequiresFinalizedParams) {
   spec.set_lr(0.1f);
   EXPECT_EQ(CreateOptimizer(spec, &p).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// The process's virtual memory size in bytes (VmSize), 0 if unknown.
+size_t VirtualBytes() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmSize:", 0) == 0) return std::stoull(line.substr(7)) * 1024;
+  }
+  return 0;
+}
+
+// Parameters that fit, optimizer state that does not: an error naming the
+// state, not an abort (the trainer turns it into exit 1 and the reason).
+TEST(OptimizerTest, StateThatDoesNotFitIsAnErrorNamingIt) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__has_feature)
+#if defined(__SANITIZE_ADDRESS__) || __has_feature(address_sanitizer)
+  GTEST_SKIP() << "RLIMIT_AS cannot bound an ASan process (its shadow memory is reserved)";
+#endif
+#endif
+  constexpr int64_t kFloats = int64_t{64} << 20;  // 256 MiB of parameters
+  for (const char* type : {"sgd", "adam"}) {
+    ParamSet p;
+    p.Declare("w", {kFloats}, Init::Constant(0));
+    ASSERT_TRUE(p.Finalize().ok());
+    v1::OptimizerSpec spec;
+    spec.set_type(type);
+    spec.set_lr(0.01f);
+    spec.set_momentum(0.9f);
+    rlimit saved;
+    ASSERT_EQ(getrlimit(RLIMIT_AS, &saved), 0);
+    const size_t now = VirtualBytes();
+    ASSERT_GT(now, 0u);
+    rlimit tight = saved;
+    tight.rlim_cur = now + (size_t{64} << 20);  // room for small things only
+    ASSERT_EQ(setrlimit(RLIMIT_AS, &tight), 0);
+    auto o = CreateOptimizer(spec, &p);
+    ASSERT_EQ(setrlimit(RLIMIT_AS, &saved), 0);
+    ASSERT_FALSE(o.ok()) << type;
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kResourceExhausted) << o.status();
+    EXPECT_NE(o.status().message().find("out of memory: 268435456 bytes for optimizer"),
+              std::string::npos)
+        << o.status();
+    // With the limit lifted the same optimizer is created.
+    EXPECT_TRUE(CreateOptimizer(spec, &p).ok()) << type;
+  }
 }
 
 }  // namespace

@@ -34,11 +34,15 @@ void SgdUpdate(const SgdOptions& o, float lr, float* __restrict p, const float* 
 }
 
 Sgd::Sgd(ParamSet* params, const SgdOptions& options)
-    : Optimizer(params), options_(options) {
+    : Optimizer(params), options_(options) {}
+
+absl::Status Sgd::AllocateState() {
   if (options_.momentum > 0.0f) {
-    velocity_ = Tensor::Zeros(params->flat_values().shape(), DType::kF32,
-                              params->flat_values().device());
+    const Tensor& p = params_->flat_values();
+    ASSIGN_OR_RETURN(velocity_, Tensor::AllocateZeros(p.shape(), DType::kF32, p.device(),
+                                                      "optimizer momentum (sgd)"));
   }
+  return absl::OkStatus();
 }
 
 absl::Status Sgd::Step(float lr, float grad_scale) {

@@ -30,6 +30,7 @@ class Sgd final : public Optimizer {
  public:
   // `params` must be finalized and outlive the optimizer.
   Sgd(ParamSet* params, const SgdOptions& options);
+  absl::Status AllocateState() override;
   const char* type() const override { return "sgd"; }
   using Optimizer::Step;
   absl::Status Step(float lr, float grad_scale) override;
