@@ -80,20 +80,26 @@ int HostWithTrainer(NetnsCluster& cluster, pid_t* trainer) {
   return -1;
 }
 
-// Kills what `victim` names in a running 2-worker CNN job on a 3-host
-// cluster, then follows the job to its end; `job` is its final state.
-// `resumed_at` is the first step the next attempt reported.
-void KillMidJob(NetnsCluster& cluster, bool kill_daemon, v1::Job* job, int* victim_host,
-                int64_t* resumed_at, double* stalled_s) {
+struct Crash {
+  v1::Job job;              // its final state
+  int host = -1;            // the host whose daemon or trainer was killed
+  int64_t resumed_at = 0;   // the first step the next attempt reported
+  double stalled_s = 0;     // kill -> that step
+};
+
+// Kills a worker daemon (or only its trainer) in a running 2-worker CNN job
+// on a 3-host cluster, then follows the job to its end.
+void KillMidJob(NetnsCluster& cluster, bool kill_daemon, Crash* c) {
+  v1::Job* job = &c->job;
   ASSERT_TRUE(cluster.StartCoordinator()) << cluster.Logs();
   ASSERT_TRUE(cluster.StartWorkers(1)) << cluster.Logs();
   const std::string id = Submit(cluster, CnnJob(cluster.dir() + "/ckpt"));
   ASSERT_FALSE(id.empty());
   ASSERT_TRUE(WaitForStep(cluster, id, 120, job)) << job->DebugString() << cluster.Logs();
   pid_t trainer = 0;
-  *victim_host = HostWithTrainer(cluster, &trainer);
-  ASSERT_GE(*victim_host, 0) << "no trainer found" << cluster.Logs();
-  const pid_t daemon = cluster.worker(*victim_host).pid();
+  c->host = HostWithTrainer(cluster, &trainer);
+  ASSERT_GE(c->host, 0) << "no trainer found" << cluster.Logs();
+  const pid_t daemon = cluster.worker(c->host).pid();
   ASSERT_EQ(kill(kill_daemon ? daemon : trainer, SIGKILL), 0);
   const auto killed = Clock::now();
   // No orphan: the trainer dies with its daemon.
@@ -112,8 +118,8 @@ void KillMidJob(NetnsCluster& cluster, bool kill_daemon, v1::Job* job, int* vict
       WaitFor([&] { return cluster.GetJob(id, job) && job->progress().step() != stale; },
               seconds(120)))
       << job->DebugString() << cluster.Logs();
-  *stalled_s = std::chrono::duration<double>(Clock::now() - killed).count();
-  *resumed_at = job->progress().step();
+  c->stalled_s = std::chrono::duration<double>(Clock::now() - killed).count();
+  c->resumed_at = job->progress().step();
   ASSERT_TRUE(cluster.WaitForState(id, seconds(300), job)) << job->DebugString() << cluster.Logs();
 }
 
@@ -174,15 +180,13 @@ TEST(MultiHostCrashE2ETest, CoordinatorKillNineThenTheSameCommandLineContinuesTh
 TEST(MultiHostCrashE2ETest, WorkerDaemonKillNineResumesOnTheLiveHosts) {
   NetnsCluster cluster(3);
   SKIP_WITHOUT_NETNS(cluster);
-  v1::Job job;
-  int host = -1;
-  int64_t resumed_at = 0;
-  double stalled = 0;
-  KillMidJob(cluster, /*kill_daemon=*/true, &job, &host, &resumed_at, &stalled);
+  Crash c;
+  KillMidJob(cluster, /*kill_daemon=*/true, &c);
   if (::testing::Test::HasFatalFailure()) return;
+  const v1::Job& job = c.job;
   ASSERT_EQ(job.state(), v1::JOB_SUCCEEDED) << job.reason() << cluster.Logs();
   ASSERT_GE(job.attempts_size(), 2);
-  const std::string lost = "w-" + std::to_string(host + 1);
+  const std::string lost = "w-" + std::to_string(c.host + 1);
   EXPECT_EQ(job.attempts(0).state(), v1::ATTEMPT_FAILED);
   EXPECT_NE(job.attempts(0).reason().find("worker " + lost), std::string::npos)
       << job.attempts(0).reason();
@@ -190,30 +194,28 @@ TEST(MultiHostCrashE2ETest, WorkerDaemonKillNineResumesOnTheLiveHosts) {
     EXPECT_NE(a.worker_id(), lost) << "resumed on a live host";
   }
   // Killed past step 120 with a checkpoint every 25: resumed at >= 100.
-  EXPECT_GE(resumed_at, 100) << job.DebugString();
+  EXPECT_GE(c.resumed_at, 100) << job.DebugString();
   EXPECT_EQ(Epochs(job), std::vector<int>({1, 2, 3})) << "every epoch exactly once";
   std::printf("worker kill -9 on host %d: next attempt's first step %.1f s later, at step %lld\n",
-              host, stalled, static_cast<long long>(resumed_at));
+              c.host, c.stalled_s, static_cast<long long>(c.resumed_at));
 }
 
 TEST(MultiHostCrashE2ETest, TrainerKillNineIsRetriedFromTheCheckpoint) {
   NetnsCluster cluster(3);
   SKIP_WITHOUT_NETNS(cluster);
-  v1::Job job;
-  int host = -1;
-  int64_t resumed_at = 0;
-  double stalled = 0;
-  KillMidJob(cluster, /*kill_daemon=*/false, &job, &host, &resumed_at, &stalled);
+  Crash c;
+  KillMidJob(cluster, /*kill_daemon=*/false, &c);
   if (::testing::Test::HasFatalFailure()) return;
+  const v1::Job& job = c.job;
   ASSERT_EQ(job.state(), v1::JOB_SUCCEEDED) << job.reason() << cluster.Logs();
   ASSERT_GE(job.attempts_size(), 2);
   const std::string& reason = job.attempts(0).reason();
   EXPECT_NE(reason.find("killed by signal 9"), std::string::npos) << reason;
-  EXPECT_NE(reason.find("w-" + std::to_string(host + 1)), std::string::npos) << reason;
-  EXPECT_GE(resumed_at, 100) << job.DebugString();
+  EXPECT_NE(reason.find("w-" + std::to_string(c.host + 1)), std::string::npos) << reason;
+  EXPECT_GE(c.resumed_at, 100) << job.DebugString();
   EXPECT_EQ(Epochs(job), std::vector<int>({1, 2, 3})) << "every epoch exactly once";
   std::printf("trainer kill -9 on host %d: next attempt's first step %.1f s later, at step %lld\n",
-              host, stalled, static_cast<long long>(resumed_at));
+              c.host, c.stalled_s, static_cast<long long>(c.resumed_at));
 }
 
 }  // namespace
