@@ -14,7 +14,6 @@
 #include "common/config.h"
 #include "common/flags.h"
 #include "common/job_state.h"
-#include "common/job_validate.h"
 
 namespace yoke::client {
 
@@ -241,12 +240,13 @@ int Watch(CoordinatorClient& c, const std::string& id, const Flags& f, FILE* out
 
 int Submit(CoordinatorClient& c, const Flags& f, FILE* out, FILE* err) {
   const std::string& file = f.positional[0];
-  // Load and validate here first: the errors then carry file:line and need
-  // no coordinator. The coordinator validates again (with its path roots).
+  // Only parse here: YAML and --set errors carry file:line and need no
+  // coordinator. Validation happens once, in the coordinator, which alone
+  // knows its data and checkpoint roots and its fleet (`yoke validate`
+  // checks a file without one).
   auto spec = common::LoadJobSpecFile(file, f.sets);
-  absl::Status s = spec.ok() ? common::ValidateJobSpec(*spec) : spec.status();
-  if (!s.ok()) {
-    PrintError(err, "submit", s);
+  if (!spec.ok()) {
+    PrintError(err, "submit", spec.status());
     return 2;
   }
   auto id = c.SubmitJob(*spec, f.priority);
