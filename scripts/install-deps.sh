@@ -31,6 +31,9 @@ test_pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   python3-venv
+  # tests/parity: the step-by-step comparison with PyTorch (about a minute
+  # to install).
+  python3-torch python3-numpy
 )
 command -v kubectl >/dev/null || test_pkgs+=(kubernetes-client)
 

@@ -64,6 +64,7 @@
 #define YOKE_WORKER_TRAINER_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -115,6 +116,19 @@ struct TrainerOptions {
   // Per-collective timeout (and rendezvous deadline); zero takes the spec's
   // distribution.collective_timeout_s (default 300 s).
   absl::Duration collective_timeout = absl::ZeroDuration();
+  // Called on local replica 0 right after each optimizer step; may be empty.
+  // For checks that compare the math step by step with another framework
+  // (tests/parity): the step's dataset indices, its mean loss, and the
+  // parameters (after the update) and gradients (as the optimizer applied
+  // them, times its grad_scale: the batch mean when world_size is 1).
+  struct StepRecord {
+    int64_t step = 0;  // global, 0-based
+    const std::vector<int64_t>* indices = nullptr;
+    double mean_loss = 0;
+    const engine::ParamSet* params = nullptr;
+    const engine::Optimizer* optimizer = nullptr;  // its state after the update
+  };
+  std::function<void(const StepRecord&)> on_step;
 };
 
 class Trainer {

@@ -138,6 +138,7 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     ctx.replica = rep.rank;
     ctx.sync_stats = rep.sync_stats.get();
     if (reducer) RETURN_IF_ERROR(reducer->Prepare(n, stop_.load() ? 1 : 0));
+    double step_loss = 0;
     if (n > 0) {
       ASSIGN_OR_RETURN(engine::Tensor logits, model.Forward(BatchInput(*batch), ctx));
       if (!dlogits.defined() || dlogits.shape() != logits.shape()) {
@@ -152,6 +153,7 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
       ASSIGN_OR_RETURN(engine::LossResult r,
                        rep.loss->Compute(logits, BatchLabels(*batch), loss_scale, &dlogits));
       RETURN_IF_ERROR(model.Backward(dlogits, ctx, on_grad_ready));
+      step_loss = r.loss_sum;
       epoch_loss += r.loss_sum;
       window_loss += r.loss_sum;
       epoch_correct += r.correct;
@@ -178,6 +180,15 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
           "training diverged: the loss became %f at step %d (epoch %d) on rank %d; try a "
           "smaller training.optimizer.lr (now %g)",
           epoch_loss, step, epoch + 1, rep.rank, tr.optimizer().lr()));
+    }
+    if (lead && options_.on_step) {
+      TrainerOptions::StepRecord rec;
+      rec.step = step;
+      rec.indices = &batch->indices;
+      rec.mean_loss = step_loss / static_cast<double>(std::max<int64_t>(n, 1));
+      rec.params = &model.params();
+      rec.optimizer = rep.optimizer.get();
+      options_.on_step(rec);
     }
     const bool last_in_epoch = batch->last_in_epoch;
     pipe->Recycle(std::move(*batch));
