@@ -4,7 +4,8 @@
 // An event file is a sequence of TFRecord records, each framed as
 //   uint64 length (little-endian)
 //   uint32 masked CRC-32C of those 8 length bytes
-//   `length` bytes of data: one serialized Event (proto/yoke/v1/tensorboard.proto)
+//   `length` bytes of data: one serialized Event
+//     (yoke.tensorboard.Event, proto/yoke/v1/tensorboard.proto)
 //   uint32 masked CRC-32C of the data
 // where masked(crc) = ((crc >> 15) | (crc << 17)) + 0xa282ead8, all little-
 // endian. The first record is an Event with file_version "brain.Event:2";
