@@ -8,14 +8,19 @@
 #   scripts/install-deps.sh bazel    also Bazel (for the Bazel build)
 #   scripts/install-deps.sh docker   also dockerd and debootstrap (make docker-test)
 # The tests also need kubectl (Debian's kubernetes-client, unless a kubectl is
-# already installed) and the Python package kubernetes-validate, which pip
-# installs into its own virtual environment, $YOKE_VENV (/opt/yoke/venv).
+# already installed) and the Python packages kubernetes-validate and
+# tensorboard, which pip installs into their own virtual environment,
+# $YOKE_VENV (/opt/yoke/venv).
 set -euo pipefail
 
 YOKE_VENV=${YOKE_VENV:-/opt/yoke/venv}
 # The schema validator tests/k8s_manifests_test.sh runs (pinned: its bundled
 # schemas are what the test validates against).
 KUBERNETES_VALIDATE=kubernetes-validate==1.37.0
+# The real reader of the event files common/tensorboard.cc writes
+# (tests/tensorboard_read_test.py); pinned so the test reads with one known
+# parser.
+TENSORBOARD=tensorboard==2.21.0
 
 build_pkgs=(
   build-essential cmake ninja-build pkg-config
@@ -57,15 +62,21 @@ done
 SUDO=""
 if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
 
-# kubernetes-validate in its own virtual environment (Debian's Python is
-# externally managed, so pip may not install into it).
+# kubernetes-validate and tensorboard in their own virtual environment
+# (Debian's Python is externally managed, so pip may not install into it).
+# Only what is missing, or present at another version, is installed.
 install_venv() {
   [ "$want_venv" = 1 ] || return 0
-  "$YOKE_VENV/bin/python3" -m pip show -q kubernetes-validate >/dev/null 2>&1 && return 0
-  echo "install-deps: installing $KUBERNETES_VALIDATE into $YOKE_VENV" >&2
-  $SUDO /usr/bin/python3 -m venv "$YOKE_VENV"
+  local want=() spec
+  for spec in "$KUBERNETES_VALIDATE" "$TENSORBOARD"; do
+    [ "$("$YOKE_VENV/bin/python3" -m pip show "${spec%%==*}" 2>/dev/null |
+         sed -n 's/^Version: //p')" = "${spec#*==}" ] || want+=("$spec")
+  done
+  [ ${#want[@]} -eq 0 ] && return 0
+  echo "install-deps: installing ${want[*]} into $YOKE_VENV" >&2
+  [ -x "$YOKE_VENV/bin/python3" ] || $SUDO /usr/bin/python3 -m venv "$YOKE_VENV"
   $SUDO "$YOKE_VENV/bin/python3" -m pip install -q --disable-pip-version-check \
-    "$KUBERNETES_VALIDATE" >/dev/null
+    "${want[@]}" >/dev/null
 }
 
 missing=()
