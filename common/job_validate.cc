@@ -435,6 +435,7 @@ absl::Status ValidateJobPaths(const v1::JobSpec& spec, const std::vector<std::st
   // Each check runs on a copy with only the other kind of path cleared.
   v1::JobSpec data_only = spec;
   data_only.clear_checkpoint();
+  data_only.clear_logging();
   RETURN_IF_ERROR(ValidatePathsUnder(data_only, data_roots));
   v1::JobSpec checkpoint_only = spec;
   checkpoint_only.clear_data();
@@ -459,6 +460,14 @@ std::string NormalizePath(const std::string& path) {
   std::string out = absl::StrJoin(parts, "/");
   if (absolute) return "/" + out;
   return out.empty() ? "." : out;
+}
+
+std::string TensorBoardDir(const v1::JobSpec& spec) {
+  const std::string& dir = spec.logging().tensorboard_dir();
+  if (dir == "off") return "";
+  if (!dir.empty()) return dir;
+  if (spec.checkpoint().dir().empty()) return "";
+  return spec.checkpoint().dir() + "/tensorboard";
 }
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
@@ -495,6 +504,9 @@ absl::Status ValidatePathsUnder(const v1::JobSpec& spec,
   CheckDatasetPaths(c, "data.train", spec.data().train(), roots);
   if (spec.data().has_test()) CheckDatasetPaths(c, "data.test", spec.data().test(), roots);
   CheckPathUnder(c, "checkpoint.dir", spec.checkpoint().dir(), roots);
+  if (spec.logging().tensorboard_dir() != "off") {
+    CheckPathUnder(c, "logging.tensorboard_dir", spec.logging().tensorboard_dir(), roots);
+  }
   return c.Result();
 }
 

@@ -49,9 +49,14 @@ absl::Status ValidatePathsUnder(const v1::JobSpec& spec,
                                 const std::vector<std::string>& allowed_roots);
 
 // ValidatePathsUnder for both kinds of path: the dataset files under
-// `data_roots`, the checkpoint dir under `checkpoint_roots`.
+// `data_roots`, the checkpoint and TensorBoard dirs under `checkpoint_roots`.
 absl::Status ValidateJobPaths(const v1::JobSpec& spec, const std::vector<std::string>& data_roots,
                               const std::vector<std::string>& checkpoint_roots);
+
+// The directory global rank 0 writes TensorBoard event files to:
+// logging.tensorboard_dir, else <checkpoint.dir>/tensorboard; "" for none
+// ("off", or neither set).
+std::string TensorBoardDir(const v1::JobSpec& spec);
 
 // Lexically normalises `path`: collapses "//" and ".", resolves ".." against
 // the preceding component ("/.." stays "/"), drops a trailing "/". Exposed for

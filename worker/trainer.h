@@ -74,6 +74,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collective/store.h"
+#include "common/tensorboard.h"
 #include "data/dataset.h"
 #include "engine/losses/loss.h"
 #include "engine/model.h"
@@ -167,6 +168,12 @@ class Trainer {
   bool distributed() const { return options_.world_size > 1; }
   absl::Status Restore(const std::string& path);
   absl::Status MaybeCheckpoint(bool end_of_epoch);
+  // TensorBoard (trainer_tensorboard.cc): opens the event file and writes the
+  // spec as text; scalars of a log step and of an epoch. Failures are logged
+  // and end the event file, never the training.
+  void OpenEventFile();
+  void WriteStepEvents(const v1::StepProgress& p);
+  void WriteEpochEvents(int64_t step, const v1::EpochResult& e);
   // Rendezvous, reducer and broadcast of rank 0's state, on r's thread.
   absl::Status Connect(Replica& r);
   // Replica r's training loop from the Trainer's position at Run(). Local
@@ -205,6 +212,9 @@ class Trainer {
   // Results of the epochs completed so far, restored ones included; they go
   // into every checkpoint (rank 0 only).
   std::vector<v1::EpochResult> history_;
+  // Global rank 0's TensorBoard event file (trainer_tensorboard.cc); null
+  // when the spec asks for none, or after a write failed (logged once).
+  std::unique_ptr<common::EventFileWriter> events_;
   std::string resumed_from_;  // the checkpoint Restore() read, or ""
   std::atomic<bool> stop_{false};
 };

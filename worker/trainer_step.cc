@@ -31,6 +31,7 @@ absl::StatusOr<v1::TrainResult> Trainer::Run() {
   // Epochs restored from a checkpoint open the result's history.
   *result.mutable_history() = {history_.begin(), history_.end()};
   ReportStart();
+  OpenEventFile();
   if (distributed() && !group_store_) {
     if (options_.store == nullptr) {
       // TLS and the attempt's secret, as the worker daemon handed them over.
@@ -209,7 +210,7 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
       train_seconds_ += dt;
     }
 
-    if (progress && (step % log_every == 0 || last_in_epoch)) {
+    if ((progress || (root && events_)) && (step % log_every == 0 || last_in_epoch)) {
       v1::StepProgress p;
       p.set_step(step);
       p.set_total_steps(total_steps_);
@@ -228,7 +229,8 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
         p.set_collective_seq_issued(rep.comm->issued_seq());
         p.set_collective_seq_completed(rep.comm->completed_seq());
       }
-      progress->OnStep(p);
+      if (progress) progress->OnStep(p);
+      if (root) WriteStepEvents(p);
       window_loss = 0;
       window_correct = window_n = window_global_n = 0;
       window_seconds = 0;
@@ -255,6 +257,7 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
         *result->add_history() = e;
         history_.push_back(e);
         if (progress) progress->OnEpoch(e);
+        WriteEpochEvents(step, e);
         // An epoch-end checkpoint, unless the step cadence just wrote one.
         if (spec_.checkpoint().every_steps() <= 0 ||
             step % spec_.checkpoint().every_steps() != 0) {

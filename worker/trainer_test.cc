@@ -2,8 +2,13 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <map>
 
 #include "common/config.h"
+#include "common/read_file.h"
+#include "common/tensorboard.h"
+#include "proto/yoke/v1/tensorboard.pb.h"
 #include "engine/checkpoint.h"
 #include "worker/progress.h"
 #include "gtest/gtest.h"
@@ -225,6 +230,65 @@ TEST(TrainerTest, LearnsAndCheckpointsKeepLastK) {
   // Only the newest two survive.
   EXPECT_TRUE(engine::ReadCheckpoint(engine::CheckpointPath(dir, 80)).ok());
   EXPECT_FALSE(engine::ReadCheckpoint(engine::CheckpointPath(dir, 70)).ok());
+}
+
+// Global rank 0 writes TensorBoard events beside the checkpoints: every log
+// step's training scalars and every epoch's test accuracy, equal to what the
+// run reports, and the spec as text.
+TEST(TrainerTest, WritesTensorBoardEventsBesideTheCheckpoints) {
+  std::string dir = TempDir();
+  v1::JobSpec spec = SmallJob(dir, 0, 2);
+  spec.mutable_training()->set_log_every_steps(10);
+  auto t = Trainer::Create(spec, {});
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto r = (*t)->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  t->reset();  // closes the event file
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/tensorboard")) {
+    files.push_back(e.path());
+  }
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_NE(files[0].find("events.out.tfevents."), std::string::npos) << files[0];
+  auto bytes = common::ReadRegularFile(files[0], 64 << 20, "event file");
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto records = common::ParseTfRecords(*bytes, files[0]);
+  ASSERT_TRUE(records.ok()) << records.status();
+  std::map<std::string, std::vector<std::pair<int64_t, float>>> scalars;
+  bool spec_text = false;
+  for (const std::string& rec : *records) {
+    tensorboard::Event ev;
+    ASSERT_TRUE(ev.ParseFromString(rec));
+    for (const auto& v : ev.summary().value()) {
+      if (v.has_tensor()) {
+        spec_text |= v.tag() == "hparams/spec" && v.tensor().string_val_size() == 1 &&
+                     v.tensor().string_val(0).find("batch_size: 48") != std::string::npos;
+      } else {
+        scalars[v.tag()].push_back({ev.step(), v.simple_value()});
+      }
+    }
+  }
+  EXPECT_TRUE(spec_text);
+  // 84 steps: logged at 10, 20, ..., 80 and at the two epoch ends (42, 84).
+  ASSERT_EQ(scalars["train/loss"].size(), 10u);
+  EXPECT_EQ(scalars["train/loss"].back().first, 84);
+  for (const auto& [step, loss] : scalars["train/loss"]) EXPECT_GT(loss, 0.0f) << step;
+  ASSERT_EQ(scalars["epoch/test_accuracy"].size(), 2u);
+  EXPECT_EQ(scalars["epoch/test_accuracy"][1].first, 84);
+  EXPECT_EQ(scalars["epoch/test_accuracy"][1].second,
+            static_cast<float>(r->history(1).test_accuracy()));
+  EXPECT_EQ(scalars["epoch/test_accuracy"][0].second,
+            static_cast<float>(r->history(0).test_accuracy()));
+  EXPECT_EQ(scalars["train/learning_rate"].size(), 10u);
+
+  // "off" writes none.
+  std::string dir2 = TempDir();
+  v1::JobSpec off = SmallJob(dir2, 5, 1);
+  off.mutable_logging()->set_tensorboard_dir("off");
+  auto t2 = Trainer::Create(off, {});
+  ASSERT_TRUE(t2.ok()) << t2.status();
+  ASSERT_TRUE((*t2)->Run().ok());
+  EXPECT_FALSE(std::filesystem::exists(dir2 + "/tensorboard"));
 }
 
 }  // namespace
