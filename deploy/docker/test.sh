@@ -23,15 +23,18 @@
 #
 # Everything it starts (containers, network, volumes, its own dockerd) is
 # removed when it exits, whatever happened. Exit status 0: both jobs
-# succeeded.
+# succeeded. Each job's output and log stay in $YOKE_DOCKER_CACHE/logs until
+# the next run, with every container's full log when a job failed.
 #
-# Until the worker knows its advertised address (issue 16, part 1:
-# `yoke-worker --advertise-address`), trainers listen on 127.0.0.1 and a
-# job's ranks cannot reach each other across containers; then the 2-worker
-# job is skipped, loudly, and only the 1-worker job must succeed.
+# An image whose worker does not know its advertised address (before issue
+# 16, part 1: `yoke-worker --advertise-address`) has trainers listening on
+# 127.0.0.1, so a job's ranks cannot reach each other across containers;
+# then the 2-worker job is skipped, loudly, and only the 1-worker job must
+# succeed.
 #
 # Environment: YOKE_DOCKER_CACHE (default /var/cache/yoke-docker-test),
-# DOCKER (the CLI, default Debian's /usr/bin/docker).
+# DOCKER (the CLI, default Debian's /usr/bin/docker), YOKE_DOCKER_TEST_RUNS
+# (how many times to run each job, default 1).
 set -euo pipefail
 # One compound command, read whole before it runs: editing this file during
 # a run cannot change the run.
