@@ -128,6 +128,22 @@ class Communicator {
   // `reason`. Used by the watchdog and on shutdown; idempotent.
   virtual void Abort(absl::string_view reason) = 0;
 
+  // Leaves the group, after this rank's last op and before the communicator
+  // (or the process) goes away: waits until every op issued here has
+  // finished and every other rank has called Leave() too, or has closed its
+  // connections, or `timeout` has passed. Then closing this rank's
+  // connections cannot cut short a peer that is still finishing the last op
+  // (Gloo fails it with "Connection closed by peer" even when its bytes have
+  // arrived). Not an op of the sequence: a peer still issuing ops matches
+  // nothing and only keeps this rank waiting until it fails or leaves too.
+  // Later ops fail with FAILED_PRECONDITION. OK once every peer left; else
+  // why not (UNAVAILABLE, DEADLINE_EXCEEDED, or the broken communicator's
+  // status). Backends with nothing to wait for return OK.
+  virtual absl::Status Leave(absl::Duration timeout) {
+    (void)timeout;
+    return absl::OkStatus();
+  }
+
   // Sequence numbers: the last op issued, and the last one completed
   // successfully (0 before the first). Safe from any thread; the trainer
   // reports them so that a hang can be attributed to the ranks behind.

@@ -1,5 +1,5 @@
 // Gloo communicator: bootstrap, the op thread, the watchdog and the hang
-// check, and the connection diagnosis after a failed bootstrap. Slightly over
+// check, Leave(), and the connection diagnosis after a failed bootstrap. Over
 // 600 lines: they share GlooCore's state; the ops themselves are gloo_ops.cc.
 #include "collective/gloo_communicator.h"
 
@@ -36,6 +36,7 @@
 #include "gloo/rendezvous/store.h"
 #include "gloo/transport/tcp/address.h"
 #include "gloo/transport/tcp/device.h"
+#include "gloo/types.h"
 #include "spdlog/spdlog.h"
 
 namespace yoke::collective {
@@ -102,6 +103,11 @@ uint32_t OpTag(int64_t seq, const std::string& signature) {
   return h ^ static_cast<uint32_t>(static_cast<uint64_t>(seq) * 0x9E3779B1u);
 }
 
+// Leave()'s messages: Gloo slots under a prefix of their own (Gloo's
+// collectives use 0x01..0x08, registered buffers small numbers), so they
+// match no op of the sequence.
+constexpr uint8_t kLeaveSlotPrefix = 0x59;
+
 // How often the watchdog looks at the running op.
 constexpr absl::Duration kWatchInterval = absl::Milliseconds(50);
 
@@ -115,6 +121,7 @@ struct Op {
   std::string signature;  // "allreduce 1000 f32 sum": must match on every rank
   absl::Duration timeout;
   std::function<void(const OpEnv&)> run;  // throws Gloo's exceptions
+  bool leave = false;  // Leave()'s: no seq, no watchdog, no hang check
   bool done = false;
   absl::Status status;
   absl::Time started = absl::InfiniteFuture();
@@ -151,6 +158,20 @@ class GlooCore {
     return op;
   }
 
+  // Leave()'s op: queued behind every op issued so far, but outside the
+  // sequence (issued_seq is unchanged, so a peer's hang check sees this rank
+  // as not arrived at its next op, which is the truth).
+  std::shared_ptr<Op> EnqueueLeave(absl::Duration timeout) {
+    auto op = std::make_shared<Op>();
+    op->what = "leave";
+    op->timeout = timeout;
+    op->leave = true;
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(op);
+    work_cv_.Signal();
+    return op;
+  }
+
   // The body of the background thread.
   void Loop() {
     while (true) {
@@ -168,10 +189,15 @@ class GlooCore {
         op->started = absl::Now();
         running_ = op;
       }
-      absl::Status s = Run(op.get());
+      absl::Status s = op->leave ? RunLeave(*op) : Run(op.get());
       absl::MutexLock lock(&mu_);
       running_ = nullptr;
-      if (s.ok()) {
+      if (op->leave) {
+        // Later ops fail at once: the peers are gone or going.
+        Break(s.ok() ? absl::FailedPreconditionError(absl::StrCat(
+                           "rank ", rank_, " of ", size_, " has left the communicator"))
+                     : s);
+      } else if (s.ok()) {
         completed_.store(op->seq);
       } else {
         Break(s);
@@ -198,7 +224,8 @@ class GlooCore {
       std::shared_ptr<Op> op;
       {
         absl::MutexLock lock(&mu_);
-        if (running_ == nullptr || !broken_.ok() || absl::Now() - running_->started < running_->timeout) {
+        if (running_ == nullptr || running_->leave || !broken_.ok() ||
+            absl::Now() - running_->started < running_->timeout) {
           continue;
         }
         op = running_;
@@ -295,6 +322,37 @@ class GlooCore {
     const HangVerdict v =
         CheckHang(store_, rank_, size_, op->seq, op->signature, what, options_.hang_grace);
     return HangStatus(what, timed_out, error, v);
+  }
+
+  // Leave(): a zero-byte message to every peer and one from every peer, on
+  // unbound buffers. A peer sends its message only after its last op, so
+  // once all have arrived no peer needs this rank's connections any more.
+  // (Unbound waits, unlike the registered buffers of the cached rings, count
+  // a message that arrived before the peer's connection closed.) Bounded by
+  // the op's timeout; a peer that closes instead fails it at once.
+  absl::Status RunLeave(const Op& op) {
+    if (size_ == 1) return absl::OkStatus();
+    const absl::Time deadline = absl::Now() + op.timeout;
+    std::string error;
+    try {
+      auto buf = context_->createUnboundBuffer(nullptr, 0);
+      const uint64_t slot = gloo::Slot::build(kLeaveSlotPrefix, 0);
+      for (int peer = 0; peer < size_; ++peer) {
+        if (peer == rank_) continue;
+        buf->recv(peer, slot);
+        buf->send(peer, slot);
+      }
+      for (int i = 0; i < size_ - 1; ++i) buf->waitRecv(ToChronoMs(deadline - absl::Now()));
+      for (int i = 0; i < size_ - 1; ++i) buf->waitSend(ToChronoMs(deadline - absl::Now()));
+      return absl::OkStatus();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (absl::Status b = Broken(); !b.ok()) return b;
+    const std::string what =
+        absl::StrCat("leave on rank ", rank_, " of ", size_, ": not every peer left: ", error);
+    return absl::StrContains(error, "Timed out") ? absl::DeadlineExceededError(what)
+                                                 : absl::UnavailableError(what);
   }
 
   absl::Status Broken() {
@@ -488,6 +546,15 @@ class GlooCommunicator : public Communicator {
       g.setTimeout(env.timeout);
       gloo::barrier(g);
     });
+  }
+
+  absl::Status Leave(absl::Duration timeout) override {
+    if (timeout <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("leave: timeout: must be > 0, got ", absl::FormatDuration(timeout)));
+    }
+    std::shared_ptr<Op> op = core_->EnqueueLeave(timeout);
+    return core_->Wait(op.get());
   }
 
   void Abort(absl::string_view reason) override { core_->Abort(reason); }

@@ -10,6 +10,7 @@
 #include "data/pipeline.h"
 #include "engine/checkpoint.h"
 #include "engine/kernels/cpu/dnnl_context.h"
+#include "spdlog/spdlog.h"
 #include "worker/trainer.h"
 #include "worker/trainer_internal.h"
 
@@ -271,6 +272,17 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     if (stop_now) break;
   }
   pipe.reset();
+  // Every rank leaves the group before it closes its connections: a rank
+  // that exits right after the last allreduce could otherwise fail a peer
+  // still finishing it ("Connection closed by peer", seen between Docker
+  // containers). Not a collective, so a rank that stopped early mismatches
+  // no op; it waits here until its peers fail or leave. Training is done, so
+  // a failure here (a peer's own, which that peer reports) is only logged.
+  if (rep.comm != nullptr && rep.comm->size() > 1) {
+    if (absl::Status s = rep.comm->Leave(collective_timeout_); !s.ok()) {
+      spdlog::warn("rank {}: leaving the communicator: {}", rep.rank, s.ToString());
+    }
+  }
   if (!root) return absl::OkStatus();
 
   // Stopped mid-epoch (max_steps or a stop request): evaluate what we have

@@ -59,6 +59,12 @@ int Run() {
   if (absl::GetFlag(FLAGS_mode) == "hang") {
     while (true) absl::SleepFor(absl::Hours(1));
   }
+  // As a trainer does before it exits (communicator.h).
+  s = (*comm)->Leave(absl::Seconds(30));
+  if (!s.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, s.ToString().c_str());
+    return 1;
+  }
   return 0;
 }
 

@@ -23,15 +23,18 @@
 #
 # Everything it starts (containers, network, volumes, its own dockerd) is
 # removed when it exits, whatever happened. Exit status 0: both jobs
-# succeeded.
+# succeeded. Each job's output and log stay in $YOKE_DOCKER_CACHE/logs until
+# the next run, with every container's full log when a job failed.
 #
-# Until the worker knows its advertised address (issue 16, part 1:
-# `yoke-worker --advertise-address`), trainers listen on 127.0.0.1 and a
-# job's ranks cannot reach each other across containers; then the 2-worker
-# job is skipped, loudly, and only the 1-worker job must succeed.
+# An image whose worker does not know its advertised address (before issue
+# 16, part 1: `yoke-worker --advertise-address`) has trainers listening on
+# 127.0.0.1, so a job's ranks cannot reach each other across containers;
+# then the 2-worker job is skipped, loudly, and only the 1-worker job must
+# succeed.
 #
 # Environment: YOKE_DOCKER_CACHE (default /var/cache/yoke-docker-test),
-# DOCKER (the CLI, default Debian's /usr/bin/docker).
+# DOCKER (the CLI, default Debian's /usr/bin/docker), YOKE_DOCKER_TEST_RUNS
+# (how many times to run each job, default 1).
 set -euo pipefail
 # One compound command, read whole before it runs: editing this file during
 # a run cannot change the run.
@@ -53,6 +56,8 @@ fail() { log "FAIL: $*"; exit 1; }
 [ "$(id -u)" = 0 ] || fail "needs root (dockerd, debootstrap)"
 mkdir -p "$CACHE" "$RUN_DIR"
 TMP=$(mktemp -d /tmp/yoke-docker-test-XXXXXX)
+LOGS=$CACHE/logs
+rm -rf "$LOGS" && mkdir -p "$LOGS"
 OWN_DOCKERD=0
 
 cleanup() {
@@ -177,10 +182,13 @@ yoke() {  # yoke ARGS...: the CLI in a container (named, so cleanup stops it)
     yoke "$@" --coordinator coordinator:7070 --tls-dir /job/tls/admin
 }
 
+# Each job's output (`yoke submit --watch`, `yoke logs`) and, when one
+# fails, every container's full log: in $LOGS, kept until the next run.
 logs() {
   for c in coordinator w1 w2; do
-    echo "==== $c" >&2
-    "$DOCKER" logs --tail 30 "$NAME-$c" >&2 2>&1
+    "$DOCKER" logs -t "$NAME-$c" >"$LOGS/$c.log" 2>&1
+    echo "==== $c (last 30 lines; all of it in $LOGS/$c.log)" >&2
+    tail -n 30 "$LOGS/$c.log" >&2
   done
 }
 
@@ -204,21 +212,35 @@ if grep -q -- --advertise-address <<<"$help"; then
   done
 fi
 
-run_job() {  # run_job WORKERS
+run_job() {  # run_job WORKERS RUN
   log "submitting a $1-worker job"
-  local start=$SECONDS
+  local start=$SECONDS out="$LOGS/job-$1-$2" rc=0
   timeout "$JOB_TIMEOUT_S" bash -c "$(declare -f yoke); $(declare -p DOCKER NAME TMP IMAGE);
     yoke submit /job/job.yaml --set distribution.workers=$1 \
-      --set checkpoint.dir=/checkpoints/w$1 --watch" >"$TMP/watch-$1.log" 2>&1 ||
-    { cat "$TMP/watch-$1.log" >&2; logs; fail "the $1-worker job did not succeed"; }
-  grep -q SUCCEEDED "$TMP/watch-$1.log" ||
-    { cat "$TMP/watch-$1.log" >&2; fail "no SUCCEEDED in \`yoke submit --watch\`"; }
+      --set checkpoint.dir=/checkpoints/w$1-$2 --watch" >"$out.watch" 2>&1 || rc=$?
+  # The job's log as the coordinator keeps it (every rank's lines); the
+  # watch's first line is "<job id> <state>".
+  local id
+  id=$(awk 'NR == 1 && /^job-/ {print $1}' "$out.watch")
+  [ -z "$id" ] || yoke logs "$id" >"$out.log" 2>&1 || true
+  if [ "$rc" != 0 ] || ! grep -q SUCCEEDED "$out.watch"; then
+    cat "$out.watch" >&2
+    echo "==== yoke logs $id (all of it in $out.log)" >&2
+    tail -n 60 "$out.log" >&2
+    logs
+    fail "the $1-worker job did not succeed (exit status $rc)"
+  fi
   log "the $1-worker job SUCCEEDED in $((SECONDS - start)) s"
 }
 
-run_job 1
+# YOKE_DOCKER_TEST_RUNS: how many times to run each job (to catch a flaky one).
+for run in $(seq "${YOKE_DOCKER_TEST_RUNS:-1}"); do
+  run_job 1 "$run"
+done
 if [ "$advertise" = 1 ]; then
-  run_job 2
+  for run in $(seq "${YOKE_DOCKER_TEST_RUNS:-1}"); do
+    run_job 2 "$run"
+  done
 else
   log "SKIP the 2-worker job: this yoke-worker has no --advertise-address (issue 16," \
     "part 1), so its trainers listen on 127.0.0.1 and cannot reach each other across" \
