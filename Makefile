@@ -78,10 +78,12 @@ fuzz: $(SAN_BUILD)/build.ninja
 	@tests/fuzz/run.sh $(SAN_BUILD)/bin $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # The suite under ASan and UBSan: every test but the GPU, slow and
-# multi-host ones (their timings assume an unsanitized build).
+# multi-host ones (their timings assume an unsanitized build) and the
+# PyTorch parity ones (minutes of training, the same math as the release
+# build's).
 # allocator_may_return_null: an allocation ASan cannot serve returns null,
 # as malloc does, instead of aborting; the out-of-memory tests need that.
-SAN_CTEST_ARGS ?= -LE "gpu|slow|multihost"
+SAN_CTEST_ARGS ?= -LE "gpu|slow|multihost|parity"
 test-asan: $(SAN_BUILD)/build.ninja
 	@ninja -C $(SAN_BUILD) -j $(JOBS)
 	@cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 \
