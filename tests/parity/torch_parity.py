@@ -43,10 +43,14 @@ import numpy as np
 
 try:
     import torch
-    import torch.nn as nn
     import torch.nn.functional as F
-except ImportError as e:  # make bench installs Debian's python3-torch
-    print(f"SKIP: PyTorch is not installed ({e}); scripts/install-deps.sh bench "
+    # The PyTorch peer's models and IDX reader (the same networks the
+    # benchmarks train).
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "bench"))
+    from pytorch_train import Cnn, Mlp, read_idx
+except ImportError as e:  # scripts/install-deps.sh installs Debian's python3-torch
+    print(f"SKIP: PyTorch is not installed ({e}); scripts/install-deps.sh "
           "installs python3-torch", file=sys.stderr)
     sys.exit(77)
 
@@ -107,39 +111,11 @@ RECIPES = {
 }
 
 
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    ndim = raw[3]
-    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
-
-
-class Mlp(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(784, 256)
-        self.fc2 = nn.Linear(256, 128)
-        self.fc3 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = torch.flatten(x, 1)
-        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
-
-
-class Cnn(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 5, padding=2)
-        self.conv2 = nn.Conv2d(32, 64, 5, padding=2)
-        self.fc1 = nn.Linear(7 * 7 * 64, 1024)
-        self.fc2 = nn.Linear(1024, 10)
-
-    def forward(self, x):
-        a = F.relu(self.conv1(x))
-        b = F.relu(self.conv2(F.max_pool2d(a, 2)))
-        self.pool_inputs = [a.detach(), b.detach()]  # for the near-tie count
-        return self.fc2(F.relu(self.fc1(torch.flatten(F.max_pool2d(b, 2), 1))))
+def cnn_pool_inputs(model, x):
+    """The inputs of the CNN's two max-pools (for the near-tie count)."""
+    with torch.no_grad():
+        a = F.relu(model.conv1(x))
+        return [a, F.relu(model.conv2(F.max_pool2d(a, 2)))]
 
 
 def to_torch_layout(name, shape, flat, after_flatten):
@@ -301,12 +277,13 @@ def main():
             base = start if mode == "free" else prev
             e["param"].append(max(rel(a, b, b - s) for a, b, s in zip(params_yoke, now, base)))
             if mode == "synced" and args.verbose and e["grad"][-1] > 1e-5:
-                t = sum(near_ties(a) for a in getattr(model, "pool_inputs", []))
+                t = (sum(near_ties(a) for a in cnn_pool_inputs(model, x))
+                     if args.recipe == "cnn" else 0)
                 print(f"      step {step + 1}: {t} near-tied max-pool windows")
                 for en, a, b in zip(entries, grads_yoke, grads):
                     print(f"      {en['name']}: rel {rel(a, b, b):.2e}")
-            if mode == "synced" and hasattr(model, "pool_inputs"):
-                ties.append(sum(near_ties(a) for a in model.pool_inputs))
+            if mode == "synced" and args.recipe == "cnn":
+                ties.append(sum(near_ties(a) for a in cnn_pool_inputs(model, x)))
         # The synced copy starts the next step from Yoke's state.
         _, params, optimizer = models["synced"]
         with torch.no_grad():
