@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/train_metrics.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace yoke::client {
@@ -183,6 +184,9 @@ std::string JobDetails(const v1::Job& job, int64_t now_ms) {
                                     ProgressSummary(job), p.step(), p.total_steps(), p.loss(),
                                     p.accuracy(), p.samples_per_second(),
                                     common::FormatDuration(p.eta_seconds())));
+    // Where the last log window's steps spent their time (rank 0).
+    const std::string breakdown = common::FormatBreakdown(common::BreakdownOf(p));
+    if (!breakdown.empty()) absl::StrAppend(&out, "step time: ", breakdown, "\n");
   }
   for (const auto& a : job.attempts()) {
     absl::StrAppend(&out, "attempt ", a.number(), ": ", AttemptStateName(a.state()),

@@ -3,12 +3,14 @@
 #include <cstdio>
 
 #include "common/file_contents.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace yoke::client {
 namespace {
 
 using common::FileContents;
+using ::testing::HasSubstr;
 
 TEST(RenderTest, TableColumnsAreAsWideAsTheirWidestCell) {
   std::string t = FormatTable({{"ID", "STATE", "REASON"}, {"job-10", "RUNNING", ""},
@@ -116,6 +118,27 @@ TEST(RenderTest, WorkersTableFlagsInsecureWorkers) {
   EXPECT_NE(row1.find("certificate"), std::string::npos) << t;
   EXPECT_EQ(row1.find("INSECURE"), std::string::npos) << t;
   EXPECT_NE(row2.find("INSECURE"), std::string::npos) << t;
+}
+
+TEST(RenderTest, JobDetailsSplitTheStepTime) {
+  v1::Job job;
+  job.set_id("job-3");
+  job.set_state(v1::JOB_RUNNING);
+  auto* p = job.mutable_progress();
+  p->set_step(40);
+  p->set_total_steps(100);
+  p->set_window_steps(10);
+  p->set_step_seconds(0.200);             // 20 ms a step
+  p->set_data_wait_seconds(0.010);        // 1 ms
+  p->set_allreduce_exposed_seconds(0.030);  // 3 ms
+  p->set_allreduce_seconds(0.120);          // 12 ms, 75% hidden
+  const std::string out = JobDetails(job, 0);
+  EXPECT_THAT(out, HasSubstr("step time: step 20.0 ms: compute 16.0 ms (80%), data wait 1.0 ms "
+                             "(5%), exposed allreduce 3.0 ms (15%); allreduce 12.0 ms in all, 75% "
+                             "hidden behind backward"))
+      << out;
+  p->set_window_steps(0);  // an old trainer's report: no line
+  EXPECT_THAT(JobDetails(job, 0), ::testing::Not(HasSubstr("step time")));
 }
 
 TEST(RenderTest, JsonUsesProtoFieldNames) {

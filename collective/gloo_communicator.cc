@@ -28,6 +28,7 @@
 #include "collective/gloo_ops.h"
 #include "collective/half.h"
 #include "collective/hang_check.h"
+#include "collective/listen_ports.h"
 #include "gloo/allgather.h"
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
@@ -674,6 +675,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(Store* stor
   const std::string where = absl::StrCat("gloo: rank ", rank, " of ", size, " on ", options.hostname);
   GlooStore gstore(store, options.connect_timeout);
   std::shared_ptr<gloo::Context> context;
+  const int64_t exhausted_before = ListenPortRangeExhaustions();
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
@@ -683,6 +685,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(Store* stor
     ctx->connectFullMesh(gstore, device);
     context = std::move(ctx);
   } catch (const std::exception& e) {
+    if (ListenPortRangeExhaustions() != exhausted_before) {
+      const PortRange r = ListenPortRange();
+      return absl::ResourceExhaustedError(absl::StrCat(
+          where, ": no free port in the data-plane port range ", r.ToString(), " (", r.size(),
+          " ports; each rank needs one per peer, ", size - 1, " here): widen the worker's "
+          "data_ports (gloo: ", e.what(), ")"));
+    }
     if (!gstore.error().ok()) {
       return absl::Status(gstore.error().code(),
                           absl::StrCat(where, ": bootstrap through the store: ", gstore.error().message()));

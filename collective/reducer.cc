@@ -119,6 +119,7 @@ void Reducer::IssueReady() {
     Buffer buf = grads_;
     buf.data = static_cast<float*>(grads_.data) + b.offset;
     buf.count = b.count;
+    if (works_.empty()) first_issue_ = absl::Now();
     works_.push_back(comm_->Allreduce(buf, o));
     ++next_bucket_;
   }
@@ -141,11 +142,13 @@ absl::StatusOr<StepTotals> Reducer::Finish() {
     absl::Status s = w->Wait();
     if (status.ok()) status = s;
   }
+  const double comm_seconds =
+      works_.empty() ? 0.0 : absl::ToDoubleSeconds(absl::Now() - first_issue_);
   count_work_.reset();
   works_.clear();
   if (!status.ok()) return status;
   if (!error_.ok()) return error_;
-  return StepTotals{totals_[0], totals_[1]};
+  return StepTotals{totals_[0], totals_[1], comm_seconds};
 }
 
 }  // namespace yoke::collective

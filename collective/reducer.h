@@ -71,6 +71,9 @@ struct ReducerOptions {
 struct StepTotals {
   int64_t samples = 0;     // of Prepare's local_count
   int64_t stop_votes = 0;  // of Prepare's stop_vote
+  // From the first gradient bucket issued to the last one done (0 when the
+  // step had none): the allreduce time, hidden or not.
+  double comm_seconds = 0;
 };
 
 // One parameter's gradient: `count` elements from element `offset` of the
@@ -133,6 +136,7 @@ class Reducer {
   std::vector<int> pending_;    // per bucket: parameters not yet ready
   int next_bucket_ = 0;
   std::vector<std::unique_ptr<Work>> works_;
+  absl::Time first_issue_;  // of the step's first gradient bucket
   absl::Status error_;
 };
 

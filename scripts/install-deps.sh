@@ -27,6 +27,9 @@ build_pkgs=(
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   libabsl-dev libspdlog-dev libyaml-cpp-dev libsqlite3-dev zlib1g-dev libssl-dev
   libdnnl-dev libgloo-dev
+  # The daemons' HTTP port (/metrics, the dashboard) and the dashboard's
+  # charts, which the coordinator serves from /usr/share/javascript.
+  prometheus-cpp-dev libcivetweb-dev libjs-chart.js
   # dnnl-config.cmake calls find_package(OpenCL) (Debian builds oneDNN with
   # its OpenCL GPU runtime); libdnnl-dev only recommends it, and we install
   # without recommends.
@@ -39,6 +42,11 @@ test_pkgs=(
   # tests/parity: the step-by-step comparison with PyTorch (about a minute
   # to install).
   python3-torch python3-numpy
+  # tests/multihost_e2e_test: firewalled hosts (the data-plane port range).
+  iptables
+  # tests/observability_e2e_test: a real Prometheus (and promtool) scraping
+  # the daemons, and a headless Chromium loading the dashboard.
+  prometheus chromium curl
 )
 command -v kubectl >/dev/null || test_pkgs+=(kubernetes-client)
 

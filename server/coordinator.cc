@@ -19,6 +19,7 @@
 #include "server/auth_store.h"
 #include "openssl/crypto.h"
 #include "common/status.h"
+#include "server/coordinator_metrics.h"
 #include "server/hang_report.h"
 #include "spdlog/spdlog.h"
 
@@ -246,6 +247,7 @@ absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t
   aj.last_persist = clock_->Now();
   pending_.insert(id);
   Bump(aj, "submitted");
+  if (options_.metrics) options_.metrics->OnSubmit();
   schedule_needed_ = true;
   RunScheduler();
   return id;
@@ -280,6 +282,31 @@ absl::StatusOr<v1::Job> Coordinator::Cancel(const std::string& id) {
     EndAttempt(aj, v1::ATTEMPT_CANCELLED, "cancelled by the user");
   }
   return Finish(aj, v1::JOB_CANCELLED, "cancelled by the user");
+}
+
+std::vector<v1::Job> Coordinator::RunningJobs() {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Job> out;
+  for (const auto& [id, aj] : active_) {
+    if (aj.job.state() == v1::JOB_RUNNING) out.push_back(aj.job);
+  }
+  return out;
+}
+
+absl::StatusOr<std::map<v1::JobState, int64_t>> Coordinator::CountJobsByState() {
+  // Every state change is persisted at once (progress is what waits).
+  return store_->CountByState();
+}
+
+std::vector<CurvePoint> Coordinator::Curve(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = active_.find(id);
+  return it == active_.end() ? std::vector<CurvePoint>{} : it->second.curve;
+}
+
+absl::StatusOr<std::vector<v1::LogLine>> Coordinator::TailLogs(const std::string& id, int n) {
+  ASSIGN_OR_RETURN(int64_t last, store_->LastLogSeq(id));
+  return store_->ReadLogs(id, std::max<int64_t>(0, last - n), n);
 }
 
 std::vector<v1::Worker> Coordinator::ListWorkers() {
@@ -655,6 +682,20 @@ void Coordinator::ApplyStatus(const std::string& worker_id, const v1::AttemptSta
   if (rank0 && st.has_progress()) {
     *aj.job.mutable_progress() = st.progress();
     aj.dirty = true;
+    if (aj.curve.empty() || aj.curve.back().step != st.progress().step()) {
+      if (static_cast<int>(aj.curve.size()) >= kMaxCurvePoints) {
+        // Thin to every other point: the curve keeps its shape at half the
+        // resolution, and memory stays bounded however long the job runs.
+        size_t k = 0;
+        for (size_t i = 0; i < aj.curve.size(); i += 2) aj.curve[k++] = aj.curve[i];
+        aj.curve.resize(k);
+      }
+      aj.curve.push_back({st.progress().step(), st.progress().loss(), st.progress().accuracy()});
+    }
+    if (aj.failed_at_ms > 0 && st.progress().window_steps() > 0) {
+      if (options_.metrics) options_.metrics->OnRecovered((clock_->NowMs() - aj.failed_at_ms) / 1e3);
+      aj.failed_at_ms = 0;
+    }
     if (message.empty()) message = "progress";
   }
   if (st.phase() == v1::AttemptStatus::RUNNING) {
@@ -663,6 +704,9 @@ void Coordinator::ApplyStatus(const std::string& worker_id, const v1::AttemptSta
         static_cast<int>(aj.reported.size()) == a->assignments_size()) {
       a->set_state(v1::ATTEMPT_RUNNING);
       aj.job.set_state(v1::JOB_RUNNING);
+      if (options_.metrics && a->number() == 1) {
+        options_.metrics->OnScheduled((clock_->NowMs() - aj.job.create_time_ms()) / 1e3);
+      }
       message = absl::StrCat("attempt ", a->number(), " running");
       state_changed = true;
     }
@@ -741,6 +785,8 @@ void Coordinator::FailAttempt(ActiveJob& aj, const std::string& reason, bool ret
     Finish(aj, v1::JOB_FAILED, why);
     return;
   }
+  aj.failed_at_ms = clock_->NowMs();
+  if (options_.metrics) options_.metrics->OnRestart();
   aj.job.set_state(v1::JOB_PENDING);
   aj.job.set_reason(absl::StrCat("attempt ", number, " failed: ", reason, "; restarting (",
                                  restarts_used + 1, " of ", max_restarts, ")"));

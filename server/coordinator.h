@@ -75,6 +75,8 @@
 
 namespace yoke::server {
 
+class CoordinatorMetrics;
+
 struct CoordinatorOptions {
   // A worker silent for this long is lost.
   absl::Duration heartbeat_deadline = absl::Seconds(10);
@@ -97,12 +99,22 @@ struct CoordinatorOptions {
   // tests): ids are numbered in memory and tokens are not checked.
   std::function<absl::StatusOr<int64_t>()> next_worker_number;
   std::function<std::string(const std::string& worker_id)> worker_incarnation;
+  // Counts submissions, scheduling latency, restarts and recoveries
+  // (server/coordinator_metrics.h); must outlive the coordinator. Unset: none.
+  CoordinatorMetrics* metrics = nullptr;
 };
 
 class AuthStore;
 // Sets options->next_worker_number and worker_incarnation from `auth`, as
 // yoke-coordinator does: numbers and tokens that survive a restart.
 void UseAuthStoreForWorkerIds(AuthStore* auth, CoordinatorOptions* options);
+
+// One logged training step of a running job, for the dashboard's curves.
+struct CurvePoint {
+  int64_t step = 0;
+  double loss = 0;
+  double accuracy = 0;
+};
 
 // One state of a watched job.
 struct JobSnapshot {
@@ -164,6 +176,18 @@ class Coordinator {
   // ---- trainers
   Rendezvous* rendezvous() { return &rendezvous_; }
 
+  // The running jobs (for the metrics and the dashboard) and the job counts
+  // by state (from the store).
+  std::vector<v1::Job> RunningJobs();
+  // The logged steps of an unfinished job since the coordinator started
+  // (at most kMaxCurvePoints, thinned evenly); empty for a finished one.
+  static constexpr int kMaxCurvePoints = 1000;
+  std::vector<CurvePoint> Curve(const std::string& id);
+  // The last `n` log lines of a job.
+  absl::StatusOr<std::vector<v1::LogLine>> TailLogs(const std::string& id, int n);
+  CoordinatorMetrics* metrics() const { return options_.metrics; }
+  absl::StatusOr<std::map<v1::JobState, int64_t>> CountJobsByState();
+
   // Periodic housekeeping, called about twice a second: marks silent workers
   // lost and fails their attempts, flushes progress, schedules.
   void Tick();
@@ -183,6 +207,10 @@ class Coordinator {
     // first rank of a share -> the last collective_seq_completed its trainer
     // reported (current attempt), for hang reports (server/hang_report.h)
     std::map<int, int64_t> collective_done;
+    // When the last attempt failed and was retried (0: none since), for
+    // yoke_recovery_seconds: cleared by the next attempt's first step.
+    int64_t failed_at_ms = 0;
+    std::vector<CurvePoint> curve;  // rank 0's logged steps (Curve())
   };
   struct Draining {
     std::string kind;

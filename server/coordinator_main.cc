@@ -6,7 +6,7 @@
 //   yoke-coordinator [--config FILE] [--listen HOST:PORT] [--store PATH]
 //                    [--heartbeat-deadline DURATION] [--data-root DIR ...]
 //                    [--checkpoint-root DIR ...] [--log-level LEVEL]
-//                    (--tls-dir DIR | --insecure)
+//                    [--http-listen HOST:PORT|off] (--tls-dir DIR | --insecure)
 //
 // TLS is required: --tls-dir (or tls_dir in the config, or $YOKE_TLS_DIR)
 // names a directory with ca.crt, tls.crt and tls.key (`yoke certs issue
@@ -21,6 +21,10 @@
 // yoke-coordinator.db, --heartbeat-deadline 10s. Durations are "10s",
 // "500ms" or plain milliseconds.
 //
+// --http-listen (default: 127.0.0.1, the gRPC port + 1, or a free port when
+// that is 0) serves /metrics and the dashboard (server/http_pages.h), behind
+// the same bearer tokens as the API; "off" turns it off. Its bound address
+// is printed as "yoke-coordinator http on HOST:PORT" before the line below.
 // Once serving it prints "yoke-coordinator listening on HOST:PORT" on stdout,
 // with the port actually bound (so --listen 127.0.0.1:0 works); `yoke up`
 // and the tests wait for that line. Logs go to stderr. SIGTERM or SIGINT
@@ -42,13 +46,16 @@
 #include "absl/time/time.h"
 #include "common/daemon_config.h"
 #include "common/flags.h"
+#include "common/http_server.h"
 #include "common/logging.h"
 #include "common/certs.h"
 #include "common/status.h"
 #include "proto/yoke/v1/config.pb.h"
 #include "server/auth_store.h"
 #include "server/coordinator.h"
+#include "server/coordinator_metrics.h"
 #include "server/grpc_service.h"
+#include "server/http_pages.h"
 #include "server/sqlite_job_store.h"
 #include "spdlog/spdlog.h"
 
@@ -62,7 +69,8 @@ constexpr char kUsage[] =
     "usage: yoke-coordinator [--config FILE] [--listen HOST:PORT] [--store PATH]\n"
     "                        [--heartbeat-deadline DURATION] [--data-root DIR ...]\n"
     "                        [--checkpoint-root DIR ...] [--log-level LEVEL]\n"
-    "                        (--tls-dir DIR | --insecure)\n";
+    "                        [--http-listen HOST:PORT|off] (--tls-dir DIR | --insecure)\n"
+    "  --http-listen: /metrics and the dashboard (default 127.0.0.1 and the gRPC port + 1)\n";
 
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "yoke-coordinator: %s\n", message.c_str());
@@ -83,7 +91,7 @@ absl::Status CheckRoots(const char* field,
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config_path, listen, store_path, log_level, tls_dir;
+  std::string config_path, listen, store_path, log_level, tls_dir, http_listen;
   bool insecure = false;
   absl::Duration deadline = absl::ZeroDuration();
   std::vector<std::string> data_roots, checkpoint_roots;
@@ -97,6 +105,7 @@ int main(int argc, char** argv) {
       .Strings("--checkpoint-root", &checkpoint_roots)
       .String("--log-level", &log_level)
       .String("--tls-dir", &tls_dir)
+      .String("--http-listen", &http_listen)
       .Bool("--insecure", &insecure);
   std::vector<std::string> positional;
   if (auto code = parser.ParseOrExitCode(yoke::common::ArgsOf(argc, argv), &positional)) {
@@ -113,6 +122,7 @@ int main(int argc, char** argv) {
     }
   }
   if (!listen.empty()) cfg.set_listen(listen);
+  if (!http_listen.empty()) cfg.set_http_listen(http_listen);
   if (!store_path.empty()) cfg.set_store_path(store_path);
   if (deadline > absl::ZeroDuration()) {
     cfg.set_heartbeat_deadline_ms(absl::ToInt64Milliseconds(deadline));
@@ -172,6 +182,8 @@ int main(int argc, char** argv) {
   yoke::server::ServerOptions server_options;
   server_options.listen = cfg.listen();
   yoke::server::CoordinatorOptions options;
+  yoke::server::CoordinatorMetrics metrics;
+  options.metrics = &metrics;
   if (cfg.insecure()) {
     spdlog::warn("--insecure: plaintext gRPC, and anyone who reaches {} may submit, cancel, "
                  "register as any worker and read any rendezvous key. Development only.",
@@ -198,6 +210,31 @@ int main(int argc, char** argv) {
   auto server = yoke::server::CoordinatorServer::Start(coordinator->get(), server_options);
   if (!server.ok()) return Fail(1, server.status().ToString());
 
+  // /metrics and the dashboard. A port given explicitly must be served; the
+  // default one is skipped with a warning when taken.
+  std::unique_ptr<yoke::common::HttpServer> http;
+  if (cfg.http_listen() != "off") {
+    const bool explicit_port = !cfg.http_listen().empty();
+    const std::string http_address = explicit_port
+                                         ? cfg.http_listen()
+                                         : yoke::server::DefaultHttpListen((*server)->address());
+    yoke::server::HttpPagesOptions pages;
+    pages.coordinator = coordinator->get();
+    pages.metrics = &metrics;
+    pages.auth = cfg.insecure() ? nullptr : auth_store->get();
+    auto h = yoke::common::HttpServer::Start(http_address,
+                                             yoke::server::CoordinatorHttpRoutes(pages));
+    if (!h.ok() && explicit_port) return Fail(1, absl::StrCat("http_listen: ", h.status().message()));
+    if (!h.ok()) {
+      spdlog::warn("no /metrics or dashboard: {} (set --http-listen)", std::string(h.status().message()));
+    } else {
+      http = std::move(*h);
+      std::printf("yoke-coordinator http on %s\n", http->address().c_str());
+      spdlog::info("metrics and dashboard on http://{}/ ({})", http->address(),
+                   cfg.insecure() ? "no authentication" : "bearer tokens");
+    }
+  }
+
   std::printf("yoke-coordinator listening on %s\n", (*server)->address().c_str());
   std::fflush(stdout);
   spdlog::info("serving on {} ({}, store {}, heartbeat deadline {} ms, {} data roots, {} "
@@ -220,6 +257,7 @@ int main(int argc, char** argv) {
   });
   (*server)->Wait();
   signals.join();
+  http.reset();
   server->reset();
   coordinator->reset();  // flushes progress
   store->reset();

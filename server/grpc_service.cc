@@ -9,6 +9,7 @@
 #include "common/tls_credentials.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/coordinator_metrics.h"
 #include "spdlog/spdlog.h"
 
 namespace yoke::server {
@@ -43,7 +44,24 @@ grpc::Status Authorize(const Authenticator* auth, const grpc::ServerContext& ctx
   return grpc::Status::OK;
 }
 
+// Times the handler it is declared in, as yoke_rpc_latency_seconds{method}.
+class RpcTimer {
+ public:
+  RpcTimer(CoordinatorMetrics* m, const char* method) : m_(m), method_(method), t0_(absl::Now()) {}
+  ~RpcTimer() {
+    if (m_ != nullptr) m_->OnRpc(method_, absl::ToDoubleSeconds(absl::Now() - t0_));
+  }
+  RpcTimer(const RpcTimer&) = delete;
+  RpcTimer& operator=(const RpcTimer&) = delete;
+
+ private:
+  CoordinatorMetrics* m_;
+  const char* method_;
+  absl::Time t0_;
+};
+
 #define YOKE_AUTHORIZE(roles, method)                                            \
+  RpcTimer rpc_timer(c_->metrics(), method);                                     \
   Caller caller;                                                                 \
   if (grpc::Status auth_status = Authorize(auth_, *ctx, roles, method, &caller); \
       !auth_status.ok())                                                         \
@@ -261,6 +279,7 @@ grpc::Status WorkerControlService::Heartbeat(grpc::ServerContext* ctx, const v1:
 
 grpc::Status RendezvousService::Put(grpc::ServerContext* ctx, const v1::KvPutRequest* req,
                                     v1::KvPutResponse*) {
+  RpcTimer rpc_timer(c_->metrics(), "Put");
   if (req->job_id().empty()) return Invalid("job_id: required");
   if (req->attempt() <= 0) return Invalid(absl::StrCat("attempt: must be > 0, got ", req->attempt()));
   if (absl::Status s = auth_->CheckRendezvous(*ctx, req->job_id(), req->attempt()); !s.ok()) {
@@ -271,6 +290,7 @@ grpc::Status RendezvousService::Put(grpc::ServerContext* ctx, const v1::KvPutReq
 
 grpc::Status RendezvousService::Get(grpc::ServerContext* ctx, const v1::KvGetRequest* req,
                                     v1::KvGetResponse* resp) {
+  RpcTimer rpc_timer(c_->metrics(), "Get");
   if (req->job_id().empty()) return Invalid("job_id: required");
   if (req->attempt() <= 0) return Invalid(absl::StrCat("attempt: must be > 0, got ", req->attempt()));
   if (absl::Status s = auth_->CheckRendezvous(*ctx, req->job_id(), req->attempt()); !s.ok()) {

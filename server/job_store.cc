@@ -141,6 +141,13 @@ absl::StatusOr<std::vector<v1::Job>> InMemoryJobStore::ListNonTerminal() {
   return out;
 }
 
+absl::StatusOr<std::map<v1::JobState, int64_t>> InMemoryJobStore::CountByState() {
+  absl::MutexLock lock(&mu_);
+  std::map<v1::JobState, int64_t> out;
+  for (const auto& [id, e] : jobs_) ++out[e.job.state()];
+  return out;
+}
+
 int64_t InMemoryJobStore::writes() const {
   absl::MutexLock lock(&mu_);
   return writes_;

@@ -93,6 +93,8 @@ class JobStore {
   // Every job that is not SUCCEEDED, FAILED or CANCELLED, oldest first: what
   // the coordinator reloads after a restart.
   virtual absl::StatusOr<std::vector<v1::Job>> ListNonTerminal() = 0;
+  // How many jobs are in each state (states with none are absent).
+  virtual absl::StatusOr<std::map<v1::JobState, int64_t>> CountByState() = 0;
 };
 
 // Formats the n-th job id: "job-000001". Exposed for tests.
@@ -114,6 +116,7 @@ class InMemoryJobStore final : public JobStore {
                                                     int limit) override;
   absl::StatusOr<int64_t> LastLogSeq(const std::string& id) override;
   absl::StatusOr<std::vector<v1::Job>> ListNonTerminal() override;
+  absl::StatusOr<std::map<v1::JobState, int64_t>> CountByState() override;
 
   // Number of Put/Update/Create calls so far: lets tests check that the
   // coordinator does not rewrite jobs on every heartbeat.

@@ -369,4 +369,20 @@ absl::StatusOr<std::vector<v1::Job>> SqliteJobStore::ListNonTerminal() {
   return out;
 }
 
+absl::StatusOr<std::map<v1::JobState, int64_t>> SqliteJobStore::CountByState() {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(sqlite3_stmt * st, Prepare("SELECT state, COUNT(*) FROM jobs GROUP BY state"));
+  std::map<v1::JobState, int64_t> out;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const int state = sqlite3_column_int(st, 0);
+    if (v1::JobState_IsValid(state)) {
+      out[static_cast<v1::JobState>(state)] += sqlite3_column_int64(st, 1);
+    }
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) return Error("counting jobs by state");
+  return out;
+}
+
 }  // namespace yoke::server

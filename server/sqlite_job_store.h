@@ -64,6 +64,7 @@ class SqliteJobStore final : public JobStore {
                                                     int limit) override;
   absl::StatusOr<int64_t> LastLogSeq(const std::string& id) override;
   absl::StatusOr<std::vector<v1::Job>> ListNonTerminal() override;
+  absl::StatusOr<std::map<v1::JobState, int64_t>> CountByState() override;
 
  private:
   SqliteJobStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}

@@ -2,7 +2,9 @@
 // network namespace of its own (tests/netns_cluster.h), so that ranks talk
 // over veths and a bridge, as on separate machines.
 //   - A 3-worker CNN job and a 2-worker x 2-replica MLP job succeed, and
-//     their final parameters equal those of the same job on one host.
+//     their final parameters equal those of the same job on one host. The
+//     second runs on firewalled hosts that open only the workers'
+//     --data-ports range.
 //   - A link cut mid-job fails the attempt at the collective timeout with a
 //     reason naming the rank, its worker and its address; once the link is
 //     back the job resumes from its checkpoint and succeeds, every epoch in
@@ -128,7 +130,11 @@ TEST(MultiHostE2ETest, TwoWorkersTimesTwoReplicasMlpMatchesOneHost) {
   NetnsCluster cluster(2);
   SKIP_WITHOUT_NETNS(cluster);
   ASSERT_TRUE(cluster.StartCoordinator()) << cluster.Logs();
-  ASSERT_TRUE(cluster.StartWorkers(2)) << cluster.Logs();
+  // Firewalled hosts: only the data-plane range is open, and it is exactly
+  // as large as a host's two ranks in a world of four need (2 x 3 ports). A
+  // trainer that listened anywhere else would never be reached.
+  for (int h = 0; h < 2; ++h) ASSERT_TRUE(cluster.Firewall(h, "41000:41005"));
+  ASSERT_TRUE(cluster.StartWorkers(2, {"--data-ports", "41000-41005"})) << cluster.Logs();
 
   const std::string multi = cluster.dir() + "/ckpt-multi";
   std::string id;

@@ -207,6 +207,18 @@ class NetnsCluster {
     return Ip("-n " + Ns("h" + std::to_string(host)) + " link set eth0 " + (up ? "up" : "down"));
   }
 
+  // A firewall on host `host`: new TCP connections from the network reach
+  // only `ports` ("41000:41005", iptables' multiport syntax); the rest are
+  // dropped, as a firewalled machine would. Removed with the namespace.
+  bool Firewall(int host, const std::string& ports) {
+    RunResult r = Sh("ip netns exec " + Ns("h" + std::to_string(host)) +
+                         " iptables -A INPUT -i eth0 -p tcp --syn -m multiport ! --dports " + ports +
+                         " -j DROP",
+                     true);
+    if (r.exit_code != 0) std::fprintf(stderr, "NetnsCluster: iptables: %s\n", r.out.c_str());
+    return r.exit_code == 0;
+  }
+
   // Every daemon's log, the tail of each, for failure messages.
   std::string Logs() const { return LogTails(dir_); }
 

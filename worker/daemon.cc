@@ -15,6 +15,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/yoke/v1/coordinator.grpc.pb.h"
 #include "worker/devices.h"
+#include "worker/worker_metrics.h"
 
 namespace yoke::worker {
 namespace {
@@ -221,6 +222,9 @@ void WorkerDaemon::FillStatus(Attempt* a, bool for_heartbeat, v1::AttemptStatus*
   if (st.exit_code == 0 && st.has_result) *out->mutable_result() = st.result;
   if (!a->exit_logged) {
     a->exit_logged = true;
+    if (options_.metrics) {
+      options_.metrics->OnEnd(a->desired.job_id(), a->desired.first_rank());
+    }
     if (st.exit_code == 0) {
       spdlog::info("{} finished (exit 0)", a->key);
     } else {
@@ -489,6 +493,10 @@ void WorkerDaemon::StartAttempt(const v1::DesiredAttempt& desired) {
   a->key = absl::StrCat(desired.job_id(), "/", desired.attempt());
   TrainerProcessOptions opts;
   absl::Status s = PrepareAttempt(a.get(), &opts);
+  if (WorkerMetrics* m = options_.metrics) {
+    opts.on_step = [m, job = desired.job_id(), rank = desired.first_rank()](
+                       const v1::StepProgress& p) { m->OnStep(job, rank, p); };
+  }
   if (s.ok()) {
     auto proc = TrainerProcess::Start(opts);
     if (proc.ok()) {

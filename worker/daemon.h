@@ -89,6 +89,8 @@ std::unique_ptr<CoordinatorClient> NewGrpcCoordinatorClient(
     const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials,
     absl::Duration rpc_timeout = absl::Seconds(5));
 
+class WorkerMetrics;
+
 struct WorkerDaemonOptions {
   // Reported at registration.
   std::string hostname;
@@ -107,6 +109,9 @@ struct WorkerDaemonOptions {
   std::vector<std::string> trainer_args;
   // Until the coordinator's registration reply says otherwise.
   absl::Duration heartbeat_interval = absl::Seconds(1);
+  // Gets every trainer's progress reports (worker/worker_metrics.h); must
+  // outlive the daemon. Unset: none.
+  WorkerMetrics* metrics = nullptr;
   // SIGTERM -> SIGKILL grace when stopping a trainer.
   absl::Duration stop_grace = absl::Seconds(10);
   // Retry delays while the coordinator is unreachable.

@@ -4,7 +4,8 @@
 //                [--output text|json|events] [--log-level LEVEL]
 //                [--world-size N --rank R --replicas K
 //                 --coordinator HOST:PORT --job-id ID --attempt A
-//                 --gloo-hostname ADDR --rank-hosts W@ADDR,...]
+//                 --gloo-hostname ADDR --rank-hosts W@ADDR,...
+//                 --data-ports FIRST-LAST]
 //                [--data-root DIR ... --checkpoint-root DIR ...]
 //   yoke-trainer --resume CKPT|DIR [...]  (spec taken from the checkpoint;
 //                                          DIR: its newest valid one)
@@ -31,7 +32,8 @@
 // --rank R (its first global rank), one thread each. With N > 1 the ranks
 // rendezvous through the coordinator's per-attempt store (--coordinator,
 // --job-id, --attempt); --gloo-hostname is the address this process's Gloo
-// connections listen on (default 127.0.0.1: every rank on this machine).
+// connections listen on (default 127.0.0.1: every rank on this machine),
+// and --data-ports the ports they may take (collective/listen_ports.h).
 // training.batch_size is the global batch. Only global
 // rank 0 evaluates, checkpoints and reports epochs and the result; a failed
 // collective exits 1 with the communicator's message (op, bucket, ranks).
@@ -49,12 +51,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "collective/listen_ports.h"
 #include "collective/store.h"
 #include "common/config.h"
 #include "common/flags.h"
 #include "common/job_spec_binary.h"
 #include "common/job_validate.h"
 #include "common/logging.h"
+#include "common/port_range.h"
 #include "engine/checkpoint.h"
 #include "google/protobuf/util/json_util.h"
 #include "worker/progress.h"
@@ -75,7 +79,8 @@ constexpr char kUsage[] =
     "                  [--output text|json|events] [--log-level debug|info|warn|error]\n"
     "                  [--world-size N --rank R --replicas K\n"
     "                   --coordinator HOST:PORT --job-id ID --attempt A\n"
-    "                   --gloo-hostname ADDR --rank-hosts W@ADDR,...]\n"
+    "                   --gloo-hostname ADDR --rank-hosts W@ADDR,...\n"
+    "                   --data-ports FIRST-LAST]\n"
     "                  [--data-root DIR ... --checkpoint-root DIR ...]\n"
     "       yoke train --resume CHECKPOINT|DIR   (continue with the checkpoint's own\n"
     "                                           spec; DIR: its newest valid one)\n"
@@ -98,7 +103,7 @@ int Fail(const absl::Status& s, int code) { return Fail(std::string(s.message())
 
 int main(int argc, char** argv) {
   std::string job_file, spec_file, resume, resume_latest, output = "text", log_level = "warn";
-  std::string coordinator, job_id, gloo_hostname = "127.0.0.1", rank_hosts;
+  std::string coordinator, job_id, gloo_hostname = "127.0.0.1", rank_hosts, data_ports;
   int rank = 0, world_size = 1, replicas = 1, attempt = 0;
   std::vector<std::string> overrides, data_roots, checkpoint_roots;
   // Ranks and counts: non-negative here, their relations checked below.
@@ -118,6 +123,7 @@ int main(int argc, char** argv) {
       .String("--job-id", &job_id)
       .String("--gloo-hostname", &gloo_hostname)
       .String("--rank-hosts", &rank_hosts)
+      .String("--data-ports", &data_ports)
       .Strings("--data-root", &data_roots)
       .Strings("--checkpoint-root", &checkpoint_roots);
   std::vector<std::string> positional;
@@ -142,6 +148,11 @@ int main(int argc, char** argv) {
     return Fail(absl::StrCat("--rank: ranks ", rank, "..", rank + replicas - 1, " (--rank, ",
                              "--replicas ", replicas, ") must be in [0, ", world_size, ")"),
                 2);
+  }
+  if (!data_ports.empty()) {
+    absl::StatusOr<yoke::common::PortRange> range = yoke::common::ParsePortRange(data_ports);
+    if (!range.ok()) return Fail(absl::StrCat("--data-ports: ", range.status().message()), 2);
+    yoke::collective::SetListenPortRange(*range);
   }
   if (world_size > 1 && replicas < world_size && (coordinator.empty() || job_id.empty())) {
     return Fail(absl::StrCat("--world-size ", world_size, " with ranks in other processes ",

@@ -251,6 +251,7 @@ void TrainerProcess::HandleLine(int which, std::string line) {
     jo.ignore_unknown_fields = true;  // a newer trainer may add fields
     if (google::protobuf::util::JsonStringToMessage(line, &ev, jo).ok() &&
         ev.event_case() != v1::TrainerEvent::EVENT_NOT_SET) {
+      if (ev.event_case() == v1::TrainerEvent::kStep && options_.on_step) options_.on_step(ev.step());
       absl::MutexLock l(&mu_);
       state_.reported = true;
       switch (ev.event_case()) {

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -61,6 +62,9 @@ struct TrainerProcessOptions {
   std::string log_path;
   // SIGKILL the child when the thread that called Start() exits.
   bool kill_with_parent = true;
+  // Called with every progress event, on the thread that reads the child's
+  // output (the worker's metrics; worker/worker_metrics.h).
+  std::function<void(const v1::StepProgress&)> on_step;
 };
 
 struct TrainerLogLine {

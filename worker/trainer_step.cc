@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "collective/coordinator_store.h"
 #include "common/status.h"
+#include "common/train_metrics.h"
 #include "data/pipeline.h"
 #include "engine/checkpoint.h"
 #include "engine/kernels/cpu/dnnl_context.h"
@@ -123,6 +124,9 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
   int64_t epoch_correct = 0, epoch_n = 0, window_correct = 0, window_n = 0;
   int64_t epoch_global_n = 0, window_global_n = 0;
   double window_seconds = 0;
+  // Where the window's time went (v1::StepProgress fields 14-19).
+  double window_data_wait = 0, window_comm = 0, window_exposed = 0;
+  google::protobuf::RepeatedField<int64_t> window_histogram;
 
   while (pipe && step < total_steps_) {
     // Alone, a stop request ends the run before the next step; distributed,
@@ -132,6 +136,7 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     const auto t0 = Clock::now();
     ASSIGN_OR_RETURN(auto batch, pipe->Next());
     if (!batch.has_value()) break;
+    window_data_wait += Seconds(Clock::now() - t0);
     const int64_t n = batch->n;
     engine::LayerContext ctx;
     ctx.training = true;
@@ -169,7 +174,10 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     int64_t global_n = batch->global_n;
     bool stop_now = false;
     if (reducer) {
+      const auto finish_start = Clock::now();
       ASSIGN_OR_RETURN(collective::StepTotals totals, reducer->Finish());
+      window_exposed += Seconds(Clock::now() - finish_start);
+      window_comm += totals.comm_seconds;
       global_n = totals.samples;
       stop_now = totals.stop_votes > 0;
       RETURN_IF_ERROR(rep.optimizer->Step(
@@ -203,6 +211,7 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     const double dt = Seconds(Clock::now() - t0);
     epoch_seconds += dt;
     window_seconds += dt;
+    common::CountStepSeconds(dt, &window_histogram);
     if (lead) {
       step_ = step;
       epoch_ = epoch;
@@ -230,11 +239,20 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
         p.set_collective_seq_issued(rep.comm->issued_seq());
         p.set_collective_seq_completed(rep.comm->completed_seq());
       }
+      int64_t window_steps = 0;
+      for (int64_t c : window_histogram) window_steps += c;
+      p.set_window_steps(window_steps);
+      p.set_step_seconds(window_seconds);
+      p.set_data_wait_seconds(window_data_wait);
+      p.set_allreduce_seconds(window_comm);
+      p.set_allreduce_exposed_seconds(window_exposed);
+      *p.mutable_step_seconds_histogram() = window_histogram;
       if (progress) progress->OnStep(p);
       if (root) WriteStepEvents(p);
       window_loss = 0;
       window_correct = window_n = window_global_n = 0;
-      window_seconds = 0;
+      window_seconds = window_data_wait = window_comm = window_exposed = 0;
+      window_histogram.Clear();
     }
     if (root) RETURN_IF_ERROR(MaybeCheckpoint(false));
 

@@ -5,7 +5,8 @@
 //   yoke-worker [--config FILE] [--coordinator HOST:PORT] [--cpu-replicas N]
 //               [--work-dir DIR] [--trainer PATH] [--stop-grace DURATION]
 //               [--heartbeat-interval DURATION] [--log-level LEVEL] [--no-cuda]
-//               [--advertise-address ADDR] (--tls-dir DIR | --insecure)
+//               [--advertise-address ADDR] [--data-ports FIRST-LAST]
+//               [--metrics-listen HOST:PORT] (--tls-dir DIR | --insecure)
 //
 // TLS is required: --tls-dir (or tls_dir in the config, or $YOKE_TLS_DIR)
 // holds ca.crt, tls.crt and tls.key from `yoke certs issue --role worker
@@ -19,7 +20,11 @@
 // advertise_address (the flag overrides both). Without any, the worker
 // advertises the local address of its route to the coordinator
 // (worker/address.h); a loopback address is refused when the coordinator is
-// not on loopback.
+// not on loopback. --data-ports (or data_ports, or $YOKE_DATA_PORTS) keeps
+// the trainers' Gloo listeners in a port range (collective/listen_ports.h).
+// --metrics-listen (or metrics_listen) serves this worker's trainers'
+// figures at /metrics (worker/worker_metrics.h; off by default); the bound
+// address is printed as "yoke-worker metrics on HOST:PORT".
 // Durations are "10s", "500ms" or plain milliseconds. Once registered it
 // prints "yoke-worker <id> registered with <address>" on stdout (scripts wait
 // for that line); logs go to stderr. SIGTERM or SIGINT shut it down
@@ -42,14 +47,17 @@
 #include "common/daemon_config.h"
 #include "common/certs.h"
 #include "common/flags.h"
+#include "common/http_server.h"
 #include "common/tls_credentials.h"
 #include "common/logging.h"
+#include "common/port_range.h"
 #include "common/self_dir.h"
 #include "common/status.h"
 #include "proto/yoke/v1/config.pb.h"
 #include "worker/address.h"
 #include "worker/daemon.h"
 #include "worker/devices.h"
+#include "worker/worker_metrics.h"
 
 namespace {
 
@@ -59,9 +67,12 @@ constexpr char kUsage[] =
     "usage: yoke-worker [--config FILE] [--coordinator HOST:PORT] [--cpu-replicas N]\n"
     "                   [--work-dir DIR] [--trainer PATH] [--stop-grace DURATION]\n"
     "                   [--heartbeat-interval DURATION] [--log-level LEVEL] [--no-cuda]\n"
-    "                   [--advertise-address ADDR] (--tls-dir DIR | --insecure)\n"
+    "                   [--advertise-address ADDR] [--data-ports FIRST-LAST]\n"
+    "                   [--metrics-listen HOST:PORT] (--tls-dir DIR | --insecure)\n"
     "  --advertise-address: where the other workers reach this one's trainers\n"
-    "  (default: $YOKE_ADVERTISE_ADDRESS, else the address of the route to the coordinator)\n";
+    "  (default: $YOKE_ADVERTISE_ADDRESS, else the address of the route to the coordinator)\n"
+    "  --data-ports: the ports those trainers listen on (default: $YOKE_DATA_PORTS, else any)\n"
+    "  --metrics-listen: serve Prometheus /metrics there (default: off)\n";
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "yoke-worker: %s\n", message.c_str());
@@ -85,7 +96,8 @@ void WaitForSignals(sigset_t set, yoke::worker::WorkerDaemon* daemon) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config_path, coordinator, work_dir, trainer, log_level, advertise, tls_dir;
+  std::string config_path, coordinator, work_dir, trainer, log_level, advertise, tls_dir,
+      data_ports, metrics_listen;
   int cpu_replicas = -1;
   bool no_cuda = false, insecure = false;
   absl::Duration stop_grace = absl::InfiniteDuration();
@@ -101,6 +113,8 @@ int main(int argc, char** argv) {
                 "a positive duration like 1s")
       .String("--log-level", &log_level)
       .String("--advertise-address", &advertise)
+      .String("--data-ports", &data_ports)
+      .String("--metrics-listen", &metrics_listen)
       .Bool("--no-cuda", &no_cuda)
       .String("--tls-dir", &tls_dir)
       .Bool("--insecure", &insecure);
@@ -126,6 +140,11 @@ int main(int argc, char** argv) {
     cfg.set_advertise_address(env);
   }
   if (!advertise.empty()) cfg.set_advertise_address(advertise);
+  if (const char* env = std::getenv("YOKE_DATA_PORTS"); env != nullptr && *env != '\0') {
+    cfg.set_data_ports(env);
+  }
+  if (!data_ports.empty()) cfg.set_data_ports(data_ports);
+  if (!metrics_listen.empty()) cfg.set_metrics_listen(metrics_listen);
   if (stop_grace != absl::InfiniteDuration()) {
     cfg.set_stop_grace_ms(absl::ToInt64Milliseconds(stop_grace));
   }
@@ -209,6 +228,12 @@ int main(int argc, char** argv) {
   opts.work_dir = abs_work_dir;
   opts.trainer_path = cfg.trainer_path();
   opts.trainer_args = {"--log-level", cfg.log_level() == "debug" ? "debug" : "info"};
+  if (!cfg.data_ports().empty()) {
+    absl::StatusOr<yoke::common::PortRange> range =
+        yoke::common::ParsePortRange(cfg.data_ports());
+    if (!range.ok()) return Fail(std::string(range.status().message()));
+    opts.trainer_args.insert(opts.trainer_args.end(), {"--data-ports", range->ToString()});
+  }
   opts.heartbeat_interval = absl::Milliseconds(cfg.heartbeat_interval_ms());
   opts.stop_grace = absl::Milliseconds(cfg.stop_grace_ms());
   opts.tls_ca_path = tls_ca_path;
@@ -216,6 +241,23 @@ int main(int argc, char** argv) {
     spdlog::warn("--insecure: plaintext to {}, and the coordinator cannot tell this worker from "
                  "any other client. Development only.",
                  cfg.coordinator());
+  }
+
+  yoke::worker::WorkerMetrics metrics;
+  std::unique_ptr<yoke::common::HttpServer> http;
+  if (!cfg.metrics_listen().empty() && cfg.metrics_listen() != "off") {
+    std::vector<std::pair<std::string, yoke::common::HttpHandler>> routes;
+    routes.push_back({"/metrics", [&metrics](const yoke::common::HttpRequest&) {
+                        return yoke::common::HttpResponse{
+                            200, "text/plain; version=0.0.4; charset=utf-8", metrics.Exposition(),
+                            {}};
+                      }});
+    auto h = yoke::common::HttpServer::Start(cfg.metrics_listen(), std::move(routes));
+    if (!h.ok()) return Fail(absl::StrCat("metrics_listen: ", h.status().message()));
+    http = std::move(*h);
+    opts.metrics = &metrics;
+    std::printf("yoke-worker metrics on %s\n", http->address().c_str());
+    std::fflush(stdout);
   }
 
   std::unique_ptr<yoke::worker::CoordinatorClient> client =
