@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# What watching a job costs it: the same 2-worker data-parallel MLP job with
+# everything on (the coordinator's /metrics and dashboard, both workers'
+# /metrics, TensorBoard event files, and a poller that scrapes all three
+# /metrics every second and reads the dashboard's job API every 2 s, like
+# Prometheus and an open browser tab) and with everything off
+# (--http-listen off, no --metrics-listen, logging.tensorboard_dir: off),
+# alternating REPEAT times. Prints each run's samples/s (the trainer's own
+# measure of its step loop) and the medians' ratio.
+#
+#   bench/observability_overhead.sh [BUILD]   (REPEAT=5 STEPS=3000 by default)
+set -euo pipefail
+BUILD=${1:-build}
+REPEAT=${REPEAT:-5}
+STEPS=${STEPS:-3000}
+BIN="$BUILD/bin"
+CFG=configs/fashion_mnist_mlp.yaml
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+wait_for() {  # FILE TEXT: until FILE contains TEXT (20 s)
+  for _ in $(seq 200); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  echo "timed out waiting for '$2' in $1" >&2; tail -5 "$1" >&2; return 1
+}
+
+run_once() {  # $1: on | off
+  local dir; dir=$(mktemp -d /tmp/yoke-obs-bench-XXXXXX)
+  local port; port=$(free_port)
+  local http=off tb=off
+  if [ "$1" = on ]; then http=127.0.0.1:$(free_port); tb="$dir/tb"; fi
+  local pids=()
+  "$BIN/yoke-coordinator" --insecure --listen "127.0.0.1:$port" --http-listen "$http" \
+      --store "$dir/c.db" >"$dir/coordinator.log" 2>&1 &
+  pids+=($!)
+  wait_for "$dir/coordinator.log" "listening on"
+  local metrics=()
+  for w in 1 2; do
+    local extra=()
+    [ "$1" = on ] && extra=(--metrics-listen 127.0.0.1:0)
+    "$BIN/yoke-worker" --insecure --coordinator "127.0.0.1:$port" --cpu-replicas 1 \
+        --work-dir "$dir/w$w" "${extra[@]}" >"$dir/worker$w.log" 2>&1 &
+    pids+=($!)
+    wait_for "$dir/worker$w.log" "registered with"
+    [ "$1" = on ] && metrics+=("$(grep -o 'metrics on [^ ]*' "$dir/worker$w.log" | cut -d' ' -f3)")
+  done
+  yoke() { "$BIN/yoke" "$@" --insecure --coordinator "127.0.0.1:$port"; }
+  local id
+  id=$(yoke submit "$CFG" --set distribution.workers=2 --set training.epochs=10 \
+        --set training.max_steps="$STEPS" --set training.threads=1 \
+        --set logging.tensorboard_dir="$tb" --set checkpoint.dir="$dir/ckpt")
+  local poller=
+  if [ "$1" = on ]; then
+    (
+      i=0
+      while true; do
+        curl -s -o /dev/null "http://$http/metrics" || true
+        for m in "${metrics[@]}"; do curl -s -o /dev/null "http://$m/metrics" || true; done
+        [ $((i % 2)) = 0 ] && { curl -s -o /dev/null "http://$http/api/job/$id" || true; }
+        i=$((i + 1)); sleep 1
+      done
+    ) &
+    poller=$!
+  fi
+  yoke watch "$id" >/dev/null || true
+  yoke get "$id" --output json >"$dir/job.json"
+  [ -n "$poller" ] && kill "$poller" 2>/dev/null
+  kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null || true
+  python3 - "$dir/job.json" "$1" "$tb" <<'PY'
+import json, os, sys
+j = json.load(open(sys.argv[1]))
+assert j["state"] == "JOB_SUCCEEDED", j.get("reason")
+r = j["result"]
+assert r["steps"] > 0
+if sys.argv[2] == "on":  # the event file was written
+    assert any(f.startswith("events.out.tfevents") for f in os.listdir(sys.argv[3])), "no event file"
+print(r["samples_per_second"])
+PY
+  [ -n "${poller:-}" ] && wait "$poller" 2>/dev/null || true
+  rm -rf "$dir"
+}
+
+on=(); off=()
+for i in $(seq "$REPEAT"); do
+  a=$(run_once on); b=$(run_once off)
+  on+=("$a"); off+=("$b")
+  printf "run %d: all on %.0f samples/s, all off %.0f samples/s\n" "$i" "$a" "$b"
+done
+python3 - "${on[*]}" "${off[*]}" <<'PY'
+import statistics, sys
+a = [float(x) for x in sys.argv[1].split()]
+b = [float(x) for x in sys.argv[2].split()]
+ma, mb = statistics.median(a), statistics.median(b)
+print(f"median samples/s: all on {ma:.0f}, all off {mb:.0f}; on/off {ma/mb:.3f} "
+      f"(step time {100*(mb/ma-1):+.1f}% with metrics, event files and dashboard)")
+PY
