@@ -13,6 +13,7 @@
 #include "common/config.h"
 #include "common/job_spec_binary.h"
 #include "gtest/gtest.h"
+#include "server/coordinator_metrics.h"
 
 namespace yoke::server {
 namespace {
@@ -63,6 +64,7 @@ class CoordinatorTest : public ::testing::Test {
     coord_.reset();
     CoordinatorOptions o;
     o.data_roots = data_roots_;
+    o.metrics = &metrics_;
     auto c = Coordinator::Create(&store_, &clock_, o);
     ASSERT_TRUE(c.ok()) << c.status();
     coord_ = std::move(*c);
@@ -90,6 +92,7 @@ class CoordinatorTest : public ::testing::Test {
   }
 
   common::FakeClock clock_;
+  CoordinatorMetrics metrics_;
   InMemoryJobStore store_;
   std::vector<std::string> data_roots_;
   std::unique_ptr<Coordinator> coord_;
@@ -351,6 +354,75 @@ TEST_F(MultiWorkerTest, FailedRankRestartsTheGangInAFreshRendezvousNamespace) {
   Beat(w2_, {Status(id_, 2, v1::AttemptStatus::EXITED)});
   EXPECT_EQ(Job(id_).state(), v1::JOB_SUCCEEDED);
   EXPECT_EQ(rdv->num_namespaces(), 0);
+}
+
+// The exposition's value of `series` (a full name with labels), or -1.
+double Metric(const std::string& text, const std::string& series) {
+  const size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+TEST_F(MultiWorkerTest, MetricsCountSchedulingRestartsRecoveryAndGoodput) {
+  w1_ = Register(1);
+  w2_ = Register(1);
+  auto id = coord_->Submit(Spec({"distribution.workers=2", "restart.max_restarts=1"}), 0);
+  ASSERT_TRUE(id.ok()) << id.status();
+  id_ = *id;
+  clock_.Advance(absl::Seconds(3));  // the trainers take 3 s to start
+  Beat(w1_, {Status(id_, 1, v1::AttemptStatus::RUNNING)});
+  Beat(w2_, {Status(id_, 1, v1::AttemptStatus::RUNNING)});
+  ASSERT_EQ(Job(id_).state(), v1::JOB_RUNNING);
+  CoordinatorView view;
+  view.job_counts = [this] { return coord_->CountJobsByState(); };
+  view.workers = [this] { return coord_->ListWorkers(); };
+  view.running_jobs = [this] { return coord_->RunningJobs(); };
+  view.now_ms = [this] { return clock_.NowMs(); };
+  // Rank 0 has done 100 steps of 50 ms, 13 s after the attempt was
+  // scheduled (its trainers took 3 s to start): 5 of 13 s in committed steps.
+  clock_.Advance(absl::Seconds(10));
+  v1::AttemptStatus p = Progress(1, 100, 0);
+  p.mutable_progress()->set_window_steps(10);
+  p.mutable_progress()->set_step_seconds(0.5);
+  Beat(w1_, {p});
+  std::string text = "\n" + metrics_.Exposition(view);
+  EXPECT_EQ(Metric(text, "yoke_job_submissions_total"), 1);
+  EXPECT_EQ(Metric(text, "yoke_jobs{state=\"running\"}"), 1);
+  EXPECT_EQ(Metric(text, "yoke_jobs{state=\"pending\"}"), 0);
+  EXPECT_EQ(Metric(text, "yoke_workers{state=\"busy\"}"), 2);
+  EXPECT_EQ(Metric(text, "yoke_scheduling_latency_seconds_count"), 1);
+  EXPECT_NEAR(Metric(text, "yoke_scheduling_latency_seconds_sum"), 3.0, 1e-9);
+  EXPECT_NEAR(Metric(text, "yoke_goodput_ratio{job=\"" + id_ + "\"}"), 5.0 / 13, 1e-9) << text;
+
+  // Rank 1 fails; the retry's first step comes 7 s later.
+  Beat(w2_, {Exit(1, 1, "loss is NaN")});
+  Beat(w1_, {Exit(1, 128 + 15, "")});
+  clock_.Advance(absl::Seconds(7));
+  Beat(w1_);
+  Beat(w2_);
+  Beat(w1_, {Status(id_, 2, v1::AttemptStatus::RUNNING)});
+  Beat(w2_, {Status(id_, 2, v1::AttemptStatus::RUNNING)});
+  ASSERT_EQ(Job(id_).attempts_size(), 2);
+  v1::AttemptStatus q = Progress(2, 110, 0);
+  q.mutable_progress()->set_window_steps(10);
+  q.mutable_progress()->set_step_seconds(0.5);
+  const bool rank0_on_w1 = Job(id_).attempts(1).assignments(0).worker_id() == w1_;
+  Beat(rank0_on_w1 ? w1_ : w2_, {q});
+  text = "\n" + metrics_.Exposition(view);
+  EXPECT_EQ(Metric(text, "yoke_restarts_total"), 1);
+  EXPECT_EQ(Metric(text, "yoke_recovery_seconds_count"), 1);
+  EXPECT_NEAR(Metric(text, "yoke_recovery_seconds_sum"), 7.0, 1e-9);
+  // Scheduling latency counts a job's first attempt only.
+  EXPECT_EQ(Metric(text, "yoke_scheduling_latency_seconds_count"), 1);
+
+  // Once the job ends its goodput series is gone.
+  Beat(w1_, {Status(id_, 2, v1::AttemptStatus::EXITED)});
+  Beat(w2_, {Status(id_, 2, v1::AttemptStatus::EXITED)});
+  ASSERT_EQ(Job(id_).state(), v1::JOB_SUCCEEDED);
+  text = "\n" + metrics_.Exposition(view);
+  EXPECT_EQ(text.find("yoke_goodput_ratio{"), std::string::npos) << text;
+  EXPECT_EQ(Metric(text, "yoke_jobs{state=\"succeeded\"}"), 1);
+  EXPECT_EQ(Metric(text, "yoke_workers{state=\"idle\"}"), 2);
 }
 
 TEST_F(MultiWorkerTest, LostWorkerFailsTheAttemptNamingItsRank) {
