@@ -75,7 +75,25 @@ absl::Status SpngError(int err, const char* what) {
       absl::StrCat("corrupt PNG (", what, ": ", spng_strerror(err), ")"));
 }
 
+// True when the chunks after the signature run to an IEND chunk within the
+// file: libspng stops reading after the last pixel row, so a file cut short
+// after its image data would otherwise pass.
+bool PngReachesIend(const uint8_t* data, size_t size) {
+  size_t pos = 8;
+  while (size - pos >= 12) {
+    const uint32_t len = (uint32_t{data[pos]} << 24) | (uint32_t{data[pos + 1]} << 16) |
+                         (uint32_t{data[pos + 2]} << 8) | uint32_t{data[pos + 3]};
+    if (len > size - pos - 12) return false;
+    if (std::memcmp(data + pos + 4, "IEND", 4) == 0) return true;
+    pos += 12 + static_cast<size_t>(len);
+  }
+  return false;
+}
+
 absl::StatusOr<Image> DecodePng(const uint8_t* data, size_t size, int channels) {
+  if (!PngReachesIend(data, size)) {
+    return absl::InvalidArgumentError("corrupt PNG (truncated: no IEND chunk)");
+  }
   SpngCtx ctx(spng_ctx_new(0));
   if (ctx == nullptr) return absl::InternalError("spng_ctx_new failed");
   // Bound what a hostile file can make us allocate for ancillary chunks.
