@@ -30,8 +30,9 @@
 
 namespace yoke::data {
 
-// 2^28 pixels (16384 x 16384): far above any training image.
-inline constexpr int64_t kMaxImagePixels = int64_t{1} << 28;
+// 2^26 pixels (8192 x 8192): far above any training image, and a bound on
+// what one hostile header can make a decode thread allocate (192 MiB in RGB).
+inline constexpr int64_t kMaxImagePixels = int64_t{1} << 26;
 
 struct Image {
   int64_t height = 0;

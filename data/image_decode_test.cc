@@ -104,6 +104,24 @@ TEST(ImageDecodeTest, RejectsGarbageTruncationAndEmptyInput) {
   EXPECT_FALSE(DecodeImage(junk.data(), junk.size(), 2).ok());
 }
 
+// A JPEG header may claim any size; a huge one is refused before its pixels
+// are allocated.
+TEST(ImageDecodeTest, RefusesHugeImagesFromTheHeader) {
+  auto jpg = EncodeJpeg(Pattern(8, 8, 1), 90);
+  ASSERT_TRUE(jpg.ok());
+  std::string big = *jpg;
+  const size_t sof = big.find("\xFF\xC0");
+  ASSERT_NE(sof, std::string::npos);
+  // SOF0: marker, length (2), precision (1), height (2), width (2).
+  for (size_t k : {sof + 5, sof + 7}) {
+    big[k] = static_cast<char>(9000 >> 8);
+    big[k + 1] = static_cast<char>(9000 & 0xFF);
+  }
+  auto r = DecodeImage(big.data(), big.size(), 3);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("9000x9000"));
+}
+
 TEST(ImageDecodeTest, ResizeSameSizeIsTheIdentity) {
   Image img = Pattern(9, 7, 3);
   std::vector<uint8_t> out(img.pixels.size());
