@@ -120,7 +120,7 @@ training:
   epochs: 1
   batch_size: )", batch, R"(
   seed: 5
-  optimizer: {type: sgd, lr: 0.02, momentum: 0.9}
+  optimizer: {type: adam, lr: 0.001}
 )"),
                                         {}, "test");
   EXPECT_TRUE(spec.ok()) << spec.status();
@@ -190,12 +190,18 @@ TEST_F(ImageFolderTrainTest, PngTreeTrainsBitForBitLikeIdx) {
   EXPECT_THAT(std::string(t.status().message()), ::testing::HasSubstr("9_boot"));
 }
 
+// 12,000 training images, one epoch with Adam: about 0.80 to 0.84, where the
+// accuracy of runs with slightly different pixels varied by 0.1 to 0.5
+// points over seeds 1..4 (SGD after 6,000 images, near 0.70, varied by up
+// to 1.5). About 30 s on 2 cores: ctest runs it as its own entry,
+// worker_image_folder_jpeg_accuracy_test, labelled slow.
 TEST_F(ImageFolderTrainTest, JpegTreeLandsWithinOnePointOfIdx) {
   Split train, test;
-  MakeSplit(dir_.path(), "train", 6000, &train);
+  MakeSplit(dir_.path(), "train", 12000, &train);
   MakeSplit(dir_.path(), "t10k", 2000, &test);
   const Outcome a = Train(Job(IdxSpec(train), IdxSpec(test), 64));
   const Outcome b = Train(Job(FolderSpec(train.jpeg), FolderSpec(test.jpeg), 64));
+  std::printf("IDX %.4f JPEG %.4f\n", a.result.test_accuracy(), b.result.test_accuracy());
   EXPECT_GT(a.result.test_accuracy(), 0.7);
   EXPECT_NEAR(b.result.test_accuracy(), a.result.test_accuracy(), 0.01)
       << "IDX " << a.result.test_accuracy() << ", JPEG " << b.result.test_accuracy();
