@@ -222,7 +222,9 @@ void CheckImageFolder(Checker& c, const std::string& p, const v1::DatasetSpec& d
     if (!d.on_bad_image().empty()) c.Unused(p + ".on_bad_image", by);
     return;
   }
-  if (d.root().empty()) c.Add(p + ".root: required by format 'image_folder' (the class folders' parent)");
+  if (d.root().empty()) {
+    c.Add(p + ".root: required by format 'image_folder' (the class folders' parent)");
+  }
   if (d.image_size_size() != 2) {
     c.Add(absl::StrCat(p, ".image_size: format 'image_folder' needs [height, width], got ",
                        d.image_size_size(), " values"));
