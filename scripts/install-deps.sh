@@ -27,12 +27,12 @@ build_pkgs=(
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   libabsl-dev libspdlog-dev libyaml-cpp-dev libsqlite3-dev zlib1g-dev libssl-dev
   libdnnl-dev libgloo-dev
-  # JPEG and PNG decoders for format: image_folder (data/image_decode.cc).
-  libturbojpeg0-dev libspng-dev
   # dnnl-config.cmake calls find_package(OpenCL) (Debian builds oneDNN with
   # its OpenCL GPU runtime); libdnnl-dev only recommends it, and we install
   # without recommends.
   ocl-icd-opencl-dev
+  # JPEG and PNG decoders for format: image_folder (data/image_decode.cc).
+  libturbojpeg0-dev libspng-dev
 )
 test_pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
