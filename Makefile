@@ -68,11 +68,12 @@ $(SAN_BUILD)/build.ninja:
 	  -DYOKE_BUILD_BENCH=OFF >/dev/null
 
 # libFuzzer targets (tests/fuzz: the YAML spec loader, the IDX/CIFAR/CSV
-# readers, the checkpoint reader, the coordinator's handlers), each run
+# readers, the JPEG/PNG decoders, the checkpoint reader, the coordinator's handlers), each run
 # FUZZ_SECONDS (default 60) from its seed corpus; fails if any target
 # crashes, leaks, hits undefined behaviour or hangs.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= job_spec_yaml_fuzz dataset_readers_fuzz checkpoint_fuzz coordinator_fuzz
+FUZZ_TARGETS ?= job_spec_yaml_fuzz dataset_readers_fuzz image_decode_fuzz checkpoint_fuzz \
+                coordinator_fuzz
 fuzz: $(SAN_BUILD)/build.ninja
 	@ninja -C $(SAN_BUILD) -j $(JOBS) $(FUZZ_TARGETS)
 	@tests/fuzz/run.sh $(SAN_BUILD)/bin $(FUZZ_SECONDS) $(FUZZ_TARGETS)

@@ -204,8 +204,68 @@ void CheckShape(Checker& c, const std::string& p, const v1::DatasetSpec& d, bool
   for (int i = 0; i < d.shape_size(); ++i) c.Positive(absl::StrCat(p, ".shape[", i, "]"), d.shape(i));
 }
 
+// The image_folder fields: required and checked for that format, refused for
+// the others (they would be ignored).
+void CheckImageFolder(Checker& c, const std::string& p, const v1::DatasetSpec& d) {
+  const std::string& f = d.format();
+  if (f != "image_folder") {
+    if (f.empty()) return;
+    const std::string by = absl::StrCat("by format ", Quote(f), " (only image_folder)");
+    if (!d.root().empty()) c.Unused(p + ".root", by);
+    if (d.image_size_size() > 0) c.Unused(p + ".image_size", by);
+    if (d.channels() != 0) c.Unused(p + ".channels", by);
+    if (!d.crop().empty()) c.Unused(p + ".crop", by);
+    if (d.crop_size_size() > 0) c.Unused(p + ".crop_size", by);
+    if (d.validation_split() != 0) c.Unused(p + ".validation_split", by);
+    if (!d.subset().empty()) c.Unused(p + ".subset", by);
+    if (d.cache()) c.Unused(p + ".cache", by);
+    if (!d.on_bad_image().empty()) c.Unused(p + ".on_bad_image", by);
+    return;
+  }
+  if (d.root().empty()) {
+    c.Add(p + ".root: required by format 'image_folder' (the class folders' parent)");
+  }
+  if (d.image_size_size() != 2) {
+    c.Add(absl::StrCat(p, ".image_size: format 'image_folder' needs [height, width], got ",
+                       d.image_size_size(), " values"));
+  }
+  for (int i = 0; i < d.image_size_size(); ++i) {
+    c.Positive(absl::StrCat(p, ".image_size[", i, "]"), d.image_size(i));
+  }
+  if (d.channels() != 0 && d.channels() != 1 && d.channels() != 3) {
+    c.Add(absl::StrCat(p, ".channels: must be 1 (grayscale) or 3 (RGB), got ", d.channels()));
+  }
+  c.OneOf(p + ".crop", d.crop(), {"none", "center", "random"}, "crop", true);
+  const bool crop = d.crop() == "center" || d.crop() == "random";
+  if (crop && d.crop_size_size() != 2) {
+    c.Add(absl::StrCat(p, ".crop_size: crop ", Quote(d.crop()), " needs [height, width], got ",
+                       d.crop_size_size(), " values"));
+  } else if (!crop && d.crop_size_size() > 0) {
+    c.Unused(p + ".crop_size", "without crop: center or random");
+  }
+  for (int i = 0; crop && i < d.crop_size_size(); ++i) {
+    const std::string f_i = absl::StrCat(p, ".crop_size[", i, "]");
+    c.Positive(f_i, d.crop_size(i));
+    if (i < d.image_size_size() && d.crop_size(i) > d.image_size(i)) {
+      c.Add(absl::StrCat(f_i, ": must be <= image_size[", i, "] (", d.image_size(i), "), got ",
+                         d.crop_size(i)));
+    }
+  }
+  c.UnitHalfOpen(p + ".validation_split", d.validation_split());
+  if (d.validation_split() > 0) {
+    c.OneOf(p + ".subset", d.subset(), {"training", "validation"}, "subset", false);
+  } else if (!d.subset().empty()) {
+    c.Unused(p + ".subset", "without validation_split > 0");
+  }
+  c.OneOf(p + ".on_bad_image", d.on_bad_image(), {"fail", "skip"}, "on_bad_image", true);
+  if (d.shape_size() > 0) c.Unused(p + ".shape", "by format 'image_folder' (use image_size)");
+  if (d.files_size() > 0) c.Unused(p + ".files", "by format 'image_folder' (use root)");
+}
+
 void CheckDataset(Checker& c, const std::string& p, const v1::DatasetSpec& d) {
-  static const std::vector<std::string> kFormats = {"idx", "cifar10", "csv", "synthetic"};
+  static const std::vector<std::string> kFormats = {"idx", "cifar10", "csv", "image_folder",
+                                                    "synthetic"};
+  CheckImageFolder(c, p, d);
   c.OneOf(p + ".format", d.format(), kFormats, "format", false);
   const std::string& f = d.format();
   const std::string by = absl::StrCat("by format ", Quote(f));
@@ -423,6 +483,7 @@ void CheckDatasetPaths(Checker& c, const std::string& p, const v1::DatasetSpec& 
                        const std::vector<std::string>& roots) {
   CheckPathUnder(c, p + ".images", d.images(), roots);
   CheckPathUnder(c, p + ".labels", d.labels(), roots);
+  CheckPathUnder(c, p + ".root", d.root(), roots);
   for (int i = 0; i < d.files_size(); ++i) {
     CheckPathUnder(c, absl::StrCat(p, ".files[", i, "]"), d.files(i), roots);
   }

@@ -123,9 +123,40 @@ const Case kCases[] = {
     {kLayersJob, {"model.layers[2]={relu: {}, inputs: [d1, input]}"}, "model.layers[2].inputs: relu takes 1 input, got 2"},
     // ---- data
     {kZooJob, {"data={}"}, "data.train: required"},
-    {kZooJob, {"data.train.format="}, "data.train.format: required (one of idx, cifar10, csv, synthetic)"},
+    {kZooJob, {"data.train.format="}, "data.train.format: required (one of idx, cifar10, csv, image_folder, synthetic)"},
     {kZooJob, {"data.train.format=png"},
-     "data.train.format: unknown format 'png' (known: idx, cifar10, csv, synthetic)"},
+     "data.train.format: unknown format 'png' (known: idx, cifar10, csv, image_folder, synthetic)"},
+    {kZooJob, {"data.train={format: image_folder, image_size: [28, 28]}"},
+     "data.train.root: required by format 'image_folder'"},
+    {kZooJob, {"data.train={format: image_folder, root: /d}"},
+     "data.train.image_size: format 'image_folder' needs [height, width], got 0 values"},
+    {kZooJob, {"data.train={format: image_folder, root: /d, image_size: [28, 0]}"},
+     "data.train.image_size[1]: must be > 0, got 0"},
+    {kZooJob, {"data.train={format: image_folder, root: /d, image_size: [28, 28], channels: 2}"},
+     "data.train.channels: must be 1 (grayscale) or 3 (RGB), got 2"},
+    {kZooJob, {"data.train={format: image_folder, root: /d, image_size: [28, 28], crop: middle}"},
+     "data.train.crop: unknown crop 'middle' (known: none, center, random)"},
+    {kZooJob, {"data.train={format: image_folder, root: /d, image_size: [28, 28], crop: random}"},
+     "data.train.crop_size: crop 'random' needs [height, width], got 0 values"},
+    {kZooJob,
+     {"data.train={format: image_folder, root: /d, image_size: [28, 28], crop: center, "
+      "crop_size: [24, 30]}"},
+     "data.train.crop_size[1]: must be <= image_size[1] (28), got 30"},
+    {kZooJob, {"data.train={format: image_folder, root: /d, image_size: [28, 28], crop_size: [2, 2]}"},
+     "data.train.crop_size: not used without crop: center or random"},
+    {kZooJob,
+     {"data.train={format: image_folder, root: /d, image_size: [28, 28], validation_split: 0.2}"},
+     "data.train.subset: required (one of training, validation)"},
+    {kZooJob,
+     {"data.train={format: image_folder, root: /d, image_size: [28, 28], validation_split: 1}"},
+     "data.train.validation_split: must be in [0, 1), got 1"},
+    {kZooJob, {"data.train={format: image_folder, root: /d, image_size: [28, 28], subset: training}"},
+     "data.train.subset: not used without validation_split > 0"},
+    {kZooJob,
+     {"data.train={format: image_folder, root: /d, image_size: [28, 28], on_bad_image: ignore}"},
+     "data.train.on_bad_image: unknown on_bad_image 'ignore' (known: fail, skip)"},
+    {kZooJob, {"data.train.root=/d"}, "data.train.root: not used by format 'synthetic' (only image_folder)"},
+    {kZooJob, {"data.train.cache=true"}, "data.train.cache: not used by format 'synthetic' (only image_folder)"},
     {kZooJob, {"data.train={format: idx, labels: /l}"}, "data.train.images: required by format 'idx'"},
     {kZooJob, {"data.train={format: idx, images: /i}"}, "data.train.labels: required by format 'idx'"},
     {kZooJob, {"data.train={format: idx, images: /i, labels: /l, files: [/f]}"},
@@ -351,6 +382,7 @@ TEST(ValidatePathsUnderTest, RejectsEscapesAndRelativePaths) {
   ExpectPathRejected({"data.train.labels=/database/labels"}, "data.train.labels: '/database/labels'");
   ExpectPathRejected({"data.train.files=[/data/a, /tmp/b]"}, "data.train.files[1]: '/tmp/b'");
   ExpectPathRejected({"data.test.images=/etc/shadow"}, "data.test.images");
+  ExpectPathRejected({"data.train.root=/home/me/photos"}, "data.train.root: '/home/me/photos'");
   ExpectPathRejected({"data.test.files=[/data/../../../root]"}, "data.test.files[0]");
   ExpectPathRejected({"checkpoint.dir=/ckpt/../var/lib"}, "checkpoint.dir: '/ckpt/../var/lib'");
   ExpectPathRejected({"data.train.images=data/x.gz"},

@@ -29,6 +29,12 @@ class FirstN final : public Dataset {
     return base_->Example(i, scratch);
   }
   int32_t Label(int64_t i) const override { return base_->Label(i); }
+  absl::StatusOr<const void*> Load(int64_t i, int64_t epoch, bool train,
+                                   void* scratch) const override {
+    return base_->Load(i, epoch, train, scratch);
+  }
+  bool decodes() const override { return base_->decodes(); }
+  std::vector<std::string> class_names() const override { return base_->class_names(); }
 
  private:
   std::unique_ptr<Dataset> base_;

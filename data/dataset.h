@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+
 namespace yoke::data {
 
 // How a dataset stores one value of an example.
@@ -48,6 +50,22 @@ class Dataset {
   virtual const void* Example(int64_t i, void* scratch) const = 0;
   // Requires 0 <= i < size().
   virtual int32_t Label(int64_t i) const = 0;
+
+  // How the pipeline reads example i (requires 0 <= i < size()): like
+  // Example(), but a dataset that decodes files as it goes may fail
+  // (INVALID_ARGUMENT naming the file) or return nullptr for an example it
+  // skips (a bad image under on_bad_image: skip). `epoch` and `train` choose
+  // per-epoch random crops. The default returns Example(i, scratch).
+  virtual absl::StatusOr<const void*> Load(int64_t i, int64_t epoch, bool train,
+                                           void* scratch) const {
+    return Example(i, scratch);
+  }
+  // True when Load() decodes files: the pipeline then spreads each batch
+  // over its decode threads.
+  virtual bool decodes() const { return false; }
+  // The class names in label order, for formats that have them (an image
+  // folder's class folders); empty otherwise.
+  virtual std::vector<std::string> class_names() const { return {}; }
 
   int64_t example_numel() const;
   size_t example_bytes() const {

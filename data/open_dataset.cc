@@ -8,6 +8,7 @@
 #include "data/cifar_reader.h"
 #include "data/csv_reader.h"
 #include "data/idx_reader.h"
+#include "data/image_folder.h"
 #include "data/synthetic_dataset.h"
 
 namespace yoke::data {
@@ -50,6 +51,45 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenByFormat(const v1::DatasetSpec& spe
     o.shape.assign(spec.shape().begin(), spec.shape().end());
     return Prefixed(ReadCsv(spec.files(0), o), fp);
   }
+  if (f == "image_folder") {
+    if (spec.root().empty()) return Required(fp, "root", f);
+    if (spec.image_size_size() != 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          fp, ".image_size: format 'image_folder' needs [height, width], got ",
+          spec.image_size_size(), " values"));
+    }
+    ImageFolderOptions o;
+    o.root = spec.root();
+    o.height = spec.image_size(0);
+    o.width = spec.image_size(1);
+    o.channels = spec.channels() == 0 ? 3 : spec.channels();
+    if (spec.crop() == "center" || spec.crop() == "random") {
+      o.crop = spec.crop() == "center" ? CropMode::kCenter : CropMode::kRandom;
+      if (spec.crop_size_size() != 2) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            fp, ".crop_size: crop '", spec.crop(), "' needs [height, width], got ",
+            spec.crop_size_size(), " values"));
+      }
+      o.crop_height = spec.crop_size(0);
+      o.crop_width = spec.crop_size(1);
+    } else if (!spec.crop().empty() && spec.crop() != "none") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          fp, ".crop: unknown crop '", spec.crop(), "' (known: none, center, random)"));
+    }
+    o.validation_split = spec.validation_split();
+    o.subset = spec.subset();
+    o.seed = spec.seed();
+    o.cache = spec.cache();
+    if (!spec.on_bad_image().empty() && spec.on_bad_image() != "fail" &&
+        spec.on_bad_image() != "skip") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          fp, ".on_bad_image: unknown '", spec.on_bad_image(), "' (known: fail, skip)"));
+    }
+    o.skip_bad = spec.on_bad_image() == "skip";
+    absl::StatusOr<std::unique_ptr<ImageFolderDataset>> ds = ImageFolderDataset::Open(o);
+    if (!ds.ok()) return common::Annotate(ds.status(), fp);
+    return std::unique_ptr<Dataset>(std::move(*ds));
+  }
   if (f == "synthetic") {
     SyntheticOptions o;
     o.shape.assign(spec.shape().begin(), spec.shape().end());
@@ -71,7 +111,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenByFormat(const v1::DatasetSpec& spe
 
 }  // namespace
 
-const char* KnownDatasetFormats() { return "cifar10, csv, idx, synthetic"; }
+const char* KnownDatasetFormats() { return "cifar10, csv, idx, image_folder, synthetic"; }
 
 absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const v1::DatasetSpec& spec,
                                                      const std::string& field_path) {

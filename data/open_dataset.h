@@ -1,8 +1,8 @@
 // OpenDataset: builds the Dataset a DatasetSpec describes.
 //
-// Dispatches on `format` (idx, cifar10, csv, synthetic) to the readers, then
-// applies `num_examples` as a cap (the first N examples) for every format but
-// synthetic, where it is the size. Errors are the readers' (NOT_FOUND for a
+// Dispatches on `format` (idx, cifar10, csv, image_folder, synthetic) to the
+// readers, then applies `num_examples` as a cap (the first N examples) for
+// every format but synthetic, where it is the size. Errors are the readers' (NOT_FOUND for a
 // missing file, INVALID_ARGUMENT otherwise), prefixed with `field_path`
 // (e.g. "data.train") so the user knows which part of the job file to fix.
 #ifndef YOKE_DATA_OPEN_DATASET_H_
@@ -17,7 +17,7 @@
 
 namespace yoke::data {
 
-// "cifar10, csv, idx, synthetic".
+// "cifar10, csv, idx, image_folder, synthetic".
 const char* KnownDatasetFormats();
 
 absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const v1::DatasetSpec& spec,

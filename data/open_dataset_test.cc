@@ -16,7 +16,8 @@ TEST(OpenDatasetTest, UnknownAndMissingFormat) {
   auto ds = OpenDataset(spec, "data.train");
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ds.status().message(),
-            "data.train.format: unknown format 'parquet' (known: cifar10, csv, idx, synthetic)");
+            "data.train.format: unknown format 'parquet' (known: cifar10, csv, idx, "
+            "image_folder, synthetic)");
   spec.clear_format();
   ds = OpenDataset(spec, "data.test");
   EXPECT_THAT(std::string(ds.status().message()), HasSubstr("data.test.format: required"));

@@ -1,9 +1,12 @@
 #include "data/pipeline.h"
 
+#include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "common/usable_cores.h"
 
 namespace yoke::data {
 
@@ -47,7 +50,14 @@ Pipeline::Pipeline(std::shared_ptr<const Dataset> dataset, std::unique_ptr<Sampl
       sampler_(std::move(sampler)),
       transform_(std::move(transform)),
       train_(train),
-      options_(options) {}
+      options_(options) {
+  int threads = 1;
+  if (dataset_->decodes()) {
+    threads = options.decode_threads > 0 ? options.decode_threads : common::UsableCores();
+    pool_ = std::make_unique<WorkerPool>(threads);
+  }
+  scratch_.assign(threads, std::vector<unsigned char>(dataset_->example_bytes()));
+}
 
 Pipeline::~Pipeline() {
   {
@@ -58,7 +68,6 @@ Pipeline::~Pipeline() {
 }
 
 void Pipeline::Produce() {
-  std::vector<unsigned char> scratch(dataset_->example_bytes());
   const int64_t steps = sampler_->steps_per_epoch();
   for (int64_t e = options_.start_epoch; e < options_.end_epoch; ++e) {
     for (int64_t s = e == options_.start_epoch ? options_.start_step : 0; s < steps; ++s) {
@@ -73,9 +82,14 @@ void Pipeline::Produce() {
         }
       }
       // The expensive part runs unlocked, overlapping the consumer.
-      Build(e, s, &b, &scratch);
+      absl::Status st = Build(e, s, &b);
       absl::MutexLock lock(&mu_);
       if (stop_) return;
+      if (!st.ok()) {
+        error_ = std::move(st);
+        done_ = true;
+        return;
+      }
       queue_.push_back(std::move(b));
     }
   }
@@ -83,8 +97,7 @@ void Pipeline::Produce() {
   done_ = true;
 }
 
-void Pipeline::Build(int64_t epoch, int64_t step, Batch* b,
-                     std::vector<unsigned char>* scratch) {
+absl::Status Pipeline::Build(int64_t epoch, int64_t step, Batch* b) {
   b->indices = sampler_->Indices(epoch, step, options_.rank, options_.world_size);
   const int64_t n = static_cast<int64_t>(b->indices.size());
   const int64_t numel = dataset_->example_numel();
@@ -97,23 +110,58 @@ void Pipeline::Build(int64_t epoch, int64_t step, Batch* b,
   b->x.resize(static_cast<size_t>(n * numel));
   b->y.resize(static_cast<size_t>(n));
   const bool bytes = dataset_->element_type() == ElementType::kU8;
-  for (int64_t j = 0; j < n; ++j) {
+  // kept[j]: example j was read (0 when the dataset skipped it).
+  std::vector<uint8_t> kept(static_cast<size_t>(n), 1);
+  std::vector<absl::Status> errors(static_cast<size_t>(n));
+  auto one = [&](int worker, int64_t j) {
     const int64_t i = b->indices[j];
-    const void* src = dataset_->Example(i, scratch->data());
+    absl::StatusOr<const void*> src = dataset_->Load(i, epoch, train_, scratch_[worker].data());
+    if (!src.ok() || *src == nullptr) {
+      kept[j] = 0;
+      if (!src.ok()) errors[j] = src.status();
+      return;
+    }
     float* dst = b->x.data() + j * numel;
     if (bytes) {
-      transform_.Apply(static_cast<const uint8_t*>(src), dst, epoch, i, train_);
+      transform_.Apply(static_cast<const uint8_t*>(*src), dst, epoch, i, train_);
     } else {
-      transform_.Apply(static_cast<const float*>(src), dst, epoch, i, train_);
+      transform_.Apply(static_cast<const float*>(*src), dst, epoch, i, train_);
     }
     b->y[j] = dataset_->Label(i);
+  };
+  if (pool_ != nullptr) {
+    pool_->Run(n, one);
+  } else {
+    for (int64_t j = 0; j < n; ++j) one(0, j);
   }
+  // The first failure in batch order, whichever thread met it first.
+  for (const absl::Status& e : errors) RETURN_IF_ERROR(e);
+  if (std::find(kept.begin(), kept.end(), 0) == kept.end()) return absl::OkStatus();
+  // Close the gaps of skipped examples, keeping the order.
+  int64_t k = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if (!kept[j]) continue;
+    if (k != j) {
+      std::memmove(b->x.data() + k * numel, b->x.data() + j * numel, numel * sizeof(float));
+      b->y[k] = b->y[j];
+      b->indices[k] = b->indices[j];
+    }
+    ++k;
+  }
+  b->n = k;
+  b->x.resize(static_cast<size_t>(k * numel));
+  b->y.resize(static_cast<size_t>(k));
+  b->indices.resize(static_cast<size_t>(k));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::optional<Batch>> Pipeline::Next() {
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(this, &Pipeline::HasOutput));
-  if (queue_.empty()) return std::optional<Batch>();
+  if (queue_.empty()) {
+    if (!error_.ok()) return error_;
+    return std::optional<Batch>();
+  }
   Batch b = std::move(queue_.front());
   queue_.pop_front();
   return std::optional<Batch>(std::move(b));

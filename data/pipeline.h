@@ -4,7 +4,11 @@
 // For each step, in order, the producer thread asks the sampler for this
 // rank's indices, gathers the examples from the dataset, transforms them
 // (converting bytes to floats, normalising, augmenting when `train`) straight
-// into the batch buffer, and queues the batch. At most `prefetch` finished
+// into the batch buffer, and queues the batch. For a dataset that decodes
+// files (an image folder), the examples of a batch are read and transformed
+// on a pool of `decode_threads` threads; an example the dataset skips (a bad
+// image under on_bad_image: skip) is left out of its batch, so n shrinks.
+// Each example's values do not depend on the thread that built it. At most `prefetch` finished
 // batches wait in the queue, so memory stays bounded when the trainer is
 // slower. Next() hands them out in step order.
 //
@@ -34,6 +38,7 @@
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "data/transforms.h"
+#include "data/worker_pool.h"
 #include "proto/yoke/v1/job.pb.h"
 
 namespace yoke::data {
@@ -51,6 +56,9 @@ struct PipelineOptions {
   int64_t start_step = 0;
   // One past the last epoch; -1 means start_epoch + 1 (a single epoch).
   int64_t end_epoch = -1;
+  // Threads that decode a batch when the dataset decodes files (0: this
+  // machine's usable cores); ignored for in-memory datasets.
+  int decode_threads = 0;
 };
 
 class Pipeline {
@@ -67,8 +75,9 @@ class Pipeline {
   Pipeline& operator=(const Pipeline&) = delete;
 
   // Blocks until the next batch is ready and returns it; returns nullopt once
-  // the last step of end_epoch - 1 has been handed out. Errors are reserved
-  // for datasets that can fail while reading (none of today's readers).
+  // the last step of end_epoch - 1 has been handed out. An error is a
+  // dataset's read failure (an image file that cannot be decoded, naming its
+  // path); it comes after the batches queued before it, and ends the stream.
   absl::StatusOr<std::optional<Batch>> Next();
 
   // Optional: gives a consumed batch's buffers back so the producer reuses
@@ -83,7 +92,7 @@ class Pipeline {
            Transform transform, bool train, const PipelineOptions& options);
   void Produce();
   // Fills `b` (whose buffers may be recycled) with (epoch, step).
-  void Build(int64_t epoch, int64_t step, Batch* b, std::vector<unsigned char>* scratch);
+  absl::Status Build(int64_t epoch, int64_t step, Batch* b);
 
   bool CanProduce() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return stop_ || static_cast<int>(queue_.size()) < options_.prefetch;
@@ -97,12 +106,16 @@ class Pipeline {
   const Transform transform_;
   const bool train_;
   const PipelineOptions options_;  // start normalised: start_step < steps
+  // Decoding datasets only; one scratch buffer per worker (producer only).
+  std::unique_ptr<WorkerPool> pool_;
+  std::vector<std::vector<unsigned char>> scratch_;
 
   absl::Mutex mu_;
   std::deque<Batch> queue_ ABSL_GUARDED_BY(mu_);
   std::vector<Batch> free_ ABSL_GUARDED_BY(mu_);  // recycled buffers
   bool stop_ ABSL_GUARDED_BY(mu_) = false;        // destructor asks to stop
   bool done_ ABSL_GUARDED_BY(mu_) = false;        // producer queued its last batch
+  absl::Status error_ ABSL_GUARDED_BY(mu_);       // a read failure ends the stream
   std::thread producer_;
 };
 

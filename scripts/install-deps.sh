@@ -34,6 +34,8 @@ build_pkgs=(
   # its OpenCL GPU runtime); libdnnl-dev only recommends it, and we install
   # without recommends.
   ocl-icd-opencl-dev
+  # JPEG and PNG decoders for format: image_folder (data/image_decode.cc).
+  libturbojpeg0-dev libspng-dev
 )
 test_pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev

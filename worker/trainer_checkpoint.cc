@@ -1,9 +1,11 @@
 // Trainer checkpoints: save, restore at Create, and the epoch/step cadence.
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "engine/checkpoint.h"
 #include "worker/trainer.h"
@@ -24,6 +26,7 @@ absl::Status Trainer::SaveCheckpoint(const std::string& path) {
   h.set_wall_seconds(train_seconds_);
   h.set_samples_seen(samples_seen_);
   *h.mutable_history() = {history_.begin(), history_.end()};
+  for (const std::string& name : train_->class_names()) h.add_class_names(name);
   engine::NamedTensors tensors = {{"params", r.model->params().flat_values()},
                           {"state", r.model->params().flat_state()}};
   for (auto& [name, t] : r.optimizer->State()) tensors.emplace_back("optim/" + name, t);
@@ -32,6 +35,16 @@ absl::Status Trainer::SaveCheckpoint(const std::string& path) {
 
 absl::Status Trainer::Restore(const std::string& path) {
   ASSIGN_OR_RETURN(engine::Checkpoint ck, engine::ReadCheckpoint(path));
+  // Labels are indices into the class list: another list would relabel them.
+  const std::vector<std::string> classes = train_->class_names();
+  if (ck.header.class_names_size() > 0 && !classes.empty() &&
+      !std::equal(classes.begin(), classes.end(), ck.header.class_names().begin(),
+                  ck.header.class_names().end())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint ", path, " was trained on classes [",
+        absl::StrJoin(ck.header.class_names(), ", "), "] but data.train has [",
+        absl::StrJoin(classes, ", "), "]"));
+  }
   auto restore = [&](const std::string& name, const engine::Tensor& dst) -> absl::Status {
     const engine::Tensor* src = ck.Find(name);
     if (src == nullptr) {

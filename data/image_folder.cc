@@ -1,0 +1,293 @@
+#include "data/image_folder.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/read_file.h"
+#include "common/status.h"
+#include "common/rng.h"
+#include "data/image_decode.h"
+#include "spdlog/spdlog.h"
+
+namespace yoke::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Keeps the split's shuffle and the crops apart from the other streams.
+constexpr uint64_t kSplitKey = 0x53504C4954494D47ull;  // "SPLITIMG"
+constexpr uint64_t kCropKey = 0x43524F50494D4731ull;   // "CROPIMG1"
+// A single image file above this is refused rather than read.
+constexpr uint64_t kMaxImageFileBytes = uint64_t{1} << 30;
+
+bool HasImageExtension(const std::string& name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  return absl::EndsWith(lower, ".jpg") || absl::EndsWith(lower, ".jpeg") ||
+         absl::EndsWith(lower, ".png");
+}
+
+// True when `path` (canonical) is `root` (canonical) or below it.
+bool Inside(const std::string& path, const std::string& root) {
+  if (root == "/") return true;
+  return path == root || (absl::StartsWith(path, root) && path[root.size()] == '/');
+}
+
+// The canonical form of `p`, refused when it leaves `root`.
+absl::StatusOr<std::string> ResolveInside(const fs::path& p, const std::string& root) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(p, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(p.string(), ": cannot resolve (", ec.message(), ")"));
+  }
+  if (!Inside(real.string(), root)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        p.string(), ": resolves to ", real.string(), ", outside the image folder root ", root,
+        " (symlinks must stay inside the root)"));
+  }
+  return real.string();
+}
+
+struct Listed {
+  std::string dir;   // parent directory, relative ordering key
+  std::string name;  // file name
+  fs::path path;
+};
+
+// The image files under class folder `dir` (recursively, not following
+// directory symlinks), ordered by (directory, name).
+absl::StatusOr<std::vector<Listed>> ListClass(const fs::path& dir) {
+  std::vector<Listed> out;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end;
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir.string(), ": cannot list the class folder (", ec.message(), ")"));
+  }
+  for (; it != end; it.increment(ec)) {
+    if (ec) break;
+    const fs::directory_entry& e = *it;
+    std::error_code sec;
+    if (e.is_directory(sec) && !e.is_symlink(sec)) continue;
+    const std::string name = e.path().filename().string();
+    if (!HasImageExtension(name)) continue;
+    out.push_back({e.path().parent_path().string(), name, e.path()});
+  }
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir.string(), ": cannot list the class folder (", ec.message(), ")"));
+  }
+  std::sort(out.begin(), out.end(), [](const Listed& a, const Listed& b) {
+    return a.dir != b.dir ? a.dir < b.dir : a.name < b.name;
+  });
+  return out;
+}
+
+}  // namespace
+
+ImageFolderDataset::ImageFolderDataset(const ImageFolderOptions& o) : o_(o) {}
+ImageFolderDataset::~ImageFolderDataset() = default;
+
+absl::StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
+    const ImageFolderOptions& o) {
+  if (o.height <= 0 || o.width <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("image_size: must be two sizes > 0, got ", o.height, "x", o.width));
+  }
+  if (o.channels != 1 && o.channels != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("channels: must be 1 or 3, got ", o.channels));
+  }
+  if (o.crop != CropMode::kNone &&
+      (o.crop_height <= 0 || o.crop_width <= 0 || o.crop_height > o.height ||
+       o.crop_width > o.width)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "crop_size: must lie in (0, image_size], got ", o.crop_height, "x", o.crop_width,
+        " for ", o.height, "x", o.width));
+  }
+  if (!(o.validation_split >= 0 && o.validation_split < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("validation_split: must be in [0, 1), got ", o.validation_split));
+  }
+  if ((o.validation_split > 0) != !o.subset.empty() ||
+      (!o.subset.empty() && o.subset != "training" && o.subset != "validation")) {
+    return absl::InvalidArgumentError(
+        "subset: 'training' or 'validation' goes with validation_split > 0, and only then");
+  }
+
+  std::error_code ec;
+  const fs::path root_real = fs::canonical(o.root, ec);
+  if (ec || !fs::is_directory(root_real, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        o.root, ": the image folder root must be a readable directory",
+        ec ? absl::StrCat(" (", ec.message(), ")") : ""));
+  }
+  const std::string root = root_real.string();
+
+  // Class folders: the root's subdirectories, byte-wise sorted by name.
+  std::vector<std::string> class_names;
+  for (fs::directory_iterator it(root_real, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code sec;
+    if (it->is_directory(sec)) class_names.push_back(it->path().filename().string());
+  }
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(o.root, ": cannot list the image folder (", ec.message(), ")"));
+  }
+  if (class_names.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        o.root, ": no class folders (expected root/<class>/*.{jpg,jpeg,png})"));
+  }
+  std::sort(class_names.begin(), class_names.end());
+
+  std::unique_ptr<ImageFolderDataset> d(new ImageFolderDataset(o));
+  d->classes_ = class_names;
+  std::vector<std::string> files;
+  std::vector<int32_t> labels;
+  for (size_t c = 0; c < class_names.size(); ++c) {
+    const fs::path dir = root_real / class_names[c];
+    ASSIGN_OR_RETURN(std::string dir_real, ResolveInside(dir, root));
+    ASSIGN_OR_RETURN(std::vector<Listed> listed, ListClass(dir_real));
+    if (listed.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          dir.string(), ": class folder '", class_names[c],
+          "' holds no .jpg, .jpeg or .png images (every class needs at least one)"));
+    }
+    for (const Listed& l : listed) {
+      std::error_code lec;
+      if (o.skip_bad && !fs::exists(l.path, lec)) {  // a dangling symlink
+        spdlog::warn("skipping a bad image ({} skipped so far): {}: cannot resolve",
+                     ++d->skipped_, l.path.string());
+        continue;
+      }
+      ASSIGN_OR_RETURN(std::string real, ResolveInside(l.path, root));
+      files.push_back(std::move(real));
+      labels.push_back(static_cast<int32_t>(c));
+    }
+    if (labels.empty() || labels.back() != static_cast<int32_t>(c)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          dir.string(), ": class folder '", class_names[c], "' holds no readable image"));
+    }
+  }
+
+  if (o.validation_split > 0) {
+    const int64_t n = static_cast<int64_t>(files.size());
+    // Fisher-Yates with the seed, then the last floor(split * n) are held out.
+    std::vector<int64_t> order(n);
+    for (int64_t i = 0; i < n; ++i) order[i] = i;
+    common::Philox rng(o.seed ^ kSplitKey, 0);
+    for (int64_t i = n - 1; i > 0; --i) {
+      std::swap(order[i], order[rng.Uniform(static_cast<uint64_t>(i + 1))]);
+    }
+    const int64_t num_val = static_cast<int64_t>(o.validation_split * n);
+    if (num_val == 0 || num_val == n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "validation_split: ", o.validation_split, " of ", n, " images leaves ",
+          num_val == 0 ? "no validation image" : "no training image"));
+    }
+    const bool val = o.subset == "validation";
+    for (int64_t k = val ? n - num_val : 0; k < (val ? n : n - num_val); ++k) {
+      d->files_.push_back(files[order[k]]);
+      d->labels_.push_back(labels[order[k]]);
+    }
+  } else {
+    d->files_ = std::move(files);
+    d->labels_ = std::move(labels);
+  }
+
+  const bool crop = o.crop != CropMode::kNone;
+  d->shape_ = {crop ? o.crop_height : o.height, crop ? o.crop_width : o.width, o.channels};
+  d->image_bytes_ = static_cast<size_t>(o.height * o.width * o.channels);
+  const size_t n = d->files_.size();
+  d->bad_.reset(new std::atomic<bool>[n]);
+  for (size_t i = 0; i < n; ++i) d->bad_[i].store(false);
+  if (o.cache) {
+    d->cache_state_.reset(new std::atomic<uint8_t>[n]);
+    for (size_t i = 0; i < n; ++i) d->cache_state_[i].store(0);
+    d->cache_.reset(new uint8_t[n * d->image_bytes_]);
+  }
+  return d;
+}
+
+absl::Status ImageFolderDataset::DecodeResized(int64_t i, uint8_t* out) const {
+  const std::string& path = files_[i];
+  ASSIGN_OR_RETURN(std::string bytes, common::ReadRegularFile(path, kMaxImageFileBytes, "image"));
+  absl::StatusOr<Image> img = DecodeImage(bytes.data(), bytes.size(), o_.channels);
+  if (!img.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", img.status().message()));
+  }
+  ResizeImage(img->pixels.data(), img->height, img->width, o_.channels, out, o_.height,
+              o_.width);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const void*> ImageFolderDataset::Load(int64_t i, int64_t epoch, bool train,
+                                                     void* scratch) const {
+  if (bad_[i].load(std::memory_order_relaxed)) return nullptr;  // skipped before
+  const bool crop = o_.crop != CropMode::kNone;
+  thread_local std::vector<uint8_t> resized_buf;
+  uint8_t* target = static_cast<uint8_t*>(scratch);
+  if (crop) {
+    resized_buf.resize(image_bytes_);
+    target = resized_buf.data();
+  }
+  const uint8_t* resized = target;
+  bool filled = false;
+  bool mine = false;  // this call fills the cache slot
+  if (cache_ != nullptr) {
+    uint8_t* slot = cache_.get() + static_cast<size_t>(i) * image_bytes_;
+    uint8_t state = cache_state_[i].load(std::memory_order_acquire);
+    if (state == 2) {
+      resized = slot;
+      filled = true;
+    } else if (state == 0 && cache_state_[i].compare_exchange_strong(state, 1)) {
+      mine = true;
+      target = slot;
+      resized = slot;
+    }
+  }
+  if (!filled) {
+    absl::Status s = DecodeResized(i, target);
+    if (mine) cache_state_[i].store(s.ok() ? 2 : 0, std::memory_order_release);
+    if (!s.ok()) {
+      if (!o_.skip_bad) return s;
+      if (!bad_[i].exchange(true)) {
+        const int64_t count = ++skipped_;
+        spdlog::warn("skipping a bad image ({} skipped so far): {}", count, std::string(s.message()));
+      }
+      return nullptr;
+    }
+  }
+  if (!crop) return static_cast<const void*>(resized);
+
+  int64_t y0 = (o_.height - o_.crop_height) / 2, x0 = (o_.width - o_.crop_width) / 2;
+  if (o_.crop == CropMode::kRandom && train) {
+    common::Philox rng(o_.seed ^ kCropKey, static_cast<uint64_t>(epoch));
+    rng.Seek(static_cast<uint64_t>(i));  // one 4-word block per example
+    y0 = static_cast<int64_t>(rng.Next() % static_cast<uint32_t>(o_.height - o_.crop_height + 1));
+    x0 = static_cast<int64_t>(rng.Next() % static_cast<uint32_t>(o_.width - o_.crop_width + 1));
+  }
+  const int64_t c = o_.channels;
+  const size_t row = static_cast<size_t>(o_.crop_width * c);
+  auto* dst = static_cast<uint8_t*>(scratch);
+  for (int64_t y = 0; y < o_.crop_height; ++y) {
+    std::memcpy(dst + y * row, resized + ((y0 + y) * o_.width + x0) * c, row);
+  }
+  return static_cast<const void*>(scratch);
+}
+
+const void* ImageFolderDataset::Example(int64_t i, void* scratch) const {
+  absl::StatusOr<const void*> p = Load(i, 0, false, scratch);
+  if (p.ok() && *p != nullptr) return *p;
+  std::memset(scratch, 0, example_bytes());
+  return scratch;
+}
+
+}  // namespace yoke::data
