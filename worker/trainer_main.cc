@@ -37,8 +37,9 @@
 // training.batch_size is the global batch. Only global
 // rank 0 evaluates, checkpoints and reports epochs and the result; a failed
 // collective exits 1 with the communicator's message (op, bucket, ranks).
-// Exit status: 0 on success, 2 for a bad command line, spec or input file,
-// 1 when training fails, 130/143 when stopped by SIGINT/SIGTERM.
+// Exit status: 0 on success, 2 for a bad command line, spec or input file
+// (also one found mid-training, such as a corrupt image), 1 when training
+// fails, 130/143 when stopped by SIGINT/SIGTERM.
 #include <signal.h>
 #include <unistd.h>
 
@@ -278,7 +279,13 @@ int main(int argc, char** argv) {
 
   auto result = trainer->Run();
   g_trainer.store(nullptr);
-  if (!result.ok()) return Fail(result.status(), 1);
+  // Bad input found while training (a corrupt image under on_bad_image:
+  // fail) is INVALID_ARGUMENT: exit 2, which the coordinator never retries,
+  // since a retry would read the same file. Everything else is 1.
+  if (!result.ok()) {
+    return Fail(result.status(),
+                result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
+  }
   if (output == "json") {
     std::string json;
     google::protobuf::util::JsonPrintOptions jo;
