@@ -25,6 +25,7 @@
 #   ACC_MIN=0.80    a run below this test accuracy is INVALID
 #   MAX_STEPS=N     stop each run after N steps (development; no accuracy check)
 #   TF_JIT=off      Keras jit_compile (XLA) for the TensorFlow peers: off|on|auto
+#   TORCH_CL=0      1: the PyTorch 2 CNN in channels_last (NHWC) memory format
 #   VENV=BUILD_DIR/bench-venv   the peers' virtual environment
 #   PYTHON113=/usr/bin/python3  Debian's interpreter with python3-torch 1.13
 #   BENCH_OUT=FILE  also write the report to FILE
@@ -53,6 +54,7 @@ PEERS="${PEERS:-}"
 THREADS="${THREADS:-2}"
 MAX_STEPS="${MAX_STEPS:-0}"
 TF_JIT="${TF_JIT:-off}"
+TORCH_CL="${TORCH_CL:-0}"
 if [ "$MAX_STEPS" -gt 0 ]; then ACC_MIN="${ACC_MIN:-0}"; else ACC_MIN="${ACC_MIN:-0.80}"; fi
 NPROC="$(nproc)"
 OPENBLAS_OMP_DIR=/usr/lib/x86_64-linux-gnu/openblas-openmp
@@ -106,18 +108,21 @@ say "date:      $(date -u '+%Y-%m-%d %H:%M UTC')"
 say "machine:   $NPROC cores (nproc), ${CPU_MODEL:-unknown CPU}, $(awk '/MemTotal/ {printf "%.1f GiB RAM", $2/1048576}' /proc/meminfo)"
 say "yoke:      git $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- . ':!bench' 2>/dev/null || echo ' (dirty tree outside bench/)')"
 say "peers:     ${TF_VER:-TensorFlow NOT AVAILABLE (make bench installs it)}; ${T2_VER:-PyTorch 2 NOT AVAILABLE}; ${T113_VER:-PyTorch 1.13 NOT AVAILABLE} (Debian)"
-say "settings:  $EPOCHS epoch(s), batch 64, RUNS=$RUNS interleaved, 1 process x $THREADS threads / 2 ranks x 1 thread, TF jit_compile=$TF_JIT$([ "$MAX_STEPS" -gt 0 ] && echo ", MAX_STEPS=$MAX_STEPS"), ACC_MIN=$ACC_MIN"
+say "settings:  $EPOCHS epoch(s), batch 64, RUNS=$RUNS interleaved, 1 process x $THREADS threads / 2 ranks x 1 thread, TF jit_compile=$TF_JIT, torch2 channels_last=$TORCH_CL$([ "$MAX_STEPS" -gt 0 ] && echo ", MAX_STEPS=$MAX_STEPS"), ACC_MIN=$ACC_MIN"
 say "load:      $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) before starting"
 say ""
 
 # ---- the Yoke cluster for the 2-rank recipes ----------------------------------
 CLUSTER="$WORK/cluster"
+# The cluster `yoke up` records there (address and admin credentials) is the
+# one the submit, watch and get commands below use.
+export YOKE_STATE_DIR="$CLUSTER/state"
 ADDR=""
-cleanup() { [ -n "$ADDR" ] && YOKE_STATE_DIR="$CLUSTER/state" "$YOKE" down --dir "$CLUSTER" >/dev/null 2>&1; }
+cleanup() { [ -n "$ADDR" ] && "$YOKE" down --dir "$CLUSTER" >/dev/null 2>&1; }
 trap cleanup EXIT
 if [[ " $RECIPES " == *"2 "* ]]; then
   mkdir -p "$CLUSTER"
-  YOKE_STATE_DIR="$CLUSTER/state" "$YOKE" up --detach --workers 2 --dir "$CLUSTER" > "$WORK/up.log" 2>&1 ||
+  "$YOKE" up --detach --workers 2 --dir "$CLUSTER" > "$WORK/up.log" 2>&1 ||
     die "yoke up failed: $(tail -3 "$WORK/up.log")"
   ADDR="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["address"])' \
           "$CLUSTER/cluster.json")" || die "no coordinator address in $CLUSTER/cluster.json"
@@ -127,12 +132,16 @@ fi
 # are the workers' children, so getrusage cannot see them), as
 # "pid bytes" lines into $1.
 trainer_rss_poll() {
-  local out="$1" pid kb
+  local out="$1" pid ppid kb
   declare -A hwm
   while :; do
     # VmHWM is the kernel's own high-water mark, so a read every second
     # misses at most the last second of a trainer's life.
     for pid in $(pgrep -x yoke-trainer); do
+      # Only this cluster's trainers (children of its workers, whose
+      # --work-dir is under $CLUSTER), not those of other jobs on the machine.
+      ppid="$(awk '{print $4}' "/proc/$pid/stat" 2>/dev/null)" || continue
+      tr '\0' ' ' < "/proc/$ppid/cmdline" 2>/dev/null | grep -qF "$CLUSTER" || continue
       kb="$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null)"
       [ -n "$kb" ] && [ "$kb" -gt "${hwm[$pid]:-0}" ] && hwm[$pid]="$kb"
     done
@@ -183,7 +192,7 @@ variants_for() {  # the variant names of recipe $1, Yoke first
 run_variant() {  # run_variant RECIPE VARIANT NAME
   local rec="$1" v="$2" name="$3" m="${1%[12]}"
   local cfg="$ROOT/configs/fashion_mnist_$m.yaml"
-  local cl=(); [ "$m" = cnn ] && cl=(--channels-last)
+  local cl=(); [ "$m" = cnn ] && [ "$TORCH_CL" = 1 ] && cl=(--channels-last)
   case "$rec:$v" in
     *1:yoke) run_one "$name" env OMP_NUM_THREADS="$T" "$YOKE" train "$cfg" "${YOKE_SETS[@]}" \
                --set "training.threads=$T" --output json ;;
@@ -285,20 +294,24 @@ for rec in recipes:
                 good.append(r)
                 n_noisy += noisy
         if not good:
-            rows.append([LABEL[rec], NAME[v], "-", "", "-", "-", "INVALID"])
+            rows.append([LABEL[rec], NAME[v], "-", "", "-", "-", "-", "INVALID"])
             continue
         sps = [r["sps"] for r in good]
         med[v] = statistics.median(sps)
         rss = [r.get("peak_memory_bytes_per_rank") or [r.get("peak_memory_bytes", 0)] for r in good]
         rss_max = max(max(x) for x in rss)
         nranks = max(len(x) for x in rss)
+        warm = [r["samples_per_second_after_warmup"] for r in good
+                if r.get("samples_per_second_after_warmup")]
+        warm_s = f"{statistics.median(warm):,.0f}" if warm else "-"
         acc = statistics.median(r.get("test_accuracy", 0) for r in good)
         accs[v] = acc
         check = "ok" if len(good) == runs else f"{runs - len(good)} INVALID"
         if n_noisy:
             check += f", {n_noisy} noisy"
-        rows.append([LABEL[rec], NAME[v], f"{med[v]:,.0f} ({min(sps):,.0f}..{max(sps):,.0f})", v,
-                     mib(rss_max) + ("" if nranks > 1 or not rec.endswith("2") else " (1 proc)"),
+        rows.append([LABEL[rec], NAME[v], f"{med[v]:,.0f} ({min(sps):,.0f}..{max(sps):,.0f})", v, warm_s,
+                     mib(rss_max) + ("" if nranks > 1 or not rec.endswith("2") else
+                                     " (1 proc, 2 replicas)" if v == "tf-mirrored" else " (rank 0)"),
                      f"{acc:.4f}", check])
     y = med.get("yoke")
     for row in rows:
@@ -312,9 +325,9 @@ for rec in recipes:
                        + (f"Yoke/best {y / peers[best]:.2f}x" if y else "Yoke n/a"))
 
 head = ["recipe", "framework", f"samples/s median of {runs} (min..max)", "Yoke/peer",
-        "peak RSS MiB per rank", "test acc", "check"]
+        "after warm-up", "peak RSS MiB per rank", "test acc", "check"]
 w = [max(len(str(x[i])) for x in rows + [head]) for i in range(len(head))]
-fmt = lambda row: " | ".join(str(c).ljust(w[i]) if i in (0, 1, 6) else str(c).rjust(w[i])
+fmt = lambda row: " | ".join(str(c).ljust(w[i]) if i in (0, 1, 7) else str(c).rjust(w[i])
                              for i, c in enumerate(row))
 print(fmt(head))
 print("-+-".join("-" * x for x in w))
