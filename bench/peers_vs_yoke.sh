@@ -29,6 +29,8 @@
 #   VENV=BUILD_DIR/bench-venv   the peers' virtual environment
 #   PYTHON113=/usr/bin/python3  Debian's interpreter with python3-torch 1.13
 #   BENCH_OUT=FILE  also write the report to FILE
+#   REPORT_FROM=DIR tabulate again the runs kept in DIR by an earlier, e.g.
+#                   interrupted, invocation (pass its EPOCHS, RUNS, MAX_STEPS)
 #
 # Every variant's samples/s is the same figure as `yoke train`'s: training
 # samples of all ranks / rank 0's seconds in its training loop, every step
@@ -69,12 +71,23 @@ for r in $RECIPES; do
 done
 [ -x "$YOKE" ] || die "$YOKE not found; build first (make build)"
 
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/yoke-peers.XXXXXX")"
-REPORT="$WORK/report.txt"
 say() { echo "$*" | tee -a "$REPORT"; }
+if [ -n "${REPORT_FROM:-}" ]; then
+  # Tabulate again the runs an earlier (e.g. interrupted) invocation kept in
+  # REPORT_FROM, with its header; runs it did not get to are left out.
+  [ -f "$REPORT_FROM/report.txt" ] || die "REPORT_FROM: no report.txt in $REPORT_FROM"
+  WORK="$REPORT_FROM"
+  REPORT="$WORK/report-again.txt"
+  sed '/^$/q' "$WORK/report.txt" > "$REPORT"
+else
+  WORK="$(mktemp -d "${TMPDIR:-/tmp}/yoke-peers.XXXXXX")"
+  REPORT="$WORK/report.txt"
+fi
 # busy_jiffies, children_cpu and run_one NAME CMD... (see bench_lib.sh).
 source "$ROOT/bench/bench_lib.sh"
 
+VARIANTS_RUN=""
+if [ -z "${REPORT_FROM:-}" ]; then
 # ---- which peers can run -----------------------------------------------------
 HAVE_TF=0; HAVE_T2=0; HAVE_T113=0
 TF_VER=""; T2_VER=""; T113_VER=""
@@ -217,7 +230,6 @@ run_variant() {  # run_variant RECIPE VARIANT NAME
   esac
 }
 
-VARIANTS_RUN=""
 for r in $(seq 1 "$RUNS"); do
   for rec in $RECIPES; do
     for v in $(variants_for "$rec"); do
@@ -228,6 +240,14 @@ for r in $(seq 1 "$RUNS"); do
     done
   done
 done
+
+else
+  for f in "$WORK"/*_1.meta "$WORK"/*_1.json; do
+    [ -e "$f" ] || continue
+    f="${f##*/}"; f="${f%_1.*}"
+    VARIANTS_RUN+=" ${f%%_*}:${f#*_}"
+  done
+fi
 
 # ---- the table ---------------------------------------------------------------
 python3 - "$WORK" "$RECIPES" "$RUNS" "$EPOCHS" "$MAX_STEPS" "$ACC_MIN" "$VARIANTS_RUN" \
@@ -282,12 +302,17 @@ def mib(b):
 
 rows, notes, summary = [], [], []
 for rec in recipes:
-    vs = [v.split(":")[1] for v in ran if v.split(":")[0] == rec]
-    med, accs = {}, {}
+    vs = sorted((v.split(":")[1] for v in ran if v.split(":")[0] == rec),
+                key=lambda v: list(NAME).index(v) if v in NAME else len(NAME))
+    med, accs, done_runs = {}, {}, {}
     for v in vs:
         good, n_noisy = [], 0
         for i in range(1, runs + 1):
-            r, problems, noisy = load(f"{rec}_{v}_{i}", rec.endswith("1"))
+            name = f"{rec}_{v}_{i}"
+            if not any(os.path.exists(os.path.join(work, name + ext)) for ext in (".meta", ".out")):
+                continue  # not run (an interrupted invocation, tabulated with REPORT_FROM)
+            done_runs[v] = done_runs.get(v, 0) + 1
+            r, problems, noisy = load(name, rec.endswith("1"))
             for p in problems:
                 notes.append(f"INVALID {rec}/{v} run {i}: {p} (log: {work}/{rec}_{v}_{i}.log)")
             if r is not None and not problems:
@@ -306,7 +331,10 @@ for rec in recipes:
         warm_s = f"{statistics.median(warm):,.0f}" if warm else "-"
         acc = statistics.median(r.get("test_accuracy", 0) for r in good)
         accs[v] = acc
-        check = "ok" if len(good) == runs else f"{runs - len(good)} INVALID"
+        done = done_runs.get(v, 0)
+        check = "ok" if len(good) == done else f"{done - len(good)} INVALID"
+        if done < runs:
+            check += f" ({done} of {runs} runs)"
         if n_noisy:
             check += f", {n_noisy} noisy"
         rows.append([LABEL[rec], NAME[v], f"{med[v]:,.0f} ({min(sps):,.0f}..{max(sps):,.0f})", v, warm_s,
@@ -324,7 +352,7 @@ for rec in recipes:
         summary.append(f"{LABEL[rec]}: best peer {NAME[best]} {peers[best]:,.0f} samples/s; "
                        + (f"Yoke/best {y / peers[best]:.2f}x" if y else "Yoke n/a"))
 
-head = ["recipe", "framework", f"samples/s median of {runs} (min..max)", "Yoke/peer",
+head = ["recipe", "framework", f"samples/s median (min..max)", "Yoke/peer",
         "after warm-up", "peak RSS MiB per rank", "test acc", "check"]
 w = [max(len(str(x[i])) for x in rows + [head]) for i in range(len(head))]
 fmt = lambda row: " | ".join(str(c).ljust(w[i]) if i in (0, 1, 7) else str(c).rjust(w[i])
