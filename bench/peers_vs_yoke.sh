@@ -38,8 +38,9 @@
 # test evaluation, data loading and start-up excluded. peak RSS is per
 # process (per rank; a MirroredStrategy process holds both replicas). A run
 # that fails, runs another number of steps than asked (938 per epoch) or
-# ends below ACC_MIN is INVALID and gets no ratio; a one-process run during
-# which other processes used more than 10% of the machine is marked noisy.
+# ends below ACC_MIN is INVALID and gets no ratio; a run during which other
+# processes used more than 10% of the machine is marked noisy (not measured
+# for Yoke's cluster runs, whose trainers are not this script's children).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -273,7 +274,7 @@ NAME = {"yoke": "Yoke", "torch1.13": "PyTorch 1.13 eager", "torch2-eager": "PyTo
 # and their distributed modes); PyTorch 1.13 is shown for continuity.
 OLD = ("torch1.13", "torch1.13-ddp")
 
-def load(name, one_process):
+def load(name, check_noise):
     problems = []
     try:
         meta = json.load(open(os.path.join(work, name + ".meta")))
@@ -294,7 +295,7 @@ def load(name, one_process):
     if not acc >= acc_min:
         problems.append(f"test accuracy {acc:.4f} < {acc_min:.2f}")
     r["sps"] = samples / secs if secs > 0 else 0
-    noisy = one_process and meta.get("other_cpu_frac", 0) > NOISY
+    noisy = check_noise and meta.get("other_cpu_frac", 0) > NOISY
     return r, problems, noisy
 
 def mib(b):
@@ -309,10 +310,12 @@ for rec in recipes:
         good, n_noisy = [], 0
         for i in range(1, runs + 1):
             name = f"{rec}_{v}_{i}"
-            if not any(os.path.exists(os.path.join(work, name + ext)) for ext in (".meta", ".out")):
-                continue  # not run (an interrupted invocation, tabulated with REPORT_FROM)
+            if not os.path.exists(os.path.join(work, name + ".meta")):
+                continue  # not run, or still running (tabulated with REPORT_FROM)
             done_runs[v] = done_runs.get(v, 0) + 1
-            r, problems, noisy = load(name, rec.endswith("1"))
+            # A Yoke cluster run's trainers are not our children, so bench_lib's
+            # "other processes" share would count them: not used there.
+            r, problems, noisy = load(name, not (rec.endswith("2") and v == "yoke"))
             for p in problems:
                 notes.append(f"INVALID {rec}/{v} run {i}: {p} (log: {work}/{rec}_{v}_{i}.log)")
             if r is not None and not problems:
