@@ -30,11 +30,15 @@ demo: build
 
 # Yoke against PyTorch on the same recipes (installs the PyTorch peer):
 # throughput and memory, then test accuracy over 5 seeds (MLP 5 epochs, CNN
-# 2 epochs: mean, standard deviation, standard error).
+# 2 epochs: mean, standard deviation, standard error), then the one table of
+# Yoke against TensorFlow 2.21 / Keras 3 and PyTorch 2.x (installed into
+# $(BUILD)/bench-venv) and PyTorch 1.13 on four recipes (bench/peers_vs_yoke.sh;
+# EPOCHS and RUNS set its length).
 bench: build
-	@scripts/install-deps.sh bench
+	@BENCH_VENV=$(BUILD)/bench-venv scripts/install-deps.sh bench
 	@bench/train_vs_pytorch.sh $(BUILD)
 	@bench/accuracy_seeds.sh $(BUILD)
+	@bench/peers_vs_yoke.sh $(BUILD)
 
 bazel-test:
 	@scripts/install-deps.sh bazel

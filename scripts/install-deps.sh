@@ -4,7 +4,10 @@
 #   scripts/install-deps.sh          build + test + demo packages
 #   scripts/install-deps.sh build    only what compiling the binaries needs
 #                                    (the Docker image's build stage)
-#   scripts/install-deps.sh bench    also the PyTorch peer for bench/
+#   scripts/install-deps.sh bench    also the peers for bench/: Debian's PyTorch
+#                                    1.13, and TensorFlow 2.21 (Keras 3) and
+#                                    PyTorch 2.x from PyPI in their own virtual
+#                                    environment, $BENCH_VENV (build/bench-venv)
 #   scripts/install-deps.sh bazel    also Bazel (for the Bazel build)
 #   scripts/install-deps.sh docker   also dockerd and debootstrap (make docker-test)
 # The tests also need kubectl (Debian's kubernetes-client, unless a kubectl is
@@ -14,6 +17,13 @@
 set -euo pipefail
 
 YOKE_VENV=${YOKE_VENV:-/opt/yoke/venv}
+# The bench/peers/ frameworks (bench/README.md). Never installed by a plain
+# install-deps.sh (make test), only by `bench`. $BENCH_TORCH_PIP_ARGS is
+# passed to pip for torch alone, e.g. an --index-url of PyTorch's CPU-only
+# wheels where that index is reachable; without it pip takes PyPI's torch.
+BENCH_VENV=${BENCH_VENV:-build/bench-venv}
+BENCH_TF='tensorflow-cpu==2.21.*'
+BENCH_TORCH='torch>=2,<3'
 # The schema validator tests/k8s_manifests_test.sh runs (pinned: its bundled
 # schemas are what the test validates against).
 KUBERNETES_VALIDATE=kubernetes-validate==1.37.0
@@ -54,13 +64,15 @@ command -v kubectl >/dev/null || test_pkgs+=(kubernetes-client)
 
 pkgs=("${build_pkgs[@]}" "${test_pkgs[@]}")
 want_venv=1
+want_bench_venv=0
 for extra in "$@"; do
   if [ "$extra" = build ]; then pkgs=("${build_pkgs[@]}"); want_venv=0; fi
 done
 for extra in "$@"; do
   case "$extra" in
     build) ;;
-    bench) pkgs+=(python3-torch libopenblas0-openmp python3-numpy) ;;
+    bench) pkgs+=(python3-torch libopenblas0-openmp python3-numpy python3-venv python3-dev)
+           want_bench_venv=1 ;;
     bazel) pkgs+=(bazel-bootstrap) ;;
     docker) pkgs+=(docker.io debootstrap) ;;
     fuzz) pkgs+=(clang libclang-rt-14-dev) ;;
@@ -89,6 +101,24 @@ install_venv() {
     "${want[@]}" >/dev/null
 }
 
+# TensorFlow and PyTorch 2 for bench/peers/, when missing (a few minutes and
+# about 5 GiB: PyPI's torch wheel brings its CUDA libraries along).
+install_bench_venv() {
+  [ "$want_bench_venv" = 1 ] || return 0
+  local py="$BENCH_VENV/bin/python3"
+  if [ -x "$py" ] && "$py" - <<'PY' 2>/dev/null
+import importlib.metadata as m
+assert m.version("tensorflow-cpu").startswith("2.21.")
+assert m.version("torch").split(".")[0] == "2"
+PY
+  then return 0; fi
+  echo "install-deps: installing $BENCH_TF and $BENCH_TORCH into $BENCH_VENV" >&2
+  [ -x "$py" ] || /usr/bin/python3 -m venv "$BENCH_VENV"
+  # shellcheck disable=SC2086  # BENCH_TORCH_PIP_ARGS is a list of pip options
+  "$py" -m pip install -q --disable-pip-version-check $BENCH_TORCH_PIP_ARGS "$BENCH_TORCH" numpy >/dev/null
+  "$py" -m pip install -q --disable-pip-version-check "$BENCH_TF" >/dev/null
+}
+
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -97,6 +127,7 @@ for p in "${pkgs[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   install_venv
+  install_bench_venv
   exit 0
 fi
 
@@ -108,4 +139,5 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq >/dev/null
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 install_venv
+install_bench_venv
 echo "install-deps: done" >&2
