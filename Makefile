@@ -33,12 +33,14 @@ demo: build
 # 2 epochs: mean, standard deviation, standard error), then the one table of
 # Yoke against TensorFlow 2.21 / Keras 3 and PyTorch 2.x (installed into
 # $(BUILD)/bench-venv) and PyTorch 1.13 on four recipes (bench/peers_vs_yoke.sh;
-# EPOCHS and RUNS set its length).
+# EPOCHS and RUNS set its length), then what metrics, event files and the
+# dashboard cost a running job (bench/observability_overhead.sh).
 bench: build
 	@BENCH_VENV=$(BUILD)/bench-venv scripts/install-deps.sh bench
 	@bench/train_vs_pytorch.sh $(BUILD)
 	@bench/accuracy_seeds.sh $(BUILD)
 	@bench/peers_vs_yoke.sh $(BUILD)
+	@bench/observability_overhead.sh $(BUILD)
 
 bazel-test:
 	@scripts/install-deps.sh bazel

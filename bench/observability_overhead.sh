@@ -3,7 +3,8 @@
 # everything on (the coordinator's /metrics and dashboard, both workers'
 # /metrics, TensorBoard event files, and a poller that scrapes all three
 # /metrics every second and reads the dashboard's job API every 2 s, like
-# Prometheus and an open browser tab) and with everything off
+# Prometheus and an open browser tab, from one Python process on the same
+# machine) and with everything off
 # (--http-listen off, no --metrics-listen, logging.tensorboard_dir: off),
 # alternating REPEAT times. Prints each run's samples/s (the trainer's own
 # measure of its step loop) and the medians' ratio.
@@ -51,15 +52,22 @@ run_once() {  # $1: on | off
         --set logging.tensorboard_dir="$tb" --set checkpoint.dir="$dir/ckpt")
   local poller=
   if [ "$1" = on ]; then
-    (
-      i=0
-      while true; do
-        curl -s -o /dev/null "http://$http/metrics" || true
-        for m in "${metrics[@]}"; do curl -s -o /dev/null "http://$m/metrics" || true; done
-        [ $((i % 2)) = 0 ] && { curl -s -o /dev/null "http://$http/api/job/$id" || true; }
-        i=$((i + 1)); sleep 1
-      done
-    ) &
+    # One Python process (as a Prometheus server and a browser tab would be
+    # one process each, usually on other machines), not a curl per request.
+    python3 - "$http" "$id" "${metrics[@]}" <<'PY' &
+import sys, time, urllib.request
+http, job, workers = sys.argv[1], sys.argv[2], sys.argv[3:]
+i = 0
+while True:
+    for url in [f"http://{http}/metrics"] + [f"http://{w}/metrics" for w in workers] + (
+            [f"http://{http}/api/job/{job}"] if i % 2 == 0 else []):
+        try:
+            urllib.request.urlopen(url, timeout=5).read()
+        except Exception:
+            pass
+    i += 1
+    time.sleep(1)
+PY
     poller=$!
   fi
   yoke watch "$id" >/dev/null || true
@@ -91,6 +99,12 @@ import statistics, sys
 a = [float(x) for x in sys.argv[1].split()]
 b = [float(x) for x in sys.argv[2].split()]
 ma, mb = statistics.median(a), statistics.median(b)
+# Each "on" run next to the "off" run after it: the machine's drift cancels
+# in the pair, so the median of the pairs' ratios is the steadier figure.
+pairs = statistics.median(x / y for x, y in zip(a, b))
+spread = (max(b) - min(b)) / mb
 print(f"median samples/s: all on {ma:.0f}, all off {mb:.0f}; on/off {ma/mb:.3f} "
       f"(step time {100*(mb/ma-1):+.1f}% with metrics, event files and dashboard)")
+print(f"median of the {len(a)} paired ratios on/off: {pairs:.3f} (step time "
+      f"{100*(1/pairs-1):+.1f}%); the off runs alone spread {100*spread:.0f}% of their median")
 PY
