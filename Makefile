@@ -88,12 +88,14 @@ fuzz: $(SAN_BUILD)/build.ninja
 # multi-host ones (their timings assume an unsanitized build) and the
 # PyTorch parity ones (minutes of training, the same math as the release
 # build's).
+# tests/lsan.supp names the third-party leaks LeakSanitizer must not count.
 # allocator_may_return_null: an allocation ASan cannot serve returns null,
 # as malloc does, instead of aborting; the out-of-memory tests need that.
 SAN_CTEST_ARGS ?= -LE "gpu|slow|multihost|parity"
 test-asan: $(SAN_BUILD)/build.ninja
 	@ninja -C $(SAN_BUILD) -j $(JOBS)
 	@cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS) $(SAN_CTEST_ARGS)
 
