@@ -5,6 +5,7 @@
 #include <cstring>
 #include <exception>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
