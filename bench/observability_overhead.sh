@@ -7,13 +7,19 @@
 # machine) and with everything off
 # (--http-listen off, no --metrics-listen, logging.tensorboard_dir: off),
 # alternating REPEAT times. Prints each run's samples/s (the trainer's own
-# measure of its step loop) and the medians' ratio.
+# measure of its step loop) and the medians' ratio, and the CPU time the
+# daemons (coordinator and workers, from /proc/PID/stat) and the trainers
+# (the workers' waited-for children) used: on a 2-core machine shared with
+# other work, wall time varies by tens of percent between runs, while CPU
+# time is steadier and shows what serving the metrics costs directly.
+# bench/observability_cost_bench times each piece alone.
 #
-#   bench/observability_overhead.sh [BUILD]   (REPEAT=5 STEPS=3000 by default)
+#   bench/observability_overhead.sh [BUILD]   (REPEAT=5 STEPS=3000 LOG_EVERY=100 by default)
 set -euo pipefail
 BUILD=${1:-build}
 REPEAT=${REPEAT:-5}
 STEPS=${STEPS:-3000}
+LOG_EVERY=${LOG_EVERY:-100}
 BIN="$BUILD/bin"
 CFG=configs/fashion_mnist_mlp.yaml
 
@@ -49,6 +55,7 @@ run_once() {  # $1: on | off
   local id
   id=$(yoke submit "$CFG" --set distribution.workers=2 --set training.epochs=10 \
         --set training.max_steps="$STEPS" --set training.threads=1 \
+        --set training.log_every_steps="$LOG_EVERY" \
         --set logging.tensorboard_dir="$tb" --set checkpoint.dir="$dir/ckpt")
   local poller=
   if [ "$1" = on ]; then
@@ -73,6 +80,18 @@ PY
   yoke watch "$id" >/dev/null || true
   yoke get "$id" --output json >"$dir/job.json"
   [ -n "$poller" ] && kill "$poller" 2>/dev/null
+  # utime+stime of each daemon, and cutime+cstime (its trainers, all
+  # exited and waited for by now), in seconds.
+  python3 - "${pids[@]}" >"$dir/cpu" <<'PY'
+import os, sys
+tick = os.sysconf("SC_CLK_TCK")
+own = kids = 0
+for pid in sys.argv[1:]:
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    own += (int(f[11]) + int(f[12])) / tick
+    kids += (int(f[13]) + int(f[14])) / tick
+print(own, kids)
+PY
   kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null || true
   python3 - "$dir/job.json" "$1" "$tb" <<'PY'
 import json, os, sys
@@ -82,7 +101,8 @@ r = j["result"]
 assert r["steps"] > 0
 if sys.argv[2] == "on":  # the event file was written
     assert any(f.startswith("events.out.tfevents") for f in os.listdir(sys.argv[3])), "no event file"
-print(r["samples_per_second"])
+cpu = open(os.path.join(os.path.dirname(sys.argv[1]), "cpu")).read().split()
+print(r["samples_per_second"], cpu[0], cpu[1], r["steps"], r["train_seconds"])
 PY
   [ -n "${poller:-}" ] && wait "$poller" 2>/dev/null || true
   rm -rf "$dir"
@@ -92,12 +112,17 @@ on=(); off=()
 for i in $(seq "$REPEAT"); do
   a=$(run_once on); b=$(run_once off)
   on+=("$a"); off+=("$b")
-  printf "run %d: all on %.0f samples/s, all off %.0f samples/s\n" "$i" "$a" "$b"
+  read -r sa da ta _ _ <<<"$a"; read -r sb db tb _ _ <<<"$b"
+  printf "run %d: all on %.0f samples/s (CPU: daemons %.2f s, trainers %.1f s), all off %.0f samples/s (daemons %.2f s, trainers %.1f s)\n" \
+    "$i" "$sa" "$da" "$ta" "$sb" "$db" "$tb"
 done
-python3 - "${on[*]}" "${off[*]}" <<'PY'
+TMP_STEP=$(mktemp)
+(python3 - "$(printf '%s\n' "${on[@]}")" "$(printf '%s\n' "${off[@]}")" <<'PY'
 import statistics, sys
-a = [float(x) for x in sys.argv[1].split()]
-b = [float(x) for x in sys.argv[2].split()]
+runs_on = [[float(v) for v in l.split()] for l in sys.argv[1].splitlines()]
+runs_off = [[float(v) for v in l.split()] for l in sys.argv[2].splitlines()]
+a = [r[0] for r in runs_on]
+b = [r[0] for r in runs_off]
 ma, mb = statistics.median(a), statistics.median(b)
 # Each "on" run next to the "off" run after it: the machine's drift cancels
 # in the pair, so the median of the pairs' ratios is the steadier figure.
@@ -107,4 +132,23 @@ print(f"median samples/s: all on {ma:.0f}, all off {mb:.0f}; on/off {ma/mb:.3f} 
       f"(step time {100*(mb/ma-1):+.1f}% with metrics, event files and dashboard)")
 print(f"median of the {len(a)} paired ratios on/off: {pairs:.3f} (step time "
       f"{100*(1/pairs-1):+.1f}%); the off runs alone spread {100*spread:.0f}% of their median")
+# CPU: the daemons' extra seconds per second of training (what serving the
+# metrics, the dashboard and the scrapes cost, on top of the control plane),
+# and the trainers' CPU per step (event files and step accounting included).
+d_on = statistics.median(r[1] / r[4] for r in runs_on)
+d_off = statistics.median(r[1] / r[4] for r in runs_off)
+t_on = statistics.median(r[2] / r[3] for r in runs_on)
+t_off = statistics.median(r[2] / r[3] for r in runs_off)
+print(f"daemons' CPU per second of training: all on {1000*d_on:.1f} ms, all off {1000*d_off:.1f} ms: "
+      f"{1000*(d_on-d_off):+.1f} ms/s = {100*(d_on-d_off)/2:+.2f}% of the job's 2 cores (2 ranks x 1 thread)")
+print(f"trainers' CPU per step (both ranks): all on {1000*t_on:.2f} ms, all off {1000*t_off:.2f} ms "
+      f"({100*(t_on/t_off-1):+.1f}%)")
+step_ms = 1000 * statistics.median(r[4] / r[3] for r in runs_off)
+open("/dev/fd/3", "w").write(f"{step_ms:.3f}\n")
 PY
+) 3>"$TMP_STEP"
+step_ms=$(cat "$TMP_STEP"); rm -f "$TMP_STEP"
+# Each piece alone, for a job with this run's step time and log interval,
+# scraped every second by the worker it runs on (4 ranks, as a 2x2 job).
+echo "each piece timed alone (bench/observability_cost_bench, step ${step_ms} ms):"
+"$BIN/observability_cost_bench" --step_ms "$step_ms" --log_every "$LOG_EVERY" --ranks 4 --scrape_seconds 1
