@@ -16,7 +16,8 @@ namespace {
 
 // Kept in step with engine/model_zoo.cc; common/ may not depend on the engine.
 const std::vector<std::string>& ZooModels() {
-  static const std::vector<std::string> k = {"cnn", "mlp", "resnet18", "resnet34", "resnet50"};
+  static const std::vector<std::string> k = {"cnn",      "mlp",      "resnet18", "resnet20", "resnet32",
+                                             "resnet34", "resnet44", "resnet50", "resnet56"};
   return k;
 }
 

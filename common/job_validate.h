@@ -10,7 +10,7 @@
 // Errors are INVALID_ARGUMENT. Every problem found is reported, joined with
 // "; ", each naming the field path, the value and what was expected, e.g.
 //   training.batch_size: must be > 0, got -64
-//   model.zoo: unknown model 'resnet51' (known: cnn, mlp, resnet18, resnet34, resnet50)
+//   model.zoo: unknown model 'resnet51' (known: cnn, mlp, resnet18, resnet20, ...)
 //
 // Thread-safety: pure functions; safe from any thread.
 #ifndef YOKE_COMMON_JOB_VALIDATE_H_

@@ -72,9 +72,9 @@ TEST_P(ValidateRejects, NamesFieldAndValue) {
 
 const Case kCases[] = {
     // ---- model
-    {kZooJob, {"model={}"}, "model: set zoo (one of cnn, mlp, resnet18, resnet34, resnet50)"},
+    {kZooJob, {"model={}"}, "model: set zoo (one of cnn, mlp, resnet18, resnet20, resnet32, resnet34, resnet44, resnet50, resnet56)"},
     {kZooJob, {"model.zoo=resnet51"},
-     "model.zoo: unknown model 'resnet51' (known: cnn, mlp, resnet18, resnet34, resnet50)"},
+     "model.zoo: unknown model 'resnet51' (known: cnn, mlp, resnet18, resnet20, resnet32, resnet34, resnet44, resnet50, resnet56)"},
     {kZooJob, {"model.layers=[relu]"}, "model: set either zoo or layers, not both"},
     {kZooJob, {"model.hidden=[256, 0]"}, "model.hidden[1]: must be > 0, got 0"},
     {kZooJob, {"model.hidden=[-3]"}, "model.hidden[0]: must be > 0, got -3"},
@@ -326,7 +326,7 @@ TEST(ValidateJobSpecTest, ReportsEveryViolationJoined) {
   absl::Status s = ValidateJobSpec(
       Load(kZooJob, {"training.epochs=0", "training.batch_size=-64", "model.zoo=resnet51"}));
   EXPECT_EQ(std::string(s.message()),
-            "model.zoo: unknown model 'resnet51' (known: cnn, mlp, resnet18, resnet34, resnet50); "
+            "model.zoo: unknown model 'resnet51' (known: cnn, mlp, resnet18, resnet20, resnet32, resnet34, resnet44, resnet50, resnet56); "
             "training.epochs: must be > 0, got 0; training.batch_size: must be > 0, got -64");
 }
 

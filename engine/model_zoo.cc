@@ -82,7 +82,9 @@ absl::StatusOr<LayerList> Cnn(const v1::ModelSpec& spec, const Shape& in, int k)
 absl::StatusOr<LayerList> ResNet(const v1::ModelSpec& spec, const Shape& in, int k,
                                  int depth);
 
-std::vector<std::string> ZooNames() { return {"cnn", "mlp", "resnet18", "resnet34", "resnet50"}; }
+std::vector<std::string> ZooNames() {
+  return {"cnn", "mlp", "resnet18", "resnet20", "resnet32", "resnet34", "resnet44", "resnet50", "resnet56"};
+}
 
 absl::StatusOr<std::vector<v1::LayerSpec>> ExpandZoo(const v1::ModelSpec& spec,
                                                      const Shape& input_shape,
@@ -90,9 +92,9 @@ absl::StatusOr<std::vector<v1::LayerSpec>> ExpandZoo(const v1::ModelSpec& spec,
   const std::string& z = spec.zoo();
   if (z == "mlp") return Mlp(spec, num_classes);
   if (z == "cnn") return Cnn(spec, input_shape, num_classes);
-  if (z == "resnet18") return ResNet(spec, input_shape, num_classes, 18);
-  if (z == "resnet34") return ResNet(spec, input_shape, num_classes, 34);
-  if (z == "resnet50") return ResNet(spec, input_shape, num_classes, 50);
+  for (int depth : {18, 20, 32, 34, 44, 50, 56}) {
+    if (z == absl::StrCat("resnet", depth)) return ResNet(spec, input_shape, num_classes, depth);
+  }
   return absl::InvalidArgumentError(absl::StrCat(
       "model.zoo: unknown model '", z, "' (known: ", absl::StrJoin(ZooNames(), ", "), ")"));
 }

@@ -5,6 +5,9 @@
 //             -> flatten -> dense 1024 -> relu -> [dropout] -> dense(K)
 //   resnet18  basic blocks [2,2,2,2];  resnet34: [3,4,6,3]
 //   resnet50  bottleneck blocks [3,4,6,3]
+//   resnet20, 32, 44, 56: the CIFAR ResNets (depth 6n + 2): 3x3 stem, three
+//             stages of n basic blocks at 16/32/64 channels (model.width
+//             scales them), global average pool, dense(K)
 // ResNets use the ImageNet stem (7x7/2 conv + 3x3/2 max pool) for inputs of at
 // least 64x64 and a 3x3/1 stem without pooling for small images (CIFAR size).
 #ifndef YOKE_ENGINE_MODEL_ZOO_H_

@@ -12,6 +12,12 @@
 //             -> conv1x1 (4x channels) -> bn, + shortcut, relu (stride on
 //             the 3x3, "ResNet v1.5")
 //   head      global_avg_pool -> dense(K)
+// The CIFAR ResNets of the same paper (section 4.2: resnet20, 32, 44, 56,
+// depth 6n + 2) have the small stem on every input, three stages of n basic
+// blocks with widths w, 2w, 4w (w default 16), and the same head. Their
+// shortcuts that change shape are conv1x1/2 -> bn (the paper's option B)
+// rather than option A's zero-padded identity: about 1% more parameters, and
+// every shortcut is then an ordinary layer.
 // Convolutions feeding a batch_norm have no bias; all use "same" padding.
 // Layer names follow torchvision ("layer2.0.downsample.conv").
 #include <string>
@@ -115,27 +121,34 @@ absl::StatusOr<std::vector<v1::LayerSpec>> ResNet(const v1::ModelSpec& spec,
   }
   std::vector<int> blocks;
   bool bottleneck = false;
+  bool cifar = false;  // three stages, small stem, width 16
   switch (depth) {
     case 18: blocks = {2, 2, 2, 2}; break;
     case 34: blocks = {3, 4, 6, 3}; break;
     case 50: blocks = {3, 4, 6, 3}; bottleneck = true; break;
+    case 20: case 32: case 44: case 56: {
+      const int n = (depth - 2) / 6;
+      blocks = {n, n, n};
+      cifar = true;
+      break;
+    }
     default:
       return absl::InvalidArgumentError(absl::StrCat(
-          "model.zoo: no ResNet of depth ", depth, " (known: 18, 34, 50)"));
+          "model.zoo: no ResNet of depth ", depth, " (known: 18, 20, 32, 34, 44, 50, 56)"));
   }
-  const int width = spec.width() == 0 ? 64 : spec.width();
+  const int width = spec.width() == 0 ? (cifar ? 16 : 64) : spec.width();
   const int expansion = bottleneck ? 4 : 1;
 
   GraphBuilder g;
   std::string x;
-  if (in[0] >= 64 && in[1] >= 64) {
+  if (!cifar && in[0] >= 64 && in[1] >= 64) {
     x = g.ConvBn("", "1", "input", width, 7, 2, true);
     x = g.MaxPool("maxpool", x, 3, 2);
   } else {
     x = g.ConvBn("", "1", "input", width, 3, 1, true);
   }
   int channels = width;
-  for (int stage = 0; stage < 4; ++stage) {
+  for (int stage = 0; stage < static_cast<int>(blocks.size()); ++stage) {
     const int planes = width << stage;
     for (int b = 0; b < blocks[stage]; ++b) {
       const std::string p = absl::StrCat("layer", stage + 1, ".", b, ".");

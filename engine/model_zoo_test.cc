@@ -54,6 +54,29 @@ TEST(ModelZooTest, SmallImageAndNarrowVariants) {
   EXPECT_EQ((*m)->params().num_parameters(), 2789376 + 864 + 4800 + 2570);
 }
 
+// He et al. 2015, section 4.2: ResNet-20 for CIFAR-10 has 0.27M parameters,
+// 269,722 with the paper's zero-padded identity shortcuts (option A). Ours
+// project the two shortcuts that change shape (option B): 1x1 convs of
+// 16x32 and 32x64 weights and their batch norms' 2 x (32 + 64).
+TEST(ModelZooTest, CifarResNetsFollowThePaper) {
+  EXPECT_EQ(Params("resnet20", {32, 32, 3}, 10), 269722 + 16 * 32 + 32 * 64 + 2 * (32 + 64));
+  // Depth 6n + 2: each extra block per stage adds two 3x3 convs and two
+  // batch norms in each of the three stages.
+  const int64_t per_n = 2 * (9 * 16 * 16 + 9 * 32 * 32 + 9 * 64 * 64) + 4 * (16 + 32 + 64);
+  EXPECT_EQ(Params("resnet32", {32, 32, 3}, 10) - Params("resnet20", {32, 32, 3}, 10), 2 * per_n);
+  EXPECT_EQ(Params("resnet56", {32, 32, 3}, 10) - Params("resnet20", {32, 32, 3}, 10), 6 * per_n);
+  // One input channel (Fashion-MNIST) changes only the stem: 9 x 16 fewer
+  // weights per channel dropped; the small stem even at 64x64 and above.
+  EXPECT_EQ(Params("resnet20", {28, 28, 1}, 10), Params("resnet20", {32, 32, 3}, 10) - 2 * 9 * 16);
+  auto m = Model::Create(Zoo("resnet20"), {64, 64, 3}, 10);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->Summary().find("maxpool"), std::string::npos) << (*m)->Summary();
+  EXPECT_EQ(Params("resnet20", {64, 64, 3}, 10), Params("resnet20", {32, 32, 3}, 10));
+  auto bad = Model::Create(Zoo("resnet21"), {32, 32, 3}, 10);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("resnet20"), std::string::npos) << bad.status();
+}
+
 TEST(ModelZooTest, StemDependsOnInputSize) {
   auto big = Model::Create(Zoo("resnet18", 8), {64, 64, 3}, 5);
   ASSERT_TRUE(big.ok()) << big.status();

@@ -309,6 +309,9 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     ASSIGN_OR_RETURN(auto eval, Evaluate());
     result->set_test_loss(eval.first);
     result->set_test_accuracy(eval.second);
+    // The training loss of the partial epoch (it was 0 when a run stopped
+    // before its first epoch ended).
+    if (epoch_n > 0) result->set_train_loss(epoch_loss / epoch_n);
     if (!spec_.checkpoint().dir().empty()) {
       std::string path = engine::CheckpointPath(spec_.checkpoint().dir(), step_);
       RETURN_IF_ERROR(SaveCheckpoint(path));

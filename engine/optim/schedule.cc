@@ -32,7 +32,7 @@ class Schedule final : public LrSchedule {
       case Type::kCosine: {
         const int64_t span = total_ - warmup_;
         const double p =
-            span <= 0 ? 1.0
+            span <= 0 ? 0.0  // the run ends within the warmup: no decay
                       : std::clamp(static_cast<double>(step - warmup_) / span, 0.0, 1.0);
         lr = min_lr_ + (base_ - min_lr_) * 0.5 * (1.0 + std::cos(kPi * p));
         break;

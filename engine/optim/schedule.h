@@ -8,7 +8,8 @@
 //   cosine:   min_lr + (base_lr - min_lr) * (1 + cos(pi * p)) / 2, where
 //             p = (step - warmup) / (total_steps - warmup), clamped to [0, 1]:
 //             the decay starts when warmup ends and reaches min_lr at the
-//             last step.
+//             last step. A run that ends within its warmup (max_steps <=
+//             warmup_steps) never decays: the ramp alone.
 // With warmup_steps = W > 0 every type is multiplied by (step + 1) / W for
 // step < W, a linear ramp whose last warmup step reaches the full rate.
 //

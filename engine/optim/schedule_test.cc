@@ -71,6 +71,11 @@ TEST(ScheduleTest, Cosine) {
   EXPECT_FLOAT_EQ(w->Lr(10), 1.0f);
   EXPECT_FLOAT_EQ(w->Lr(60), 0.5f);
   EXPECT_NEAR(w->Lr(110), 0.0f, 1e-7);
+  // A run cut short inside its warmup (max_steps 60, warmup 200) ramps and
+  // never decays; it used to sit at min_lr (0) for every step.
+  auto short_run = Make("cosine", 200, 0.1f, 60, 0, 0, 0.0f);
+  EXPECT_FLOAT_EQ(short_run->Lr(0), 0.1f / 200);
+  EXPECT_FLOAT_EQ(short_run->Lr(59), 0.1f * 60 / 200);
 }
 
 TEST(ScheduleTest, ErrorsNameTheField) {
