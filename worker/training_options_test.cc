@@ -8,16 +8,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "collective/store.h"
 #include "common/config.h"
+#include "common/read_file.h"
+#include "common/tensorboard.h"
 #include "data/open_dataset.h"
 #include "data/validation_split.h"
 #include "engine/checkpoint.h"
 #include "gtest/gtest.h"
+#include "proto/yoke/v1/tensorboard.pb.h"
 #include "worker/progress.h"
 #include "worker/trainer.h"
 
@@ -237,9 +241,38 @@ TEST(TrainingOptionsTest, ClippingOnTwoRanksEqualsOneReplica) {
       << "clipping at 0.5 changed nothing: the test cannot tell";
 }
 
+std::string TempDir() {
+  char tmpl[] = "/tmp/yoke_options_XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+// The scalars of the one event file in `dir`, by tag: (step, value).
+std::map<std::string, std::vector<std::pair<int64_t, float>>> ReadScalars(
+    const std::string& dir) {
+  std::map<std::string, std::vector<std::pair<int64_t, float>>> scalars;
+  for (const auto& f : std::filesystem::directory_iterator(dir)) {
+    auto bytes = common::ReadRegularFile(f.path(), 64 << 20, "event file");
+    EXPECT_TRUE(bytes.ok()) << bytes.status();
+    if (!bytes.ok()) continue;
+    auto records = common::ParseTfRecords(*bytes, f.path());
+    EXPECT_TRUE(records.ok()) << records.status();
+    if (!records.ok()) continue;
+    for (const std::string& rec : *records) {
+      tensorboard::Event ev;
+      EXPECT_TRUE(ev.ParseFromString(rec));
+      for (const auto& v : ev.summary().value()) {
+        if (!v.has_tensor()) scalars[v.tag()].push_back({ev.step(), v.simple_value()});
+      }
+    }
+  }
+  return scalars;
+}
+
 TEST(TrainingOptionsTest, ValidationSplitHoldsOutAFixedPartAndReportsIt) {
   v1::JobSpec spec = MlpJob(50, 0, 2000);
   spec.mutable_data()->set_validation_split(0.2f);
+  const std::string events = TempDir();
+  spec.mutable_logging()->set_tensorboard_dir(events);
   spec.mutable_training()->set_epochs(2);
   Steps sink;
   TrainerOptions o;
@@ -278,11 +311,16 @@ TEST(TrainingOptionsTest, ValidationSplitHoldsOutAFixedPartAndReportsIt) {
   }
   EXPECT_LT(r->history(1).validation_loss(), r->history(0).validation_loss());
   EXPECT_EQ(sink.epochs[1].validation_loss(), r->history(1).validation_loss());
-}
-
-std::string TempDir() {
-  char tmpl[] = "/tmp/yoke_options_XXXXXX";
-  return mkdtemp(tmpl);
+  t->reset();  // closes the event file
+  auto scalars = ReadScalars(events);
+  ASSERT_EQ(scalars["validation/accuracy"].size(), 2u);
+  EXPECT_EQ(scalars["validation/accuracy"][1].first, 64);
+  EXPECT_EQ(scalars["validation/accuracy"][1].second,
+            static_cast<float>(r->history(1).validation_accuracy()));
+  ASSERT_EQ(scalars["validation/loss"].size(), 2u);
+  EXPECT_EQ(scalars["validation/loss"][0].second,
+            static_cast<float>(r->history(0).validation_loss()));
+  std::filesystem::remove_all(events);
 }
 
 // 1,000 examples in batches of 200: 5 steps per epoch.
