@@ -345,6 +345,11 @@ void CheckData(Checker& c, const v1::JobSpec& spec) {
   }
   c.NonNegative("data.transform.random_crop_padding", t.random_crop_padding());
   c.NonNegative("data.prefetch", d.prefetch());
+  c.UnitHalfOpen("data.validation_split", d.validation_split());
+  if (d.validation_split() > 0 && d.train().validation_split() != 0) {
+    c.Add("data.validation_split: cannot be combined with data.train.validation_split (the "
+          "image_folder's own split, chosen with data.train.subset); set only one of them");
+  }
 }
 
 void CheckOptimizer(Checker& c, const v1::TrainingSpec& t) {
@@ -400,6 +405,63 @@ void CheckSchedule(Checker& c, const v1::TrainingSpec& t) {
   }
 }
 
+// Accumulation, clipping, label smoothing and early stopping.
+void CheckTrainingOptions(Checker& c, const v1::JobSpec& spec) {
+  const v1::TrainingSpec& t = spec.training();
+  c.NonNegative("training.accumulation_steps", t.accumulation_steps());
+  const int64_t k = t.accumulation_steps();
+  const int64_t replicas = static_cast<int64_t>(std::max(spec.distribution().workers(), 1)) *
+                           std::max(spec.distribution().devices_per_worker(), 1);
+  if (k > 1 && t.batch_size() > 0) {
+    if (t.batch_size() % k != 0) {
+      c.Add(absl::StrCat("training.accumulation_steps: training.batch_size (", t.batch_size(),
+                         ", the global batch of one optimizer step) must be divisible by it, "
+                         "got ", k));
+    } else if (t.batch_size() / k < replicas) {
+      c.Add(absl::StrCat("training.accumulation_steps: a micro-batch of training.batch_size / ",
+                         k, " = ", t.batch_size() / k, " samples leaves some of the ", replicas,
+                         " replicas without samples; use fewer steps or a larger batch"));
+    }
+  }
+  if (k > 1 && spec.distribution().sync_batch_norm()) {
+    c.Add("training.accumulation_steps: not supported with distribution.sync_batch_norm (its "
+          "statistics would span one micro-batch, not the step); set one of them");
+  }
+  c.NonNegativeFinite("training.clip_grad_norm", t.clip_grad_norm());
+  c.UnitHalfOpen("training.label_smoothing", t.label_smoothing());
+  if (t.label_smoothing() != 0 && t.loss() == "mse") {
+    c.Unused("training.label_smoothing", "by loss 'mse' (only by softmax_cross_entropy)");
+  }
+  const v1::EarlyStoppingSpec& es = t.early_stopping();
+  const std::string p = "training.early_stopping";
+  c.OneOf(p + ".monitor", es.monitor(),
+          {"validation_loss", "validation_accuracy", "test_loss", "test_accuracy"}, "metric",
+          /*empty_ok=*/true);
+  if (es.monitor().empty()) {
+    if (es.patience() != 0) c.Unused(p + ".patience", "without a monitor");
+    if (es.min_delta() != 0) c.Unused(p + ".min_delta", "without a monitor");
+  } else {
+    c.Positive(p + ".patience", es.patience());
+    c.NonNegativeFinite(p + ".min_delta", es.min_delta());
+    if (absl::StartsWith(es.monitor(), "validation_") && !(spec.data().validation_split() > 0)) {
+      c.Add(absl::StrCat(p, ".monitor: '", es.monitor(),
+                         "' needs a validation set: set data.validation_split"));
+    }
+    if (absl::StartsWith(es.monitor(), "test_") && !spec.data().has_test()) {
+      c.Add(absl::StrCat(p, ".monitor: '", es.monitor(), "' needs data.test"));
+    }
+  }
+  if (spec.checkpoint().keep_best()) {
+    if (spec.checkpoint().dir().empty()) {
+      c.Add("checkpoint.keep_best: needs checkpoint.dir (best.ckpt is written there)");
+    }
+    if (es.monitor().empty()) {
+      c.Add("checkpoint.keep_best: needs training.early_stopping.monitor (the metric that "
+            "picks the best epoch)");
+    }
+  }
+}
+
 void CheckTraining(Checker& c, const v1::JobSpec& spec) {
   if (!spec.has_training()) {
     c.Add("training: required (epochs, batch_size, optimizer)");
@@ -419,6 +481,7 @@ void CheckTraining(Checker& c, const v1::JobSpec& spec) {
     c.Add(absl::StrCat("training.threads: at most ", kMaxTrainingThreads,
                        " (the trainer caps it at the worker's cores), got ", t.threads()));
   }
+  CheckTrainingOptions(c, spec);
 }
 
 void CheckPlacement(Checker& c, const v1::JobSpec& spec) {

@@ -263,6 +263,54 @@ const Case kCases[] = {
     {kZooJob, {"checkpoint={dir: /c, keep: -1}"}, "checkpoint.keep: must be >= 0, got -1"},
     {kZooJob, {"checkpoint.keep=2"}, "checkpoint.dir: required when"},
     {kZooJob, {"restart.max_restarts=-1"}, "restart.max_restarts: must be >= 0, got -1"},
+    // ---- training options: accumulation, clipping, smoothing, early stopping
+    {kZooJob, {"training.accumulation_steps=-2"},
+     "training.accumulation_steps: must be >= 0, got -2"},
+    {kZooJob, {"training.accumulation_steps=3"},
+     "training.accumulation_steps: training.batch_size (8, the global batch of one optimizer "
+     "step) must be divisible by it, got 3"},
+    {kZooJob, {"training.accumulation_steps=4", "distribution.workers=4"},
+     "training.accumulation_steps: a micro-batch of training.batch_size / 4 = 2 samples leaves "
+     "some of the 4 replicas without samples"},
+    {kZooJob, {"training.accumulation_steps=2", "distribution.sync_batch_norm=true"},
+     "training.accumulation_steps: not supported with distribution.sync_batch_norm"},
+    {kZooJob, {"training.clip_grad_norm=-1"},
+     "training.clip_grad_norm: must be finite and >= 0, got -1"},
+    {kZooJob, {"training.label_smoothing=1"}, "training.label_smoothing: must be in [0, 1), got 1"},
+    {kZooJob, {"training.label_smoothing=-0.1"},
+     "training.label_smoothing: must be in [0, 1), got -0.1"},
+    {kZooJob, {"training.loss=mse", "training.label_smoothing=0.1"},
+     "training.label_smoothing: not used by loss 'mse'"},
+    {kZooJob, {"training.early_stopping={monitor: val_loss, patience: 2}"},
+     "training.early_stopping.monitor: unknown metric 'val_loss' (known: validation_loss, "
+     "validation_accuracy, test_loss, test_accuracy)"},
+    {kZooJob, {"training.early_stopping={monitor: test_loss, patience: 2}"},
+     "training.early_stopping.monitor: 'test_loss' needs data.test"},
+    {kZooJob, {"training.early_stopping={monitor: validation_accuracy, patience: 2}"},
+     "training.early_stopping.monitor: 'validation_accuracy' needs a validation set: set "
+     "data.validation_split"},
+    {kZooJob, {"data.validation_split=0.1", "training.early_stopping={monitor: validation_loss}"},
+     "training.early_stopping.patience: must be > 0, got 0"},
+    {kZooJob,
+     {"data.validation_split=0.1",
+      "training.early_stopping={monitor: validation_loss, patience: 1, min_delta: -1}"},
+     "training.early_stopping.min_delta: must be finite and >= 0, got -1"},
+    {kZooJob, {"training.early_stopping={patience: 3}"},
+     "training.early_stopping.patience: not used without a monitor"},
+    {kZooJob, {"checkpoint={dir: /c, keep_best: true}"},
+     "checkpoint.keep_best: needs training.early_stopping.monitor"},
+    {kZooJob,
+     {"data.validation_split=0.1", "training.early_stopping={monitor: validation_loss, patience: 1}",
+      "checkpoint.keep_best=true"},
+     "checkpoint.keep_best: needs checkpoint.dir"},
+    // ---- validation split
+    {kZooJob, {"data.validation_split=1"}, "data.validation_split: must be in [0, 1), got 1"},
+    {kZooJob, {"data.validation_split=-0.2"}, "data.validation_split: must be in [0, 1), got -0.2"},
+    {kZooJob,
+     {"data.train={format: image_folder, root: /d, image_size: [8, 8], validation_split: 0.2, "
+      "subset: training}",
+      "data.validation_split=0.1"},
+     "data.validation_split: cannot be combined with data.train.validation_split"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Rules, ValidateRejects, testing::ValuesIn(kCases));
@@ -292,6 +340,12 @@ TEST(ValidateJobSpecTest, ValidJobsPass) {
       {"data.train.shape=[5]", "data.train.num_classes=2"},
       {"data.transform={divisor: 0, mean: [0.5, 0.5, 0.5], std: [1, 1, 1]}"},
       {"data.transform={mean: [0.5]}"},
+      {"training.accumulation_steps=8", "training.clip_grad_norm=0"},
+      {"training.accumulation_steps=4", "distribution.workers=2", "training.clip_grad_norm=1.5",
+       "training.label_smoothing=0.1"},
+      {"data.validation_split=0.5",
+       "training.early_stopping={monitor: validation_accuracy, patience: 1, min_delta: 0}",
+       "checkpoint={dir: /c, keep_best: true}"},
   };
   for (const auto& o : ok) {
     absl::Status s = ValidateJobSpec(Load(kZooJob, o));

@@ -1,6 +1,8 @@
 #include "worker/progress.h"
 
+#include <string>
 
+#include "absl/strings/str_format.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace yoke::worker {
@@ -30,11 +32,19 @@ void ConsoleProgress::OnStep(const v1::StepProgress& p) {
 
 void ConsoleProgress::OnEpoch(const v1::EpochResult& e) {
   bar_.Clear();
+  // A job with a validation split reports it (its accuracy is never exactly
+  // 0 with both metrics, so 0, 0 means none).
+  std::string validation;
+  if (e.validation_loss() != 0 || e.validation_accuracy() != 0) {
+    validation = absl::StrFormat(" | validation loss %.4f acc %.4f", e.validation_loss(),
+                                 e.validation_accuracy());
+  }
   std::fprintf(out_,
-               "epoch %lld done: train loss %.4f acc %.4f | test loss %.4f acc %.4f | "
+               "epoch %lld done: train loss %.4f acc %.4f%s | test loss %.4f acc %.4f | "
                "%.0f samples/s, %.1fs\n",
                static_cast<long long>(e.epoch()), e.train_loss(), e.train_accuracy(),
-               e.test_loss(), e.test_accuracy(), e.samples_per_second(), e.seconds());
+               validation.c_str(), e.test_loss(), e.test_accuracy(), e.samples_per_second(),
+               e.seconds());
   std::fflush(out_);
 }
 

@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "common/usable_cores.h"
 #include "data/open_dataset.h"
+#include "data/validation_split.h"
 #include "engine/kernels/cpu/dnnl_context.h"
 #include "spdlog/spdlog.h"
 #include "worker/trainer_internal.h"
@@ -120,6 +121,16 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
     }
     t->test_ = std::move(test);
   }
+  // The held-out part is chosen before anything else looks at data.train's
+  // size: steps per epoch and the sampler see only the part trained on.
+  if (spec.data().validation_split() > 0) {
+    ASSIGN_OR_RETURN(data::SplitIndices split,
+                     data::SplitForValidation(t->train_->size(), spec.data().validation_split(),
+                                              tr.seed()));
+    std::shared_ptr<const data::Dataset> all = t->train_;
+    t->validation_ = data::Subset(all, std::move(split.validation));
+    t->train_ = data::Subset(all, std::move(split.train));
+  }
   int classes = t->train_->num_classes();
   if (t->test_) classes = std::max(classes, t->test_->num_classes());
 
@@ -130,7 +141,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
     r->rank = options.first_rank + i;
     ASSIGN_OR_RETURN(r->model, engine::Model::Create(spec.model(), input, classes));
     ASSIGN_OR_RETURN(r->loss, engine::CreateLoss(tr.loss().empty() ? "softmax_cross_entropy"
-                                                           : tr.loss()));
+                                                                   : tr.loss(),
+                                                 tr.label_smoothing()));
     ASSIGN_OR_RETURN(r->optimizer, engine::CreateOptimizer(tr.optimizer(), &r->model->params()));
     r->model->params().Initialize(tr.seed());
     t->replicas_.push_back(std::move(r));
@@ -161,6 +173,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
                                                 t->total_steps_));
 
   if (!options.resume.empty()) RETURN_IF_ERROR(t->Restore(options.resume));
+  // A restart keeps reporting the best checkpoint an earlier attempt wrote.
+  if (spec.checkpoint().keep_best() && t->EarlyStopping().best_epoch > 0) {
+    const std::string best = spec.checkpoint().dir() + "/best.ckpt";
+    if (std::filesystem::exists(best)) t->best_checkpoint_ = best;
+  }
   if (!spec.checkpoint().dir().empty() && options.first_rank == 0) {
     RETURN_IF_ERROR(MakeDirs(spec.checkpoint().dir()));
   }

@@ -48,6 +48,31 @@
 // With world_size 1 there is no communicator and no reducer: the loss scale
 // 1 / batch is folded into dlogits, as always.
 //
+// Gradient accumulation (training.accumulation_steps = k): each optimizer
+// step still covers the same global batch of training.batch_size samples
+// (the same sampler slices), but a rank runs its slice as k micro-batches,
+// forward and backward one after another, so activation memory is that of a
+// micro-batch. Backward overwrites the gradients, so the first k-1
+// micro-batches' gradients are summed into an accumulation buffer with no
+// communication (like DDP's no_sync); in the last micro-batch's backward each
+// parameter's accumulated sum is added back into its gradient just before
+// the reducer is told it is ready, so the one allreduce per step still
+// overlaps backward. The scale is still 1 / (samples of the whole step). A
+// micro-batch j of step s draws dropout masks from stream s·k + j.
+//
+// Options applied after the allreduce, identically on every rank:
+// training.clip_grad_norm scales the mean gradient down to that global L2
+// norm (folded into the optimizer's gradient scale, like the 1 / count).
+//
+// Validation split and early stopping: data.validation_split holds out a
+// fixed part of data.train (data/validation_split.h), evaluated like the test
+// split after every epoch. training.early_stopping watches one of the epoch
+// metrics; the decision is global rank 0's (it alone evaluates) and reaches
+// the other ranks by a one-value broadcast at the end of each epoch, so all
+// ranks stop after the same step. It is a pure function of the epoch history
+// a checkpoint carries, so it survives a restart. checkpoint.keep_best writes
+// the best epoch's checkpoint to <checkpoint.dir>/best.ckpt.
+//
 // CPU threads: training.threads (0 = all cores) is the process's budget. Each
 // local replica's thread gets its own OpenMP pool (the nthreads ICV is per
 // thread) of max(1, threads / num_replicas) threads, so the replicas together
@@ -152,8 +177,16 @@ class Trainer {
   // if the spec has a directory, and returns the result so far).
   void RequestStop() { stop_.store(true); }
 
-  // Evaluates the model on the test split: (mean loss, accuracy).
+  // Evaluates the model on the test split: (mean loss, accuracy); (0, 0)
+  // without one.
   absl::StatusOr<std::pair<double, double>> Evaluate();
+  // The same on the held-out validation split (data.validation_split).
+  absl::StatusOr<std::pair<double, double>> EvaluateValidation();
+
+  // The data.train examples trained on, and the held-out ones (null without
+  // a validation split).
+  const data::Dataset& train_set() const { return *train_; }
+  const data::Dataset* validation_set() const { return validation_.get(); }
 
   // Local replica i's model (global rank first_rank + i).
   engine::Model& model(int i = 0);
@@ -167,6 +200,14 @@ class Trainer {
   Trainer() = default;
   bool distributed() const { return options_.world_size > 1; }
   absl::Status Restore(const std::string& path);
+  // Mean loss and accuracy of local replica 0's model on `set` (null: 0, 0).
+  absl::StatusOr<std::pair<double, double>> EvaluateOn(const std::shared_ptr<data::Dataset>& set);
+  // Early stopping, from the epoch history alone (so a restart agrees).
+  struct EarlyStop {
+    int best_epoch = 0;  // 1-based; 0 before the first epoch or when off
+    bool stop = false;   // patience ran out
+  };
+  EarlyStop EarlyStopping() const;
   absl::Status MaybeCheckpoint(bool end_of_epoch);
   // TensorBoard (trainer_tensorboard.cc): opens the event file and writes the
   // spec as text; scalars of a log step and of an epoch. Failures are logged
@@ -190,6 +231,7 @@ class Trainer {
   v1::JobSpec spec_;
   TrainerOptions options_;
   std::shared_ptr<data::Dataset> train_, test_;
+  std::shared_ptr<data::Dataset> validation_;  // held out of data.train, or null
   // The stores must outlive the communicators (in replicas_), which they do
   // by being declared first: members are destroyed in reverse order.
   std::unique_ptr<collective::Store> owned_store_;  // a CoordinatorStore
@@ -209,6 +251,7 @@ class Trainer {
   double train_seconds_ = 0;  // restored from checkpoints, for throughput
   int64_t samples_seen_ = 0;
   std::string last_checkpoint_;
+  std::string best_checkpoint_;  // checkpoint.keep_best: <dir>/best.ckpt once written
   // Results of the epochs completed so far, restored ones included; they go
   // into every checkpoint (rank 0 only).
   std::vector<v1::EpochResult> history_;
@@ -216,6 +259,9 @@ class Trainer {
   // when the spec asks for none, or after a write failed (logged once).
   std::unique_ptr<common::EventFileWriter> events_;
   std::string resumed_from_;  // the checkpoint Restore() read, or ""
+  // Set by Run() before the replicas start: the restored history already
+  // ended the run by early stopping.
+  bool stopped_before_ = false;
   std::atomic<bool> stop_{false};
 };
 

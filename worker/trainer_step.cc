@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -17,8 +18,6 @@
 
 namespace yoke::worker {
 
-using trainer_internal::BatchInput;
-using trainer_internal::BatchLabels;
 using trainer_internal::Clock;
 using trainer_internal::Seconds;
 
@@ -30,6 +29,8 @@ absl::StatusOr<v1::TrainResult> Trainer::Run() {
   result.set_device("cpu");
   result.set_threads(threads_ * options_.num_replicas);
   result.set_replicas(options_.world_size);
+  // A restart after early stopping already ended the run trains no further.
+  stopped_before_ = EarlyStopping().stop;
   // Epochs restored from a checkpoint open the result's history.
   *result.mutable_history() = {history_.begin(), history_.end()};
   ReportStart();
@@ -81,6 +82,10 @@ absl::StatusOr<v1::TrainResult> Trainer::Run() {
   result.set_wall_seconds(Seconds(Clock::now() - wall_start));
   result.set_peak_memory_bytes(PeakRssBytes());
   result.set_checkpoint(last_checkpoint_);
+  const EarlyStop es = EarlyStopping();
+  result.set_best_epoch(es.best_epoch);
+  result.set_stopped_early(es.stop && epoch_ < spec_.training().epochs() && step_ < total_steps_);
+  result.set_best_checkpoint(best_checkpoint_);
   ReportEnd(result);
   return result;
 }
@@ -110,13 +115,45 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
   po.end_epoch = tr.epochs();
 
   std::unique_ptr<data::Pipeline> pipe;
-  if (epoch < tr.epochs() && step < total_steps_) {
+  if (epoch < tr.epochs() && step < total_steps_ && !stopped_before_) {
     ASSIGN_OR_RETURN(pipe, data::Pipeline::Create(train_, so, spec_.data().transform(),
                                                   /*train=*/true, po));
   }
   engine::Tensor dlogits;
   const engine::Model::GradReadyFn on_grad_ready =
       reducer ? engine::Model::GradReadyFn([reducer](int id) { reducer->MarkReady(id); }) : nullptr;
+
+  // Gradient accumulation over k micro-batches (see the header): the sum of
+  // the first k-1 micro-batches' gradients, added back parameter by
+  // parameter during the last one's backward, before the reducer sees it.
+  const int64_t k = std::max(tr.accumulation_steps(), 1);
+  engine::ParamSet& ps = model.params();
+  const float* const grads = ps.flat_grads().data<float>();
+  engine::Tensor grad_sum;  // (padded_size,), like flat_grads
+  std::vector<char> added(ps.entries().size(), 0);
+  bool have_sum = false;  // grad_sum holds this step's earlier micro-batches
+  auto add_sum = [&](int id) {
+    const engine::ParamSet::Entry& e = ps.entries()[id];
+    float* __restrict g = ps.flat_grads().data<float>() + e.offset;
+    const float* __restrict a = grad_sum.data<float>() + e.offset;
+    const int64_t count = engine::NumElements(e.shape);
+#pragma omp simd
+    for (int64_t i = 0; i < count; ++i) g[i] += a[i];
+    added[id] = 1;
+  };
+  if (k > 1) {
+    ASSIGN_OR_RETURN(grad_sum, engine::Tensor::AllocateZeros(
+                                   ps.flat_grads().shape(), engine::DType::kF32,
+                                   engine::Device::CPU(), "the gradient accumulation buffer"));
+  }
+  const engine::Model::GradReadyFn last_micro_ready = [&](int id) {
+    if (have_sum) add_sum(id);
+    if (reducer) reducer->MarkReady(id);
+  };
+  const int64_t example_numel = train_->example_numel();
+  const bool early_stopping = !tr.early_stopping().monitor().empty();
+  const float clip = tr.clip_grad_norm();
+  bool early_stop = false;
   const int log_every = tr.log_every_steps() > 0 ? tr.log_every_steps() : 100;
   // Per-epoch and per-log-window accumulators (this replica's samples), and
   // the samples of the whole job in the window (for throughput).
@@ -125,7 +162,7 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
   int64_t epoch_global_n = 0, window_global_n = 0;
   double window_seconds = 0;
   // Where the window's time went (v1::StepProgress fields 14-19).
-  double window_data_wait = 0, window_comm = 0, window_exposed = 0;
+  double window_data_wait = 0, window_comm = 0, window_exposed = 0, window_grad_norm = 0;
   google::protobuf::RepeatedField<int64_t> window_histogram;
 
   while (pipe && step < total_steps_) {
@@ -147,24 +184,58 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     if (reducer) RETURN_IF_ERROR(reducer->Prepare(n, stop_.load() ? 1 : 0));
     double step_loss = 0;
     if (n > 0) {
-      ASSIGN_OR_RETURN(engine::Tensor logits, model.Forward(BatchInput(*batch), ctx));
-      if (!dlogits.defined() || dlogits.shape() != logits.shape()) {
-        ASSIGN_OR_RETURN(dlogits, engine::Tensor::Allocate(logits.shape(), engine::DType::kF32,
-                                                           engine::Device::CPU(),
-                                                           "the loss gradient (dlogits)"));
-      }
       // Alone: the mean over the batch, folded into dlogits. Distributed: the
       // per-sample SUM; the reducer sums over ranks and the optimizer step
-      // divides by the global count.
+      // divides by the global count. Either way the scale spans the whole
+      // step, so k micro-batches add up to the step's mean gradient.
       const float loss_scale = reducer ? 1.0f : 1.0f / static_cast<float>(batch->global_n);
-      ASSIGN_OR_RETURN(engine::LossResult r,
-                       rep.loss->Compute(logits, BatchLabels(*batch), loss_scale, &dlogits));
-      RETURN_IF_ERROR(model.Backward(dlogits, ctx, on_grad_ready));
-      step_loss = r.loss_sum;
-      epoch_loss += r.loss_sum;
-      window_loss += r.loss_sum;
-      epoch_correct += r.correct;
-      window_correct += r.correct;
+      const int64_t micro = (n + k - 1) / k;
+      have_sum = false;
+      for (int64_t begin = 0, j = 0; begin < n; begin += micro, ++j) {
+        const int64_t m = std::min(micro, n - begin);
+        const bool last_micro = begin + m >= n;
+        ctx.step = step * k + j;  // dropout masks: a stream per micro-batch
+        engine::Shape x_shape{m};
+        x_shape.insert(x_shape.end(), batch->example_shape.begin(), batch->example_shape.end());
+        engine::Tensor x = engine::Tensor::Wrap(batch->x.data() + begin * example_numel, x_shape,
+                                                engine::DType::kF32);
+        engine::Tensor y = engine::Tensor::Wrap(batch->y.data() + begin, {m}, engine::DType::kI32);
+        ASSIGN_OR_RETURN(engine::Tensor logits, model.Forward(x, ctx));
+        if (!dlogits.defined() || dlogits.shape() != logits.shape()) {
+          ASSIGN_OR_RETURN(dlogits, engine::Tensor::Allocate(logits.shape(), engine::DType::kF32,
+                                                             engine::Device::CPU(),
+                                                             "the loss gradient (dlogits)"));
+        }
+        ASSIGN_OR_RETURN(engine::LossResult r, rep.loss->Compute(logits, y, loss_scale, &dlogits));
+        if (last_micro) {
+          std::fill(added.begin(), added.end(), 0);
+          RETURN_IF_ERROR(model.Backward(dlogits, ctx, k > 1 ? last_micro_ready : on_grad_ready));
+          // A parameter backward never reported (none today) still gets its
+          // sum before Finish issues its bucket.
+          if (have_sum) {
+            for (size_t id = 0; id < added.size(); ++id) {
+              if (!added[id]) add_sum(static_cast<int>(id));
+            }
+          }
+        } else {
+          // No communication for the first k-1 micro-batches.
+          RETURN_IF_ERROR(model.Backward(dlogits, ctx));
+          float* __restrict a = grad_sum.data<float>();
+          const int64_t total = grad_sum.numel();
+          if (!have_sum) {
+            std::copy(grads, grads + total, a);
+          } else {
+#pragma omp parallel for simd if (total > 32768)
+            for (int64_t i = 0; i < total; ++i) a[i] += grads[i];
+          }
+          have_sum = true;
+        }
+        step_loss += r.loss_sum;
+        epoch_loss += r.loss_sum;
+        window_loss += r.loss_sum;
+        epoch_correct += r.correct;
+        window_correct += r.correct;
+      }
     } else if (reducer) {
       // No samples on this rank this step (a short last batch): contribute
       // zero gradients, not the last step's.
@@ -180,11 +251,18 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
       window_comm += totals.comm_seconds;
       global_n = totals.samples;
       stop_now = totals.stop_votes > 0;
-      RETURN_IF_ERROR(rep.optimizer->Step(
-          lr, 1.0f / static_cast<float>(std::max<int64_t>(global_n, 1))));
-    } else {
-      RETURN_IF_ERROR(rep.optimizer->Step(lr));
     }
+    // The mean gradient is grad_scale * flat_grads (alone, the 1 / batch is
+    // already in dlogits); clipping multiplies the scale, identically on
+    // every rank as they hold the same allreduced sums.
+    float grad_scale =
+        reducer ? 1.0f / static_cast<float>(std::max<int64_t>(global_n, 1)) : 1.0f;
+    if (clip > 0) {
+      const double norm = engine::GradNorm(ps, grad_scale);
+      window_grad_norm += norm;
+      grad_scale *= engine::ClipFactor(norm, clip);
+    }
+    RETURN_IF_ERROR(rep.optimizer->Step(lr, grad_scale));
     if (!std::isfinite(epoch_loss)) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "training diverged: the loss became %f at step %d (epoch %d) on rank %d; try a "
@@ -246,12 +324,13 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
       p.set_data_wait_seconds(window_data_wait);
       p.set_allreduce_seconds(window_comm);
       p.set_allreduce_exposed_seconds(window_exposed);
+      if (clip > 0) p.set_grad_norm(window_grad_norm / std::max<int64_t>(window_steps, 1));
       *p.mutable_step_seconds_histogram() = window_histogram;
       if (progress) progress->OnStep(p);
       if (root) WriteStepEvents(p);
       window_loss = 0;
       window_correct = window_n = window_global_n = 0;
-      window_seconds = window_data_wait = window_comm = window_exposed = 0;
+      window_seconds = window_data_wait = window_comm = window_exposed = window_grad_norm = 0;
       window_histogram.Clear();
     }
     if (root) RETURN_IF_ERROR(MaybeCheckpoint(false));
@@ -273,6 +352,11 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
         ASSIGN_OR_RETURN(auto eval, Evaluate());
         e.set_test_loss(eval.first);
         e.set_test_accuracy(eval.second);
+        if (validation_) {
+          ASSIGN_OR_RETURN(auto val, EvaluateValidation());
+          e.set_validation_loss(val.first);
+          e.set_validation_accuracy(val.second);
+        }
         *result->add_history() = e;
         history_.push_back(e);
         if (progress) progress->OnEpoch(e);
@@ -282,12 +366,38 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
             step % spec_.checkpoint().every_steps() != 0) {
           RETURN_IF_ERROR(MaybeCheckpoint(true));
         }
+        if (early_stopping) {
+          const EarlyStop es = EarlyStopping();
+          if (spec_.checkpoint().keep_best() && es.best_epoch == e.epoch()) {
+            // Atomic (WriteCheckpoint renames a finished file into place),
+            // and not named ckpt-*.yoke, so `keep` never prunes it and a
+            // restart never resumes from it.
+            const std::string best = spec_.checkpoint().dir() + "/best.ckpt";
+            RETURN_IF_ERROR(SaveCheckpoint(best));
+            best_checkpoint_ = best;
+          }
+          early_stop = es.stop;
+        }
+      }
+      // Rank 0 alone evaluated: its decision reaches every rank before any
+      // starts the next step, so all stop after this one.
+      if (early_stopping && rep.comm) {
+        int64_t flag = early_stop ? 1 : 0;
+        collective::Buffer b;
+        b.data = &flag;
+        b.count = 1;
+        b.dtype = collective::DataType::kI64;
+        collective::Options o;
+        o.timeout = collective_timeout_;
+        o.tag = "early stopping";
+        RETURN_IF_ERROR(rep.comm->Broadcast(b, /*root=*/0, o)->Wait());
+        early_stop = flag != 0;
       }
       epoch_loss = 0;
       epoch_correct = epoch_n = epoch_global_n = 0;
       epoch_seconds = 0;
     }
-    if (stop_now) break;
+    if (stop_now || early_stop) break;
   }
   pipe.reset();
   // Every rank leaves the group before it closes its connections: a rank

@@ -78,6 +78,10 @@ void Trainer::WriteEpochEvents(int64_t step, const v1::EpochResult& e) {
     scalars.push_back({"epoch/test_loss", e.test_loss()});
     scalars.push_back({"epoch/test_accuracy", e.test_accuracy()});
   }
+  if (validation_) {
+    scalars.push_back({"validation/loss", e.validation_loss()});
+    scalars.push_back({"validation/accuracy", e.validation_accuracy()});
+  }
   if (!WriteScalars(*events_, step, scalars)) events_.reset();
 }
 

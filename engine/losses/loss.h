@@ -34,7 +34,10 @@ class Loss {
 };
 
 // "softmax_cross_entropy" or "mse"; INVALID_ARGUMENT lists the known names.
-absl::StatusOr<std::unique_ptr<Loss>> CreateLoss(const std::string& name);
+// `label_smoothing` (TrainingSpec.label_smoothing) must be in [0, 1) and is
+// only for softmax_cross_entropy: INVALID_ARGUMENT otherwise.
+absl::StatusOr<std::unique_ptr<Loss>> CreateLoss(const std::string& name,
+                                                 float label_smoothing = 0.0f);
 std::vector<std::string> KnownLosses();
 
 }  // namespace yoke::engine

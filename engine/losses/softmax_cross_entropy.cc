@@ -14,6 +14,9 @@ absl::StatusOr<LossResult> SoftmaxCrossEntropy::Compute(const Tensor& logits,
   const float* z = logits.data<float>();
   const int32_t* y = labels.data<int32_t>();
   float* dz = dlogits ? dlogits->data<float>() : nullptr;
+  // Target weights: `off` for every class, `on` for the label.
+  const double off = static_cast<double>(label_smoothing_) / static_cast<double>(k);
+  const double on = 1.0 - static_cast<double>(label_smoothing_) + off;
   LossResult r;
   for (int64_t i = 0; i < n; ++i) {
     if (y[i] < 0 || y[i] >= k) {
@@ -29,13 +32,24 @@ absl::StatusOr<LossResult> SoftmaxCrossEntropy::Compute(const Tensor& logits,
     double sum = 0.0;
     for (int64_t j = 0; j < k; ++j) sum += std::exp(static_cast<double>(row[j] - mx));
     double log_sum = std::log(sum);
-    r.loss_sum += log_sum - (row[y[i]] - mx);
+    // -sum_j t_j (z_j - mx - log_sum) = log_sum - sum_j t_j (z_j - mx), as
+    // the t_j sum to 1.
+    if (label_smoothing_ == 0.0f) {
+      r.loss_sum += log_sum - (row[y[i]] - mx);
+    } else {
+      double dot = 0.0;
+      for (int64_t j = 0; j < k; ++j) dot += static_cast<double>(row[j] - mx);
+      dot = off * dot + (on - off) * static_cast<double>(row[y[i]] - mx);
+      r.loss_sum += log_sum - dot;
+    }
     if (arg == y[i]) ++r.correct;
     if (dz != nullptr) {
       float* drow = dz + i * k;
       for (int64_t j = 0; j < k; ++j) {
         float p = static_cast<float>(std::exp(static_cast<double>(row[j] - mx) - log_sum));
-        drow[j] = grad_scale * (p - (j == y[i] ? 1.0f : 0.0f));
+        const float t = label_smoothing_ == 0.0f ? (j == y[i] ? 1.0f : 0.0f)
+                                                 : static_cast<float>(j == y[i] ? on : off);
+        drow[j] = grad_scale * (p - t);
       }
     }
   }

@@ -43,6 +43,21 @@ absl::Status Optimizer::CheckStep(float lr, float grad_scale) const {
 
 std::vector<std::string> KnownOptimizers() { return {"sgd", "adam", "adamw"}; }
 
+double GradNorm(const ParamSet& params, float grad_scale) {
+  const Tensor& g = params.flat_grads();
+  const float* p = g.data<float>();
+  const int64_t n = g.numel();
+  double sum = 0.0;
+#pragma omp parallel for reduction(+ : sum) if (n > 32768)
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(p[i]) * p[i];
+  return static_cast<double>(grad_scale) * std::sqrt(sum);
+}
+
+float ClipFactor(double norm, float max_norm) {
+  if (!(max_norm > 0.0f) || !(norm > max_norm)) return 1.0f;
+  return static_cast<float>(max_norm / (norm + 1e-6));
+}
+
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const v1::OptimizerSpec& spec,
                                                            ParamSet* params) {
   if (params == nullptr || !params->finalized()) {

@@ -81,6 +81,18 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const v1::OptimizerSp
 // "sgd", "adam", "adamw".
 std::vector<std::string> KnownOptimizers();
 
+// Gradient clipping by global norm (TrainingSpec.clip_grad_norm).
+//
+// GradNorm: the L2 norm of grad_scale * flat_grads() over every parameter
+// together (the padding holds zeros), accumulated in double; one parallel
+// pass. Requires a finalized CPU ParamSet.
+double GradNorm(const ParamSet& params, float grad_scale);
+// The factor to multiply the gradient by: max_norm / (norm + 1e-6) when
+// norm > max_norm, else 1; max_norm <= 0 means no clipping (also 1). This is
+// torch.nn.utils.clip_grad_norm_'s definition, so the clipped norm is just
+// below max_norm.
+float ClipFactor(double norm, float max_norm);
+
 }  // namespace yoke::engine
 
 #endif  // YOKE_ENGINE_OPTIM_OPTIMIZER_H_

@@ -130,5 +130,27 @@ TEST(OptimizerTest, StateThatDoesNotFitIsAnErrorNamingIt) {
   }
 }
 
+// The norm spans every parameter (and skips nothing but zero padding): 3, 4
+// in two entries make 5; the gradient scale multiplies it.
+TEST(OptimizerTest, GradNormIsTheGlobalL2NormOfTheScaledGradient) {
+  ParamSet p;
+  const int a = p.Declare("a", {3}, Init::Constant(0));
+  const int b = p.Declare("b", {1}, Init::Constant(0));
+  ASSERT_TRUE(p.Finalize().ok());
+  float* g = p.flat_grads().data<float>();
+  g[p.entries()[a].offset] = 3.0f;
+  g[p.entries()[b].offset] = -4.0f;
+  EXPECT_DOUBLE_EQ(GradNorm(p, 1.0f), 5.0);
+  EXPECT_DOUBLE_EQ(GradNorm(p, 0.5f), 2.5);
+}
+
+TEST(OptimizerTest, ClipFactorFollowsClipGradNorm) {
+  EXPECT_FLOAT_EQ(ClipFactor(5.0, 1.0f), static_cast<float>(1.0 / (5.0 + 1e-6)));
+  EXPECT_LT(5.0 * ClipFactor(5.0, 1.0f), 1.0);
+  EXPECT_EQ(ClipFactor(5.0, 10.0f), 1.0f);  // under the bound: untouched
+  EXPECT_EQ(ClipFactor(5.0, 5.0f), 1.0f);   // at the bound: untouched
+  EXPECT_EQ(ClipFactor(5.0, 0.0f), 1.0f);   // 0 = off
+}
+
 }  // namespace
 }  // namespace yoke::engine
