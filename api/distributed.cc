@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/internal.h"
+#include "collective/coordinator_store.h"
 #include "collective/file_store.h"
 #include "collective/gloo_communicator.h"
 #include "common/status.h"
@@ -23,17 +24,17 @@ collective::Buffer Flat(const engine::Tensor& t) {
                             collective::DeviceKind::kCpu, 0};
 }
 
-// Every rank announces itself under "join/<rank>" and waits for the others,
+// Every rank announces itself under "api/join/<rank>" and waits for the others,
 // so a missing rank is named (Gloo's own bootstrap would only name a key).
 absl::Status Join(collective::Store* store, const DistributedOptions& o, absl::Duration timeout) {
-  RETURN_IF_ERROR(store->Set(absl::StrCat("join/", o.rank),
+  RETURN_IF_ERROR(store->Set(absl::StrCat("api/join/", o.rank),
                              absl::StrCat(o.hostname, " pid ", ::getpid())));
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<int> missing;
   for (int peer = 0; peer < o.world_size; ++peer) {
     if (peer == o.rank) continue;
     const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
-    auto v = store->Get(absl::StrCat("join/", peer), left);
+    auto v = store->Get(absl::StrCat("api/join/", peer), left);
     if (v.ok()) continue;
     if (v.status().code() != absl::StatusCode::kDeadlineExceeded) return v.status();
     missing.push_back(peer);
@@ -46,7 +47,8 @@ absl::Status Join(collective::Store* store, const DistributedOptions& o, absl::D
       ", which never joined (not started, crashed, or given another rendezvous)"));
 }
 
-absl::StatusOr<std::unique_ptr<collective::Store>> OpenStore(const std::string& rendezvous) {
+absl::StatusOr<std::unique_ptr<collective::Store>> OpenStore(const DistributedOptions& o) {
+  const std::string& rendezvous = o.rendezvous;
   if (absl::StartsWith(rendezvous, "file:")) {
     const std::string dir = rendezvous.substr(5);
     if (dir.empty()) {
@@ -55,8 +57,22 @@ absl::StatusOr<std::unique_ptr<collective::Store>> OpenStore(const std::string& 
     ASSIGN_OR_RETURN(auto store, collective::FileStore::Open(dir));
     return std::unique_ptr<collective::Store>(std::move(store));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("rendezvous '", rendezvous, "': expected file:DIR (a directory every rank sees)"));
+  if (absl::StartsWith(rendezvous, "coordinator:")) {
+    const std::string target = rendezvous.substr(12);
+    if (target.empty() || o.job_id.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rendezvous '", rendezvous, "' needs the coordinator's HOST:PORT and a job id ",
+          "(coordinator:HOST:PORT with YOKE_JOB_ID and YOKE_ATTEMPT)"));
+    }
+    // TLS and the attempt's secret, as the worker daemon hands them to trainers.
+    ASSIGN_OR_RETURN(collective::CoordinatorStoreOptions so,
+                     collective::CoordinatorStoreOptions::FromEnvironment());
+    return std::unique_ptr<collective::Store>(
+        std::make_unique<collective::CoordinatorStore>(target, o.job_id, o.attempt, so));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "rendezvous '", rendezvous,
+      "': expected file:DIR (a directory every rank sees) or coordinator:HOST:PORT"));
 }
 
 }  // namespace
@@ -101,7 +117,7 @@ absl::StatusOr<DistributedContext> DistributedContext::Create(const DistributedO
     return absl::InvalidArgumentError(absl::StrCat(
         "world size ", o.world_size, " needs a rendezvous (YOKE_RENDEZVOUS=file:DIR)"));
   }
-  ASSIGN_OR_RETURN(impl->store, OpenStore(o.rendezvous));
+  ASSIGN_OR_RETURN(impl->store, OpenStore(o));
   RETURN_IF_ERROR(Join(impl->store.get(), o, impl->timeout));
   // The same key namespace as the trainer's group (trainer_step.cc).
   impl->group_store = std::make_unique<collective::PrefixStore>(impl->store.get(), "data-parallel/");
@@ -132,6 +148,8 @@ absl::StatusOr<DistributedOptions> DistributedContext::OptionsFromEnvironment() 
   }
   if (const char* v = get("YOKE_RENDEZVOUS")) o.rendezvous = v;
   if (const char* v = get("YOKE_HOSTNAME")) o.hostname = v;
+  if (const char* v = get("YOKE_JOB_ID")) o.job_id = v;
+  if (const char* v = get("YOKE_ATTEMPT")) RETURN_IF_ERROR(parse_int("YOKE_ATTEMPT", v, &o.attempt));
   if (const char* v = get("YOKE_TIMEOUT_S")) {
     if (!absl::SimpleAtod(v, &o.timeout_seconds) || !(o.timeout_seconds > 0)) {
       return absl::InvalidArgumentError(

@@ -172,12 +172,16 @@ TEST(DistributedTest, OptionsFromEnvironment) {
   setenv("YOKE_WORLD_SIZE", "4", 1);
   setenv("YOKE_RENDEZVOUS", "file:/tmp/x", 1);
   setenv("YOKE_TIMEOUT_S", "12.5", 1);
+  setenv("YOKE_JOB_ID", "job-7", 1);
+  setenv("YOKE_ATTEMPT", "3", 1);
   auto o = yoke::DistributedContext::OptionsFromEnvironment();
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->rank, 1);
   EXPECT_EQ(o->world_size, 4);
   EXPECT_EQ(o->rendezvous, "file:/tmp/x");
   EXPECT_EQ(o->timeout_seconds, 12.5);
+  EXPECT_EQ(o->job_id, "job-7");
+  EXPECT_EQ(o->attempt, 3);
   setenv("YOKE_RANK", "one", 1);
   auto bad = yoke::DistributedContext::OptionsFromEnvironment();
   ASSERT_FALSE(bad.ok());
@@ -185,7 +189,8 @@ TEST(DistributedTest, OptionsFromEnvironment) {
   setenv("YOKE_RANK", "4", 1);
   EXPECT_EQ(yoke::DistributedContext::OptionsFromEnvironment().status().code(),
             absl::StatusCode::kInvalidArgument);
-  for (const char* v : {"YOKE_RANK", "YOKE_WORLD_SIZE", "YOKE_RENDEZVOUS", "YOKE_TIMEOUT_S"}) {
+  for (const char* v : {"YOKE_RANK", "YOKE_WORLD_SIZE", "YOKE_RENDEZVOUS", "YOKE_TIMEOUT_S",
+                        "YOKE_JOB_ID", "YOKE_ATTEMPT"}) {
     unsetenv(v);
   }
   yoke::DistributedOptions no_rdzv;

@@ -16,6 +16,11 @@
 // the world size and a rendezvous every rank can reach:
 //   file:DIR  a directory all ranks see (one machine, or a shared file
 //             system); use a fresh one per launch.
+//   coordinator:HOST:PORT
+//             a Yoke coordinator's per-attempt rendezvous (the one trainers
+//             use), for job_id and attempt; the attempt must be open
+//             (scheduled), and TLS and the rendezvous secret come from
+//             YOKE_TLS_CA and YOKE_RENDEZVOUS_SECRET as for a trainer.
 // A world size of 1 needs none: then BroadcastParameters and
 // AllreduceGradients do nothing (the gradient stays the local batch mean).
 // Every rank first announces itself and waits for all the others; a rank
@@ -44,8 +49,11 @@ class Model;
 struct DistributedOptions {
   int rank = 0;        // in [0, world_size)
   int world_size = 1;  // >= 1
-  // "file:DIR"; required when world_size > 1.
+  // "file:DIR" or "coordinator:HOST:PORT"; required when world_size > 1.
   std::string rendezvous;
+  // For a coordinator rendezvous: the job and its attempt.
+  std::string job_id;
+  int attempt = 0;
   // The address this rank's connections listen on (another machine must be
   // able to reach it).
   std::string hostname = "127.0.0.1";
@@ -63,7 +71,8 @@ class DistributedContext {
   static absl::StatusOr<DistributedContext> Create(const DistributedOptions& options);
   // Options from the environment, as torchrun-style launchers set it:
   //   YOKE_RANK, YOKE_WORLD_SIZE (default 0 and 1), YOKE_RENDEZVOUS,
-  //   YOKE_HOSTNAME (default 127.0.0.1), YOKE_TIMEOUT_S (default 300).
+  //   YOKE_HOSTNAME (default 127.0.0.1), YOKE_TIMEOUT_S (default 300),
+  //   and for a coordinator rendezvous YOKE_JOB_ID and YOKE_ATTEMPT.
   // INVALID_ARGUMENT naming the variable for a malformed value.
   static absl::StatusOr<DistributedOptions> OptionsFromEnvironment();
   static absl::StatusOr<DistributedContext> FromEnvironment();
