@@ -204,4 +204,83 @@ TEST(DistributedTest, OptionsFromEnvironment) {
   EXPECT_NE(c.status().message().find("file:DIR"), std::string::npos) << c.status();
 }
 
+// Misuse fails with FAILED_PRECONDITION and a hint, without breaking the
+// group: allreducing an unattached model, a second Backward before the
+// allreduce, and a Step before it.
+TEST(DistributedTest, OutOfOrderCallsAreClearErrors) {
+  TempDir dir;
+  absl::Status status[2];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      status[r] = [&]() -> absl::Status {
+        yoke::DistributedOptions o;
+        o.rank = r;
+        o.world_size = 2;
+        o.rendezvous = "file:" + dir.path();
+        o.timeout_seconds = 60;
+        YOKE_ASSIGN_OR_RETURN(yoke::DistributedContext ctx, yoke::DistributedContext::Create(o));
+        YOKE_ASSIGN_OR_RETURN(yoke::Model model, MakeModel(1));
+        yoke::SgdOptions sgd;
+        YOKE_ASSIGN_OR_RETURN(yoke::Optimizer opt, yoke::Optimizer::Sgd(model, sgd));
+        absl::Status s = ctx.AllreduceGradients(model);
+        if (s.code() != absl::StatusCode::kFailedPrecondition ||
+            s.message().find("BroadcastParameters") == std::string::npos) {
+          return absl::InternalError("unattached: " + s.ToString());
+        }
+        YOKE_RETURN_IF_ERROR(ctx.BroadcastParameters(model));
+        yoke::Batch batch = MakeBatch(2, r);
+        for (int i = 0; i < 2; ++i) {
+          YOKE_ASSIGN_OR_RETURN(yoke::Tensor logits, model.Forward(batch));
+          YOKE_ASSIGN_OR_RETURN(yoke::Loss loss, yoke::CrossEntropyLoss(logits, batch));
+          s = loss.Backward();
+          if (i == 1 && (s.code() != absl::StatusCode::kFailedPrecondition ||
+                         s.message().find("AllreduceGradients") == std::string::npos)) {
+            return absl::InternalError("second Backward: " + s.ToString());
+          }
+        }
+        s = opt.Step();
+        if (s.code() != absl::StatusCode::kFailedPrecondition) {
+          return absl::InternalError("Step before the allreduce: " + s.ToString());
+        }
+        YOKE_RETURN_IF_ERROR(ctx.AllreduceGradients(model));
+        return opt.Step();
+      }();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(status[0].ok()) << status[0];
+  EXPECT_TRUE(status[1].ok()) << status[1];
+}
+
+// A rank that leaves the group early fails its peer's next allreduce within
+// the timeout, with a message naming it.
+TEST(DistributedTest, APeerThatLeftFailsTheAllreduceNamingIt) {
+  TempDir dir;
+  absl::Status rank0;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      yoke::DistributedOptions o;
+      o.rank = r;
+      o.world_size = 2;
+      o.rendezvous = "file:" + dir.path();
+      o.timeout_seconds = 2;
+      auto ctx = yoke::DistributedContext::Create(o);
+      ASSERT_TRUE(ctx.ok()) << ctx.status();
+      auto model = MakeModel(1);
+      ASSERT_TRUE(ctx->BroadcastParameters(*model).ok());
+      if (r == 1) return;  // leaves: the context and the model go away
+      yoke::Batch batch = MakeBatch(2, 0);
+      auto logits = model->Forward(batch);
+      auto loss = yoke::CrossEntropyLoss(*logits, batch);
+      ASSERT_TRUE(loss->Backward().ok());
+      rank0 = ctx->AllreduceGradients(*model);
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_FALSE(rank0.ok());
+  EXPECT_NE(rank0.message().find("ranks 1 "), std::string::npos) << rank0;
+}
+
 }  // namespace
