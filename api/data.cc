@@ -26,10 +26,9 @@ absl::StatusOr<Batch> Batch::FromData(std::vector<int64_t> example_shape,
   }
   const int64_t n = static_cast<int64_t>(labels.size());
   if (static_cast<int64_t>(x.size()) != n * numel) {
-    return absl::InvalidArgumentError(absl::StrCat("Batch: ", n, " labels need ", n * numel,
-                                                   " values of shape ",
-                                                   data::ShapeToString(example_shape), ", got ",
-                                                   x.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Batch: ", n, " labels need ", n * numel, " values of shape ",
+                     data::ShapeToString(example_shape), ", got ", x.size()));
   }
   Batch b;
   b.impl_ = std::make_unique<Impl>();
@@ -86,9 +85,8 @@ absl::StatusOr<DataLoader::Impl> Open(const v1::JobSpec& spec, const std::string
         absl::StrCat("DataLoaderOptions.batch_size: must be > 0, got ", o.batch_size));
   }
   if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("DataLoaderOptions: rank ", o.rank,
-                                                   " must lie in [0, world_size ",
-                                                   o.world_size, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DataLoaderOptions: rank ", o.rank, " must lie in [0, world_size ", o.world_size, ")"));
   }
   if (o.prefetch < 1) {
     return absl::InvalidArgumentError(
@@ -96,8 +94,8 @@ absl::StatusOr<DataLoader::Impl> Open(const v1::JobSpec& spec, const std::string
   }
   DataLoader::Impl impl;
   const std::string field = absl::StrCat("data.", split);
-  ASSIGN_OR_RETURN(impl.dataset, data::OpenDataset(train ? spec.data().train()
-                                                         : spec.data().test(), field));
+  ASSIGN_OR_RETURN(impl.dataset,
+                   data::OpenDataset(train ? spec.data().train() : spec.data().test(), field));
   impl.transform = spec.data().transform();
   impl.train = train;
   impl.options = o;
@@ -112,8 +110,7 @@ DataLoader::DataLoader(DataLoader&&) noexcept = default;
 DataLoader& DataLoader::operator=(DataLoader&&) noexcept = default;
 DataLoader::~DataLoader() = default;
 
-absl::StatusOr<DataLoader> DataLoader::FromYaml(const std::string& yaml,
-                                                const std::string& split,
+absl::StatusOr<DataLoader> DataLoader::FromYaml(const std::string& yaml, const std::string& split,
                                                 const DataLoaderOptions& options) {
   ASSIGN_OR_RETURN(v1::JobSpec spec, ParseSpecText(yaml, "<data yaml>"));
   ASSIGN_OR_RETURN(Impl impl, Open(spec, "<data yaml>", split, options));
@@ -152,8 +149,8 @@ absl::Status DataLoader::StartEpoch(int64_t epoch) {
   po.world_size = o.world_size;
   po.start_epoch = epoch;
   po.end_epoch = epoch + 1;
-  ASSIGN_OR_RETURN(impl_->pipe, data::Pipeline::Create(impl_->dataset, so, impl_->transform,
-                                                       impl_->train, po));
+  ASSIGN_OR_RETURN(impl_->pipe,
+                   data::Pipeline::Create(impl_->dataset, so, impl_->transform, impl_->train, po));
   return absl::OkStatus();
 }
 

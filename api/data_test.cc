@@ -52,13 +52,13 @@ TEST(DataLoaderTest, ShufflesBySeedAndEpochAndCoversTheEpoch) {
   std::vector<int64_t> sizes;
   const auto a0 = Epoch(a, 0, &sizes);
   EXPECT_EQ(sizes, (std::vector<int64_t>{4, 4, 2}));  // the short last batch is kept
-  EXPECT_EQ(a0, Epoch(b, 0));   // same seed, same epoch: same order
-  EXPECT_NE(a0, Epoch(a, 1));   // another epoch: another order
-  EXPECT_NE(a0, Epoch(c, 0));   // another seed: another order
+  EXPECT_EQ(a0, Epoch(b, 0));                         // same seed, same epoch: same order
+  EXPECT_NE(a0, Epoch(a, 1));                         // another epoch: another order
+  EXPECT_NE(a0, Epoch(c, 0));                         // another seed: another order
   auto sorted = a0, sorted1 = Epoch(a, 1);
   std::sort(sorted.begin(), sorted.end());
   std::sort(sorted1.begin(), sorted1.end());
-  EXPECT_EQ(sorted, sorted1);   // each epoch is the whole dataset once
+  EXPECT_EQ(sorted, sorted1);  // each epoch is the whole dataset once
 }
 
 // Two ranks' slices of each global batch are disjoint and together are the
@@ -86,8 +86,8 @@ TEST(DataLoaderTest, ClearErrors) {
   auto split = yoke::DataLoader::FromYaml(kSynthetic, "validation", o);
   EXPECT_EQ(split.status().code(), absl::StatusCode::kInvalidArgument);
   auto missing = yoke::DataLoader::FromYaml(
-      "data: {train: {format: idx, images: /nonexistent/x.gz, labels: /nonexistent/y.gz}}",
-      "train", o);
+      "data: {train: {format: idx, images: /nonexistent/x.gz, labels: /nonexistent/y.gz}}", "train",
+      o);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("data.train: /nonexistent/"), std::string::npos)

@@ -27,8 +27,8 @@ collective::Buffer Flat(const engine::Tensor& t) {
 // Every rank announces itself under "api/join/<rank>" and waits for the others,
 // so a missing rank is named (Gloo's own bootstrap would only name a key).
 absl::Status Join(collective::Store* store, const DistributedOptions& o, absl::Duration timeout) {
-  RETURN_IF_ERROR(store->Set(absl::StrCat("api/join/", o.rank),
-                             absl::StrCat(o.hostname, " pid ", ::getpid())));
+  RETURN_IF_ERROR(
+      store->Set(absl::StrCat("api/join/", o.rank), absl::StrCat(o.hostname, " pid ", ::getpid())));
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<int> missing;
   for (int peer = 0; peer < o.world_size; ++peer) {
@@ -40,11 +40,11 @@ absl::Status Join(collective::Store* store, const DistributedOptions& o, absl::D
     missing.push_back(peer);
   }
   if (missing.empty()) return absl::OkStatus();
-  return absl::DeadlineExceededError(absl::StrCat(
-      "rendezvous ", o.rendezvous, ": rank ", o.rank, " of ", o.world_size, " waited ",
-      absl::FormatDuration(timeout), " for rank", missing.size() > 1 ? "s " : " ",
-      absl::StrJoin(missing, ", "),
-      ", which never joined (not started, crashed, or given another rendezvous)"));
+  return absl::DeadlineExceededError(
+      absl::StrCat("rendezvous ", o.rendezvous, ": rank ", o.rank, " of ", o.world_size, " waited ",
+                   absl::FormatDuration(timeout), " for rank", missing.size() > 1 ? "s " : " ",
+                   absl::StrJoin(missing, ", "),
+                   ", which never joined (not started, crashed, or given another rendezvous)"));
 }
 
 absl::StatusOr<std::unique_ptr<collective::Store>> OpenStore(const DistributedOptions& o) {
@@ -70,9 +70,9 @@ absl::StatusOr<std::unique_ptr<collective::Store>> OpenStore(const DistributedOp
     return std::unique_ptr<collective::Store>(
         std::make_unique<collective::CoordinatorStore>(target, o.job_id, o.attempt, so));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "rendezvous '", rendezvous,
-      "': expected file:DIR (a directory every rank sees) or coordinator:HOST:PORT"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("rendezvous '", rendezvous,
+                   "': expected file:DIR (a directory every rank sees) or coordinator:HOST:PORT"));
 }
 
 }  // namespace
@@ -120,7 +120,8 @@ absl::StatusOr<DistributedContext> DistributedContext::Create(const DistributedO
   ASSIGN_OR_RETURN(impl->store, OpenStore(o));
   RETURN_IF_ERROR(Join(impl->store.get(), o, impl->timeout));
   // The same key namespace as the trainer's group (trainer_step.cc).
-  impl->group_store = std::make_unique<collective::PrefixStore>(impl->store.get(), "data-parallel/");
+  impl->group_store =
+      std::make_unique<collective::PrefixStore>(impl->store.get(), "data-parallel/");
   collective::GlooOptions go;
   go.hostname = o.hostname;
   go.connect_timeout = impl->timeout;
@@ -137,8 +138,7 @@ absl::StatusOr<DistributedOptions> DistributedContext::OptionsFromEnvironment() 
   };
   auto parse_int = [](const char* name, const char* v, int* out) -> absl::Status {
     if (!absl::SimpleAtoi(v, out)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, "='", v, "': expected an integer"));
+      return absl::InvalidArgumentError(absl::StrCat(name, "='", v, "': expected an integer"));
     }
     return absl::OkStatus();
   };
@@ -149,7 +149,8 @@ absl::StatusOr<DistributedOptions> DistributedContext::OptionsFromEnvironment() 
   if (const char* v = get("YOKE_RENDEZVOUS")) o.rendezvous = v;
   if (const char* v = get("YOKE_HOSTNAME")) o.hostname = v;
   if (const char* v = get("YOKE_JOB_ID")) o.job_id = v;
-  if (const char* v = get("YOKE_ATTEMPT")) RETURN_IF_ERROR(parse_int("YOKE_ATTEMPT", v, &o.attempt));
+  if (const char* v = get("YOKE_ATTEMPT"))
+    RETURN_IF_ERROR(parse_int("YOKE_ATTEMPT", v, &o.attempt));
   if (const char* v = get("YOKE_TIMEOUT_S")) {
     if (!absl::SimpleAtod(v, &o.timeout_seconds) || !(o.timeout_seconds > 0)) {
       return absl::InvalidArgumentError(
@@ -200,10 +201,11 @@ absl::Status DistributedContext::BroadcastParameters(Model& model) {
                       ->Wait());
   if (mismatches > 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "BroadcastParameters: ", mismatches, " rank(s) have a model whose parameter layout "
-        "differs from rank 0's (this rank: ", mine[0], " values, ", mine[1], " state, ", mine[2],
-        " tensors; rank 0: ", root[0], ", ", root[1], ", ", root[2],
-        "); every rank must build the same model"));
+        "BroadcastParameters: ", mismatches,
+        " rank(s) have a model whose parameter layout "
+        "differs from rank 0's (this rank: ",
+        mine[0], " values, ", mine[1], " state, ", mine[2], " tensors; rank 0: ", root[0], ", ",
+        root[1], ", ", root[2], "); every rank must build the same model"));
   }
   std::vector<std::unique_ptr<collective::Work>> works;
   for (const engine::Tensor* t : {&ps.flat_values(), &ps.flat_state()}) {

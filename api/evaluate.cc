@@ -40,7 +40,8 @@ absl::StatusOr<EvalResult> Evaluate(Model& model, DataLoader& loader) {
     out.count += batch.size();
   }
   out.loss = loss_sum / static_cast<double>(std::max<int64_t>(out.count, 1));
-  out.accuracy = static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(out.count, 1));
+  out.accuracy =
+      static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(out.count, 1));
   return out;
 }
 

@@ -1,9 +1,10 @@
 // yoke::Loss (include/yoke/loss.h): engine's softmax cross-entropy, and
 // backward through the model that produced the logits.
+#include "engine/losses/loss.h"
+
 #include "absl/strings/str_cat.h"
 #include "api/internal.h"
 #include "common/status.h"
-#include "engine/losses/loss.h"
 #include "yoke/loss.h"
 
 namespace yoke {
@@ -11,8 +12,8 @@ namespace yoke {
 struct Loss::Impl {
   engine::LossResult result;
   int64_t n = 0;
-  Tensor grad;                       // d(mean)/d(logits)
-  std::vector<float> grad_sum;       // d(sum)/d(logits), what backward takes
+  Tensor grad;                  // d(mean)/d(logits)
+  std::vector<float> grad_sum;  // d(sum)/d(logits), what backward takes
   std::vector<int64_t> shape;
   std::shared_ptr<const Tensor::Origin> origin;
 };
@@ -50,13 +51,12 @@ absl::Status Loss::Backward() {
 absl::StatusOr<Loss> CrossEntropyLoss(const Tensor& logits, const std::vector<int32_t>& labels) {
   const auto& s = logits.shape();
   if (s.size() != 2 || s[0] * s[1] != logits.numel()) {
-    return absl::InvalidArgumentError(absl::StrCat("CrossEntropyLoss: logits must be (n, K), got ",
-                                                   data::ShapeToString(s)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("CrossEntropyLoss: logits must be (n, K), got ", data::ShapeToString(s)));
   }
   if (s[0] != static_cast<int64_t>(labels.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("CrossEntropyLoss: ", s[0],
-                                                   " rows of logits but ", labels.size(),
-                                                   " labels"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("CrossEntropyLoss: ", s[0], " rows of logits but ", labels.size(), " labels"));
   }
   ASSIGN_OR_RETURN(auto fn, engine::CreateLoss("softmax_cross_entropy"));
   Loss loss;
@@ -66,11 +66,10 @@ absl::StatusOr<Loss> CrossEntropyLoss(const Tensor& logits, const std::vector<in
   l.origin = logits.origin();
   l.grad_sum.resize(logits.numel());
   engine::Tensor dlogits = engine::Tensor::Wrap(l.grad_sum.data(), s);
-  ASSIGN_OR_RETURN(l.result,
-                   fn->Compute(Wrap(logits),
-                               engine::Tensor::Wrap(const_cast<int32_t*>(labels.data()), {s[0]},
-                                                    engine::DType::kI32),
-                               1.0f, &dlogits));
+  ASSIGN_OR_RETURN(l.result, fn->Compute(Wrap(logits),
+                                         engine::Tensor::Wrap(const_cast<int32_t*>(labels.data()),
+                                                              {s[0]}, engine::DType::kI32),
+                                         1.0f, &dlogits));
   std::vector<float> mean(l.grad_sum);
   const float inv = l.n > 0 ? 1.0f / static_cast<float>(l.n) : 0.0f;
   for (float& v : mean) v *= inv;

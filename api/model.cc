@@ -19,8 +19,8 @@ absl::StatusOr<Tensor> Tensor::Create(std::vector<int64_t> shape, std::vector<fl
     n *= d;
   }
   if (n != static_cast<int64_t>(values.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("Tensor: the shape holds ", n,
-                                                   " values, got ", values.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Tensor: the shape holds ", n, " values, got ", values.size()));
   }
   Tensor t;
   t.shape_ = std::move(shape);
@@ -42,8 +42,9 @@ absl::StatusOr<Model> Build(const v1::ModelSpec& spec, const std::vector<int64_t
                             int num_classes, uint64_t seed,
                             Model (*make)(std::shared_ptr<Model::Impl>)) {
   if (input_shape.empty()) {
-    return absl::InvalidArgumentError("model: the input shape is empty (one example's shape, "
-                                      "e.g. {28, 28, 1})");
+    return absl::InvalidArgumentError(
+        "model: the input shape is empty (one example's shape, "
+        "e.g. {28, 28, 1})");
   }
   for (int64_t d : input_shape) {
     if (d <= 0) {
@@ -84,8 +85,8 @@ absl::StatusOr<Model> Model::FromYaml(const std::string& yaml,
 }
 
 absl::StatusOr<Model> Model::FromYamlFile(const std::string& path,
-                                          const std::vector<int64_t>& input_shape,
-                                          int num_classes, uint64_t seed) {
+                                          const std::vector<int64_t>& input_shape, int num_classes,
+                                          uint64_t seed) {
   ASSIGN_OR_RETURN(v1::JobSpec spec, ParseSpecFile(path));
   if (!spec.has_model()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": no `model:` section"));
@@ -133,8 +134,8 @@ absl::StatusOr<Tensor> ForwardRaw(const std::shared_ptr<Model::Impl>& impl, cons
   m.forward_n = shape[0];
   m.forward_ctx = ctx;
   const float* p = logits.data<float>();
-  ASSIGN_OR_RETURN(Tensor out, Tensor::Create(logits.shape(),
-                                              std::vector<float>(p, p + logits.numel())));
+  ASSIGN_OR_RETURN(Tensor out,
+                   Tensor::Create(logits.shape(), std::vector<float>(p, p + logits.numel())));
   auto origin = std::make_shared<Tensor::Origin>();
   origin->model = impl;
   origin->forward_id = m.forward_id;
@@ -153,14 +154,15 @@ absl::StatusOr<Tensor> Model::Forward(const Batch& batch) {
 absl::StatusOr<Tensor> Model::Forward(const Tensor& x) {
   if (engine::NumElements(x.shape()) != x.numel()) {
     return absl::InvalidArgumentError(absl::StrCat("Forward: the input's shape ",
-                                                   data::ShapeToString(x.shape()), " does not hold its ",
-                                                   x.numel(), " values"));
+                                                   data::ShapeToString(x.shape()),
+                                                   " does not hold its ", x.numel(), " values"));
   }
   return ForwardRaw(impl_, x.values().data(), x.shape());
 }
 
 absl::Status Model::Impl::BackwardSum(const engine::Tensor& dlogits_sum) {
-  if (forward_id == 0) return absl::FailedPreconditionError("Backward: no Forward to go back through");
+  if (forward_id == 0)
+    return absl::FailedPreconditionError("Backward: no Forward to go back through");
   if (!forward_training) {
     return absl::FailedPreconditionError(
         "Backward: the last Forward ran in evaluation mode; call SetTraining(true) before the "
@@ -187,9 +189,9 @@ absl::Status Model::Backward(const Tensor& dlogits) {
   Impl& m = *impl_;
   const std::vector<int64_t> want{m.forward_n, m.num_classes};
   if (dlogits.shape() != want) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Backward: dlogits of shape ", data::ShapeToString(dlogits.shape()),
-        " do not match the last Forward's logits ", data::ShapeToString(want)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Backward: dlogits of shape ", data::ShapeToString(dlogits.shape()),
+                     " do not match the last Forward's logits ", data::ShapeToString(want)));
   }
   // The mean's gradient times n is the sum's.
   std::vector<float> sum(dlogits.values());
@@ -278,8 +280,8 @@ ModelBuilder& ModelBuilder::Dense(int units, bool bias) {
   d->set_no_bias(!bias);
   return *this;
 }
-ModelBuilder& ModelBuilder::Conv2d(int filters, int kernel, int stride,
-                                   const std::string& padding, bool bias) {
+ModelBuilder& ModelBuilder::Conv2d(int filters, int kernel, int stride, const std::string& padding,
+                                   bool bias) {
   auto* c = spec_->model.add_layers()->mutable_conv2d();
   c->set_filters(filters);
   c->set_kernel(kernel);
@@ -345,8 +347,8 @@ std::string ModelBuilder::ToYaml() const {
   return common::ProtoToYaml(job);
 }
 
-absl::StatusOr<Model> ModelBuilder::Build(const std::vector<int64_t>& input_shape,
-                                          int num_classes, uint64_t seed) const {
+absl::StatusOr<Model> ModelBuilder::Build(const std::vector<int64_t>& input_shape, int num_classes,
+                                          uint64_t seed) const {
   if (spec_->model.layers_size() == 0) {
     return absl::InvalidArgumentError("ModelBuilder: no layers (add at least Dense(num_classes))");
   }

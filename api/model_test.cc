@@ -55,8 +55,8 @@ TEST(ModelTest, GradientMatchesFiniteDifferences) {
 
 // One SGD step moves the parameters by -lr * (the gradient's mean).
 TEST(ModelTest, SgdStepAppliesTheMeanGradient) {
-  auto model = yoke::Model::FromYaml("model: {layers: [flatten, {dense: {units: 3}}]}", {2, 2, 1},
-                                     3, 1);
+  auto model =
+      yoke::Model::FromYaml("model: {layers: [flatten, {dense: {units: 3}}]}", {2, 2, 1}, 3, 1);
   ASSERT_TRUE(model.ok()) << model.status();
   yoke::SgdOptions o;
   o.lr = 0.5f;

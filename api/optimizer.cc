@@ -1,5 +1,7 @@
 // yoke::Optimizer (include/yoke/optimizer.h): the engine's fused SGD and
 // Adam(W) passes, with the model's gradient count as the gradient scale.
+#include "yoke/optimizer.h"
+
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -7,7 +9,6 @@
 #include "common/status.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/sgd.h"
-#include "yoke/optimizer.h"
 
 namespace yoke {
 
@@ -34,8 +35,8 @@ absl::Status CheckAdam(const char* type, const AdamOptions& o) {
   RETURN_IF_ERROR(CheckCommon(type, o.lr, o.weight_decay));
   RETURN_IF_ERROR(Check(o.beta1 >= 0 && o.beta1 < 1, type, "beta1", "must be in [0, 1)", o.beta1));
   RETURN_IF_ERROR(Check(o.beta2 >= 0 && o.beta2 < 1, type, "beta2", "must be in [0, 1)", o.beta2));
-  return Check(o.epsilon > 0 && std::isfinite(o.epsilon), type, "epsilon",
-               "must be finite and > 0", o.epsilon);
+  return Check(o.epsilon > 0 && std::isfinite(o.epsilon), type, "epsilon", "must be finite and > 0",
+               o.epsilon);
 }
 
 }  // namespace
@@ -66,7 +67,7 @@ absl::StatusOr<Optimizer> Optimizer::Sgd(Model& model, const SgdOptions& o) {
 namespace {
 
 absl::StatusOr<std::unique_ptr<engine::Optimizer>> MakeAdam(Model::Impl& m, const AdamOptions& o,
-                                                           bool decoupled) {
+                                                            bool decoupled) {
   engine::AdamOptions e;
   e.beta1 = o.beta1;
   e.beta2 = o.beta2;

@@ -19,8 +19,8 @@ namespace {
 std::string Escape(absl::string_view key) {
   std::string out;
   for (unsigned char c : key) {
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-        c == '.' || c == '_' || c == '-') {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+        c == '_' || c == '-') {
       out.push_back(static_cast<char>(c));
     } else {
       out += absl::StrFormat("%%%02X", c);
@@ -49,8 +49,7 @@ absl::StatusOr<std::unique_ptr<FileStore>> FileStore::Open(const std::string& di
         absl::StrCat("file store: cannot create directory ", dir, ": ", ec.message()));
   }
   if (!std::filesystem::is_directory(dir, ec) || ::access(dir.c_str(), W_OK | X_OK) != 0) {
-    return absl::InternalError(
-        absl::StrCat("file store: ", dir, " is not a writable directory"));
+    return absl::InternalError(absl::StrCat("file store: ", dir, " is not a writable directory"));
   }
   return std::unique_ptr<FileStore>(new FileStore(dir));
 }

@@ -39,7 +39,8 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t eq = arg.find('=');
-    const std::string key = arg.substr(0, eq), value = eq == std::string::npos ? "" : arg.substr(eq + 1);
+    const std::string key = arg.substr(0, eq),
+                      value = eq == std::string::npos ? "" : arg.substr(eq + 1);
     char* end = nullptr;
     if (key == "--data-dir" && !value.empty()) {
       a.data_dir = value;
@@ -64,13 +65,14 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
 
 // The `data:` section of a job spec, as a job file would hold it.
 std::string DataYaml(const Args& a) {
-  const std::string d = a.data_dir;
-  std::string cap = a.train_examples > 0 ? ", num_examples: " + std::to_string(a.train_examples) : "";
+  auto file = [&a](const char* name) { return a.data_dir + "/" + name; };
+  std::string cap;
+  if (a.train_examples > 0) cap = ", num_examples: " + std::to_string(a.train_examples);
   return "data:\n"
-         "  train: {format: idx, images: " + d + "/train-images-idx3-ubyte.gz,\n"
-         "          labels: " + d + "/train-labels-idx1-ubyte.gz" + cap + "}\n"
-         "  test: {format: idx, images: " + d + "/t10k-images-idx3-ubyte.gz,\n"
-         "         labels: " + d + "/t10k-labels-idx1-ubyte.gz}\n"
+         "  train: {format: idx, images: " + file("train-images-idx3-ubyte.gz") +
+         ", labels: " + file("train-labels-idx1-ubyte.gz") + cap + "}\n" +
+         "  test: {format: idx, images: " + file("t10k-images-idx3-ubyte.gz") +
+         ", labels: " + file("t10k-labels-idx1-ubyte.gz") + "}\n" +
          "  transform: {divisor: 255}\n";
 }
 

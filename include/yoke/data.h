@@ -41,16 +41,15 @@ class Batch {
   // A batch of your own: `x` holds labels.size() examples of
   // `example_shape`. INVALID_ARGUMENT if the sizes disagree.
   static absl::StatusOr<Batch> FromData(std::vector<int64_t> example_shape,
-                                        const std::vector<float>& x,
-                                        std::vector<int32_t> labels);
+                                        const std::vector<float>& x, std::vector<int32_t> labels);
 
   int64_t size() const;         // examples on this rank (0 possible)
   int64_t global_size() const;  // examples of this step on all ranks
   const std::vector<int64_t>& example_shape() const;
-  const float* data() const;    // size() * numel(example_shape) floats
+  const float* data() const;      // size() * numel(example_shape) floats
   const int32_t* labels() const;  // size() labels
   int64_t epoch() const;
-  int64_t step() const;         // within the epoch
+  int64_t step() const;  // within the epoch
 
   struct Impl;  // not part of the API
   Impl* impl() const { return impl_.get(); }
@@ -83,8 +82,7 @@ class DataLoader {
   static absl::StatusOr<DataLoader> FromYaml(const std::string& yaml, const std::string& split,
                                              const DataLoaderOptions& options);
   // As FromYaml, reading the YAML from the file at `path`.
-  static absl::StatusOr<DataLoader> FromYamlFile(const std::string& path,
-                                                 const std::string& split,
+  static absl::StatusOr<DataLoader> FromYamlFile(const std::string& path, const std::string& split,
                                                  const DataLoaderOptions& options);
 
   DataLoader(DataLoader&&) noexcept;

@@ -35,9 +35,9 @@ class Loss {
   Loss(Loss&&) noexcept;
   Loss& operator=(Loss&&) noexcept;
 
-  double value() const;    // mean over the samples (0 for none)
-  double sum() const;      // sum over the samples
-  int64_t count() const;   // samples
+  double value() const;     // mean over the samples (0 for none)
+  double sum() const;       // sum over the samples
+  int64_t count() const;    // samples
   int64_t correct() const;  // samples whose arg-max logit is the label
   // d(value)/d(logits), (n, K).
   const Tensor& grad() const;

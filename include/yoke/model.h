@@ -47,17 +47,17 @@ class Model {
   // path for a bad spec ("model.layers[3] (conv2d_3): ..."), and for a spec
   // with no `model:` section.
   static absl::StatusOr<Model> FromYaml(const std::string& yaml,
-                                        const std::vector<int64_t>& input_shape,
-                                        int num_classes, uint64_t seed = 0);
+                                        const std::vector<int64_t>& input_shape, int num_classes,
+                                        uint64_t seed = 0);
   // As FromYaml, reading the file at `path` (NOT_FOUND naming it if missing).
   static absl::StatusOr<Model> FromYamlFile(const std::string& path,
                                             const std::vector<int64_t>& input_shape,
                                             int num_classes, uint64_t seed = 0);
-  // A zoo architecture by name: "mlp", "cnn", "resnet20", ... (see
+  // A zoo architecture by name: "mlp", "cnn", "resnet18", ... (see
   // ZooNames()). INVALID_ARGUMENT listing the known names otherwise.
   static absl::StatusOr<Model> FromZoo(const std::string& name,
-                                       const std::vector<int64_t>& input_shape,
-                                       int num_classes, uint64_t seed = 0);
+                                       const std::vector<int64_t>& input_shape, int num_classes,
+                                       uint64_t seed = 0);
   static std::vector<std::string> ZooNames();
 
   Model(Model&&) noexcept;
@@ -124,8 +124,8 @@ class ModelBuilder {
 
   ModelBuilder& Dense(int units, bool bias = true);
   // padding: "same" or "valid".
-  ModelBuilder& Conv2d(int filters, int kernel, int stride = 1,
-                       const std::string& padding = "same", bool bias = true);
+  ModelBuilder& Conv2d(int filters, int kernel, int stride = 1, const std::string& padding = "same",
+                       bool bias = true);
   ModelBuilder& MaxPool2d(int size = 2, int stride = 0);  // stride 0: = size
   ModelBuilder& AvgPool2d(int size = 2, int stride = 0);
   ModelBuilder& GlobalAvgPool();

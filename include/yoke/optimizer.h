@@ -35,10 +35,10 @@ struct SgdOptions {
 };
 
 struct AdamOptions {
-  float lr = 1e-3f;           // > 0
-  float beta1 = 0.9f;         // in [0, 1)
-  float beta2 = 0.999f;       // in [0, 1)
-  float epsilon = 1e-8f;      // > 0
+  float lr = 1e-3f;       // > 0
+  float beta1 = 0.9f;     // in [0, 1)
+  float beta2 = 0.999f;   // in [0, 1)
+  float epsilon = 1e-8f;  // > 0
   // Adam: L2 added to the gradient; AdamW: decoupled decay. >= 0.
   float weight_decay = 0.0f;
 };

@@ -14,9 +14,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-#define YOKE_RETURN_IF_ERROR(expr)                     \
-  do {                                                 \
-    ::absl::Status _yoke_api_status = (expr);          \
+#define YOKE_RETURN_IF_ERROR(expr)                       \
+  do {                                                   \
+    ::absl::Status _yoke_api_status = (expr);            \
     if (!_yoke_api_status.ok()) return _yoke_api_status; \
   } while (0)
 
