@@ -7,6 +7,8 @@
 //   CoordinatorStore  the coordinator's per-attempt Rendezvous API over gRPC
 //                     (coordinator_store.h)
 //   PrefixStore       a key namespace inside another store
+//   FileStore         a directory shared by the ranks (file_store.h; the C++
+//                     API's file:DIR rendezvous)
 //
 // Keys are written once; a second Set of the same key replaces the value.
 // Thread-safety: all implementations are thread-safe.

@@ -8,7 +8,7 @@ if(YOKE_BUILD_TESTS)
     set(libs)
     foreach(t yoke_proto yoke_grpc_proto yoke_common yoke_grpc_util yoke_engine_lib yoke_cuda_kernels
               yoke_data yoke_collective yoke_worker yoke_worker_daemon yoke_server
-              yoke_client)
+              yoke_client yoke_api)
       if(TARGET ${t})
         list(APPEND libs "$<TARGET_FILE:${t}>")
       endif()
