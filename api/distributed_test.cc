@@ -5,26 +5,13 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/temp_dir.h"
 #include "gtest/gtest.h"
 #include "yoke/yoke.h"
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "yoke_api_XXXXXX").string();
-    path_ = mkdtemp(tmpl.data()) ? tmpl : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using yoke::common::TempDir;
 
 const std::vector<int64_t> kShape = {2, 2, 1};
 

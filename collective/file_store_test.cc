@@ -9,27 +9,13 @@
 #include <thread>
 
 #include "collective/testing/gloo_ranks.h"
+#include "common/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace yoke::collective {
 namespace {
 
-// A fresh directory under $TMPDIR, removed on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "yoke_fs_XXXXXX").string();
-    path_ = mkdtemp(tmpl.data()) ? tmpl : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using common::TempDir;
 
 TEST(FileStoreTest, SetThenGetOverwriteAndBinaryValues) {
   TempDir dir;

@@ -14,26 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "common/temp_dir.h"
+
 namespace yoke::data::testing {
 
-// A fresh directory under $TMPDIR, removed with everything in it on
-// destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "yoke_data_XXXXXX").string();
-    path_ = mkdtemp(tmpl.data()) ? tmpl : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+// A fresh directory under $TMPDIR, removed on destruction (common/temp_dir.h).
+using common::TempDir;
 
 // Overwriting a file by truncation makes ext4 flush it to disk on close
 // (auto_da_alloc), which costs milliseconds per write; unlinking first keeps

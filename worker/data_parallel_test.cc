@@ -18,6 +18,7 @@
 #include "engine/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/testing/trainer_runs.h"
 #include "worker/trainer.h"
 
 namespace yoke::worker {
@@ -25,6 +26,12 @@ namespace {
 
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
+using testing::MakeWorkers;
+using testing::Params;
+using testing::RelMaxDiff;
+using testing::RunWorkers;
+using testing::TrainAlone;
+using testing::Worker;
 
 // configs/fashion_mnist_mlp.yaml (no dropout), on the first 4,000 training
 // images, without evaluation.
@@ -55,73 +62,6 @@ training:
   spec->mutable_training()->set_batch_size(batch);
   spec->mutable_training()->set_max_steps(max_steps);
   return *spec;
-}
-
-std::vector<float> Params(Trainer& t, int replica = 0) {
-  const engine::Tensor& v = t.model(replica).params().flat_values();
-  return std::vector<float>(v.data<float>(), v.data<float>() + v.numel());
-}
-
-// One replica, the plain (communicator-free) path.
-std::vector<float> TrainAlone(const v1::JobSpec& spec) {
-  auto t = Trainer::Create(spec, TrainerOptions());
-  EXPECT_TRUE(t.ok()) << t.status();
-  auto r = (*t)->Run();
-  EXPECT_TRUE(r.ok()) << r.status();
-  return Params(**t);
-}
-
-struct Worker {
-  v1::JobSpec spec;
-  TrainerOptions options;
-  std::unique_ptr<Trainer> trainer;
-  absl::Status status;
-  int64_t steps = 0;
-};
-
-// Runs each worker's Trainer on its own thread (as separate processes would),
-// all over one store.
-void RunWorkers(std::vector<Worker>& workers) {
-  std::vector<std::thread> threads;
-  for (Worker& w : workers) {
-    threads.emplace_back([&w] {
-      auto t = Trainer::Create(w.spec, w.options);
-      if (!t.ok()) {
-        w.status = t.status();
-        return;
-      }
-      w.trainer = *std::move(t);
-      auto r = w.trainer->Run();
-      w.status = r.status();
-      w.steps = w.trainer->global_step();
-    });
-  }
-  for (auto& t : threads) t.join();
-}
-
-// `workers` trainers of `replicas` local replicas each.
-std::vector<Worker> MakeWorkers(const v1::JobSpec& spec, int workers, int replicas,
-                                collective::Store* store) {
-  std::vector<Worker> out(workers);
-  for (int i = 0; i < workers; ++i) {
-    out[i].spec = spec;
-    out[i].options.world_size = workers * replicas;
-    out[i].options.first_rank = i * replicas;
-    out[i].options.num_replicas = replicas;
-    out[i].options.store = store;
-    out[i].options.collective_timeout = absl::Seconds(60);
-  }
-  return out;
-}
-
-// max |a - b| / max |b|: the difference relative to the weights' scale.
-double RelMaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::fabs(double{a[i]} - b[i]));
-    scale = std::max(scale, std::fabs(double{b[i]}));
-  }
-  return diff / scale;
 }
 
 // Tolerance. Both runs do the same arithmetic except how the batch's

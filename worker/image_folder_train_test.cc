@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
+#include "common/temp_dir.h"
 #include "data/dataset.h"
 #include "data/idx_reader.h"
 #include "data/image_folder_writer.h"
@@ -31,21 +32,7 @@ using ::testing::ElementsAreArray;
 
 const char kFashion[] = "/usr/share/datasets/fashion-mnist";
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/yoke_imgtrain_XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using common::TempDir;
 
 void PutU32(std::string* s, uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8) s->push_back(static_cast<char>(v >> shift));

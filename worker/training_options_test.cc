@@ -23,10 +23,24 @@
 #include "gtest/gtest.h"
 #include "proto/yoke/v1/tensorboard.pb.h"
 #include "worker/progress.h"
+#include "worker/testing/trainer_runs.h"
 #include "worker/trainer.h"
 
 namespace yoke::worker {
 namespace {
+
+using testing::Params;
+using testing::RelMaxDiff;
+using testing::TrainAlone;
+using testing::Worker;
+
+// The `world` single-replica trainers of one job, each on its own thread over
+// `store`.
+std::vector<Worker> RunRanks(const v1::JobSpec& spec, int world, collective::Store& store) {
+  std::vector<Worker> ranks = testing::MakeWorkers(spec, world, 1, &store);
+  testing::RunWorkers(ranks);
+  return ranks;
+}
 
 // An MLP (no dropout, no BatchNorm) on the first `examples` training images.
 v1::JobSpec MlpJob(int batch, int64_t max_steps, int64_t examples = 4000) {
@@ -64,63 +78,6 @@ void AddTestSet(v1::JobSpec& spec, int64_t examples) {
   t->set_num_examples(examples);
 }
 
-std::vector<float> Params(Trainer& t, int replica = 0) {
-  const engine::Tensor& v = t.model(replica).params().flat_values();
-  return std::vector<float>(v.data<float>(), v.data<float>() + v.numel());
-}
-
-std::vector<float> TrainAlone(const v1::JobSpec& spec) {
-  auto t = Trainer::Create(spec, TrainerOptions());
-  EXPECT_TRUE(t.ok()) << t.status();
-  if (!t.ok()) return {};
-  auto r = (*t)->Run();
-  EXPECT_TRUE(r.ok()) << r.status();
-  return Params(**t);
-}
-
-// max |a - b| / max |b|.
-double RelMaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::fabs(double{a[i]} - b[i]));
-    scale = std::max(scale, std::fabs(double{b[i]}));
-  }
-  return diff / scale;
-}
-
-// Trainers of one data-parallel job, each on its own thread over `store`
-// (which must outlive the trainers: their communicators use it until they
-// are destroyed).
-struct Rank {
-  std::unique_ptr<Trainer> trainer;
-  v1::TrainResult result;
-  absl::Status status;
-};
-std::vector<Rank> RunRanks(const v1::JobSpec& spec, int world, collective::Store& store) {
-  std::vector<Rank> ranks(world);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < world; ++i) {
-    threads.emplace_back([&, i] {
-      TrainerOptions o;
-      o.world_size = world;
-      o.first_rank = i;
-      o.store = &store;
-      o.collective_timeout = absl::Seconds(60);
-      auto t = Trainer::Create(spec, o);
-      if (!t.ok()) {
-        ranks[i].status = t.status();
-        return;
-      }
-      ranks[i].trainer = *std::move(t);
-      auto r = ranks[i].trainer->Run();
-      ranks[i].status = r.status();
-      if (r.ok()) ranks[i].result = *r;
-    });
-  }
-  for (auto& t : threads) t.join();
-  return ranks;
-}
-
 // Tolerance of the accumulation comparisons. Both runs compute the same sum
 // of per-sample gradients with the same 1/64 scale (a power of two, exact);
 // only the order differs: one GEMM over 64 rows against 4 GEMMs over 16 rows
@@ -152,7 +109,7 @@ TEST(TrainingOptionsTest, AccumulationOnTwoRanksEqualsOneReplica) {
   v1::JobSpec spec = MlpJob(64, 0);
   spec.mutable_training()->set_accumulation_steps(2);
   collective::InMemoryStore store;
-  std::vector<Rank> ranks = RunRanks(spec, 2, store);
+  std::vector<Worker> ranks = RunRanks(spec, 2, store);
   for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(ranks[0].trainer->global_step(), 63);  // optimizer steps, not micro-batches
   const std::vector<float> p0 = Params(*ranks[0].trainer);
@@ -232,7 +189,7 @@ TEST(TrainingOptionsTest, ClippingOnTwoRanksEqualsOneReplica) {
   spec.mutable_training()->set_clip_grad_norm(0.5f);
   const std::vector<float> alone = TrainAlone(spec);
   collective::InMemoryStore store;
-  std::vector<Rank> ranks = RunRanks(spec, 2, store);
+  std::vector<Worker> ranks = RunRanks(spec, 2, store);
   for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status;
   const std::vector<float> p0 = Params(*ranks[0].trainer);
   EXPECT_EQ(p0, Params(*ranks[1].trainer));
@@ -422,7 +379,7 @@ TEST(TrainingOptionsTest, EarlyStoppingLetsAnImprovingRunFinish) {
 // Distributed, rank 0's decision stops every rank after the same step.
 TEST(TrainingOptionsTest, EarlyStoppingStopsEveryRankTogether) {
   collective::InMemoryStore store;
-  std::vector<Rank> ranks = RunRanks(EarlyStoppingJob("", 1e9f, 1), 2, store);
+  std::vector<Worker> ranks = RunRanks(EarlyStoppingJob("", 1e9f, 1), 2, store);
   for (auto& r : ranks) ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(ranks[0].trainer->global_step(), 10);
   EXPECT_EQ(ranks[1].trainer->global_step(), 10);
