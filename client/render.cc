@@ -149,11 +149,12 @@ std::string WorkersTable(const std::vector<v1::Worker>& workers, int64_t now_ms)
 }
 
 std::string ResultSummary(const v1::TrainResult& r) {
-  return absl::StrFormat(
+  std::string out = absl::StrFormat(
       "finished: %d epochs, %d steps | test accuracy %.4f, test loss %.4f | %.0f samples/s "
       "(training)%s%s",
       r.epochs(), r.steps(), r.test_accuracy(), r.test_loss(), r.samples_per_second(),
       r.checkpoint().empty() ? "" : " | checkpoint ", r.checkpoint());
+  return out + common::FormatBestEpoch(r);
 }
 
 std::string JobDetails(const v1::Job& job, int64_t now_ms) {
@@ -203,11 +204,7 @@ std::string JobDetails(const v1::Job& job, int64_t now_ms) {
     }
   }
   for (const auto& e : job.history()) {
-    absl::StrAppend(&out, absl::StrFormat("epoch %d: train loss %.4f acc %.4f | test loss %.4f "
-                                          "acc %.4f | %.0f samples/s, %.1fs\n",
-                                          e.epoch(), e.train_loss(), e.train_accuracy(),
-                                          e.test_loss(), e.test_accuracy(),
-                                          e.samples_per_second(), e.seconds()));
+    absl::StrAppend(&out, "epoch ", e.epoch(), ": ", common::FormatEpoch(e), "\n");
   }
   if (job.state() == v1::JOB_SUCCEEDED) absl::StrAppend(&out, ResultSummary(job.result()), "\n");
   return out;
@@ -240,12 +237,8 @@ void WatchView::OnEvent(const v1::JobEvent& ev) {
   // line: the event that ends a job also carries its last epoch.
   for (int i = last_history_; i < job.history_size(); ++i) {
     bar_.Clear();
-    const auto& e = job.history(i);
-    std::fprintf(out_,
-                 "epoch %d done: train loss %.4f acc %.4f | test loss %.4f acc %.4f | "
-                 "%.0f samples/s, %.1fs\n",
-                 e.epoch(), e.train_loss(), e.train_accuracy(), e.test_loss(),
-                 e.test_accuracy(), e.samples_per_second(), e.seconds());
+    std::fprintf(out_, "epoch %d done: %s\n", job.history(i).epoch(),
+                 common::FormatEpoch(job.history(i)).c_str());
   }
   last_history_ = std::max(last_history_, job.history_size());
 

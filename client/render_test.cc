@@ -141,6 +141,35 @@ TEST(RenderTest, JobDetailsSplitTheStepTime) {
   EXPECT_THAT(JobDetails(job, 0), ::testing::Not(HasSubstr("step time")));
 }
 
+TEST(RenderTest, JobDetailsShowValidationAndEarlyStopping) {
+  v1::Job job;
+  job.set_id("job-4");
+  job.set_state(v1::JOB_SUCCEEDED);
+  auto* e = job.add_history();
+  e->set_epoch(1);
+  e->set_test_accuracy(0.8);
+  e->set_validation_loss(0.5);
+  e->set_validation_accuracy(0.81);
+  auto* r = job.mutable_result();
+  r->set_epochs(3);
+  r->set_stopped_early(true);
+  r->set_best_epoch(1);
+  r->set_best_checkpoint("/ckpt/best.ckpt");
+  const std::string out = JobDetails(job, 0);
+  EXPECT_THAT(out, HasSubstr("epoch 1: train loss 0.0000 acc 0.0000 | validation loss 0.5000 acc "
+                             "0.8100 | test loss 0.0000 acc 0.8000"))
+      << out;
+  EXPECT_THAT(out, HasSubstr("| stopped early, best epoch 1 (/ckpt/best.ckpt)")) << out;
+  // Without a validation split or early stopping, neither appears.
+  e->clear_validation_loss();
+  e->clear_validation_accuracy();
+  r->clear_stopped_early();
+  r->clear_best_epoch();
+  r->clear_best_checkpoint();
+  EXPECT_THAT(JobDetails(job, 0), ::testing::Not(HasSubstr("validation")));
+  EXPECT_THAT(JobDetails(job, 0), ::testing::Not(HasSubstr("best epoch")));
+}
+
 TEST(RenderTest, JsonUsesProtoFieldNames) {
   v1::Job j;
   j.set_id("job-1");

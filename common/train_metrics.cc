@@ -43,4 +43,28 @@ std::string FormatBreakdown(const StepBreakdown& b) {
   return out;
 }
 
+std::string FormatEpoch(const v1::EpochResult& e) {
+  // A validation split reports both figures; its accuracy and loss are never
+  // both exactly 0, so zeros mean the job has none.
+  std::string validation;
+  if (e.validation_loss() != 0 || e.validation_accuracy() != 0) {
+    validation = absl::StrFormat(" | validation loss %.4f acc %.4f", e.validation_loss(),
+                                 e.validation_accuracy());
+  }
+  return absl::StrFormat("train loss %.4f acc %.4f%s | test loss %.4f acc %.4f | %.0f samples/s, %.1fs",
+                         e.train_loss(), e.train_accuracy(), validation, e.test_loss(),
+                         e.test_accuracy(), e.samples_per_second(), e.seconds());
+}
+
+std::string FormatBestEpoch(const v1::TrainResult& r) {
+  std::string out;
+  if (r.stopped_early()) {
+    out = absl::StrCat(" | stopped early, best epoch ", r.best_epoch());
+  } else if (r.best_epoch() > 0) {
+    out = absl::StrCat(" | best epoch ", r.best_epoch());
+  }
+  if (!r.best_checkpoint().empty()) absl::StrAppend(&out, " (", r.best_checkpoint(), ")");
+  return out;
+}
+
 }  // namespace yoke::common

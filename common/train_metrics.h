@@ -33,6 +33,16 @@ StepBreakdown BreakdownOf(const v1::StepProgress& p);
 // the report has no steps.
 std::string FormatBreakdown(const StepBreakdown& b);
 
+// An epoch's figures: "train loss 0.4123 acc 0.8512[ | validation loss ...
+// acc ...] | test loss 0.4321 acc 0.8467 | 5210 samples/s, 11.5s", the
+// validation part only with a validation split (`yoke train`, `yoke get`
+// and `yoke watch` print it after "epoch N: " or "epoch N done: ").
+std::string FormatEpoch(const v1::EpochResult& e);
+
+// What early stopping decided, for a result line: " | stopped early, best
+// epoch 3 (dir/best.ckpt)", " | best epoch 5" or "".
+std::string FormatBestEpoch(const v1::TrainResult& r);
+
 }  // namespace yoke::common
 
 #endif  // YOKE_COMMON_TRAIN_METRICS_H_

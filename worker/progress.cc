@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "common/train_metrics.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace yoke::worker {
@@ -32,19 +33,8 @@ void ConsoleProgress::OnStep(const v1::StepProgress& p) {
 
 void ConsoleProgress::OnEpoch(const v1::EpochResult& e) {
   bar_.Clear();
-  // A job with a validation split reports it (its accuracy is never exactly
-  // 0 with both metrics, so 0, 0 means none).
-  std::string validation;
-  if (e.validation_loss() != 0 || e.validation_accuracy() != 0) {
-    validation = absl::StrFormat(" | validation loss %.4f acc %.4f", e.validation_loss(),
-                                 e.validation_accuracy());
-  }
-  std::fprintf(out_,
-               "epoch %lld done: train loss %.4f acc %.4f%s | test loss %.4f acc %.4f | "
-               "%.0f samples/s, %.1fs\n",
-               static_cast<long long>(e.epoch()), e.train_loss(), e.train_accuracy(),
-               validation.c_str(), e.test_loss(), e.test_accuracy(), e.samples_per_second(),
-               e.seconds());
+  std::fprintf(out_, "epoch %lld done: %s\n", static_cast<long long>(e.epoch()),
+               common::FormatEpoch(e).c_str());
   std::fflush(out_);
 }
 
@@ -52,11 +42,12 @@ void ConsoleProgress::OnFinish(const v1::TrainResult& r) {
   bar_.Clear();
   std::fprintf(out_,
                "finished: %lld epochs, %lld steps | test accuracy %.4f, test loss %.4f | "
-               "%.0f samples/s (training) | peak memory %.0f MiB%s%s\n",
+               "%.0f samples/s (training) | peak memory %.0f MiB%s%s%s\n",
                static_cast<long long>(r.epochs()), static_cast<long long>(r.steps()),
                r.test_accuracy(), r.test_loss(), r.samples_per_second(),
                r.peak_memory_bytes() / 1048576.0,
-               r.checkpoint().empty() ? "" : " | checkpoint ", r.checkpoint().c_str());
+               r.checkpoint().empty() ? "" : " | checkpoint ", r.checkpoint().c_str(),
+               common::FormatBestEpoch(r).c_str());
   std::fflush(out_);
 }
 
