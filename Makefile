@@ -34,13 +34,15 @@ demo: build
 # Yoke against TensorFlow 2.21 / Keras 3 and PyTorch 2.x (installed into
 # $(BUILD)/bench-venv) and PyTorch 1.13 on four recipes (bench/peers_vs_yoke.sh;
 # EPOCHS and RUNS set its length), then what metrics, event files and the
-# dashboard cost a running job (bench/observability_overhead.sh).
+# dashboard cost a running job (bench/observability_overhead.sh), then
+# ResNet-50 training throughput against PyTorch eager (bench/resnet50_vs_torch.sh).
 bench: build
 	@BENCH_VENV=$(BUILD)/bench-venv scripts/install-deps.sh bench
 	@bench/train_vs_pytorch.sh $(BUILD)
 	@bench/accuracy_seeds.sh $(BUILD)
 	@bench/peers_vs_yoke.sh $(BUILD)
 	@bench/observability_overhead.sh $(BUILD)
+	@bench/resnet50_vs_torch.sh $(BUILD)
 
 bazel-test:
 	@scripts/install-deps.sh bazel

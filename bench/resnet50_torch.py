@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""PyTorch eager peer for bench/resnet50_vs_torch.sh: ResNet-50 training steps.
+
+The network is the one Yoke's zoo builds for `zoo: resnet50` (torchvision's
+layout, "ResNet v1.5": the stride on the bottleneck's 3x3; convolutions
+before a batch norm have no bias; a 1x1 conv + batch norm shortcut where the
+shape changes), written out here because Debian has no torchvision. The
+parameter count is printed and checked by the caller against Yoke's
+(23,528,522 with 10 classes).
+
+Inputs are random 224x224x3 images with random labels from a fixed seed,
+made before timing, as Yoke's `format: synthetic` makes them: the figure is
+the model's training throughput, not a decoder's. SGD with momentum 0.9,
+softmax cross-entropy, the batch in channels-last (NHWC) memory format,
+oneDNN's preferred layout on the CPU. Prints one JSON line with the field
+names of `yoke train --output json`: steps, samples_per_second over the
+timed steps (the first --warmup are left out), train_loss, num_parameters.
+"""
+
+import argparse
+import json
+import resource
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, cin, planes, stride):
+        super().__init__()
+        out = planes * 4
+        self.conv1 = nn.Conv2d(cin, planes, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = nn.Conv2d(planes, out, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(out)
+        self.down = None
+        if stride != 1 or cin != out:
+            self.down = nn.Sequential(nn.Conv2d(cin, out, 1, stride, bias=False),
+                                      nn.BatchNorm2d(out))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = F.relu(self.bn2(self.conv2(y)))
+        y = self.bn3(self.conv3(y))
+        return F.relu(y + (x if self.down is None else self.down(x)))
+
+
+class ResNet50(nn.Module):
+    def __init__(self, classes):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        blocks, cin = [], 64
+        for stage, n in enumerate([3, 4, 6, 3]):
+            planes = 64 << stage
+            for b in range(n):
+                blocks.append(Bottleneck(cin, planes, 2 if stage > 0 and b == 0 else 1))
+                cin = planes * 4
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 3, 2, 1)
+        x = self.blocks(x)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--classes", type=int, default=10)
+    args = ap.parse_args()
+    if args.steps <= args.warmup:
+        ap.error("--steps must exceed --warmup")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(1)
+    model = ResNet50(args.classes).to(memory_format=torch.channels_last)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.rand(args.batch, 3, 224, 224).to(memory_format=torch.channels_last)
+    y = torch.randint(0, args.classes, (args.batch,))
+    loss = None
+    t0 = None
+    for step in range(args.steps):
+        if step == args.warmup:
+            t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+    seconds = time.perf_counter() - t0
+    timed = args.steps - args.warmup
+    print(json.dumps({
+        "framework": f"pytorch {torch.__version__} eager",
+        "steps": args.steps,
+        "samples_per_second": timed * args.batch / seconds,
+        "train_loss": float(loss),
+        "num_parameters": sum(p.numel() for p in model.parameters()),
+        "peak_memory_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }))
+
+
+if __name__ == "__main__":
+    main()
