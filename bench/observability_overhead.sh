@@ -141,8 +141,11 @@ t_on = statistics.median(r[2] / r[3] for r in runs_on)
 t_off = statistics.median(r[2] / r[3] for r in runs_off)
 print(f"daemons' CPU per second of training: all on {1000*d_on:.1f} ms, all off {1000*d_off:.1f} ms: "
       f"{1000*(d_on-d_off):+.1f} ms/s = {100*(d_on-d_off)/2:+.2f}% of the job's 2 cores (2 ranks x 1 thread)")
+t_pairs = statistics.median((x[2] / x[3]) / (y[2] / y[3]) for x, y in zip(runs_on, runs_off))
+t_spread = (max(r[2] / r[3] for r in runs_off) - min(r[2] / r[3] for r in runs_off)) / t_off
 print(f"trainers' CPU per step (both ranks): all on {1000*t_on:.2f} ms, all off {1000*t_off:.2f} ms "
-      f"({100*(t_on/t_off-1):+.1f}%)")
+      f"({100*(t_on/t_off-1):+.1f}%); median of the paired ratios {100*(t_pairs-1):+.1f}%; "
+      f"the off runs alone spread {100*t_spread:.0f}%")
 step_ms = 1000 * statistics.median(r[4] / r[3] for r in runs_off)
 open("/dev/fd/3", "w").write(f"{step_ms:.3f}\n")
 PY
