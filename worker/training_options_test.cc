@@ -17,6 +17,7 @@
 #include "common/config.h"
 #include "common/read_file.h"
 #include "common/tensorboard.h"
+#include "common/temp_dir.h"
 #include "data/open_dataset.h"
 #include "data/validation_split.h"
 #include "engine/checkpoint.h"
@@ -198,11 +199,6 @@ TEST(TrainingOptionsTest, ClippingOnTwoRanksEqualsOneReplica) {
       << "clipping at 0.5 changed nothing: the test cannot tell";
 }
 
-std::string TempDir() {
-  char tmpl[] = "/tmp/yoke_options_XXXXXX";
-  return mkdtemp(tmpl);
-}
-
 // The scalars of the one event file in `dir`, by tag: (step, value).
 std::map<std::string, std::vector<std::pair<int64_t, float>>> ReadScalars(
     const std::string& dir) {
@@ -228,7 +224,8 @@ std::map<std::string, std::vector<std::pair<int64_t, float>>> ReadScalars(
 TEST(TrainingOptionsTest, ValidationSplitHoldsOutAFixedPartAndReportsIt) {
   v1::JobSpec spec = MlpJob(50, 0, 2000);
   spec.mutable_data()->set_validation_split(0.2f);
-  const std::string events = TempDir();
+  const common::TempDir events_dir("yoke_options");
+  const std::string& events = events_dir.path();
   spec.mutable_logging()->set_tensorboard_dir(events);
   spec.mutable_training()->set_epochs(2);
   Steps sink;
@@ -277,7 +274,6 @@ TEST(TrainingOptionsTest, ValidationSplitHoldsOutAFixedPartAndReportsIt) {
   ASSERT_EQ(scalars["validation/loss"].size(), 2u);
   EXPECT_EQ(scalars["validation/loss"][0].second,
             static_cast<float>(r->history(0).validation_loss()));
-  std::filesystem::remove_all(events);
 }
 
 // 1,000 examples in batches of 200: 5 steps per epoch.
@@ -300,7 +296,8 @@ v1::JobSpec EarlyStoppingJob(const std::string& dir, float min_delta, int patien
 // No epoch can improve on the first by more than min_delta = 1e9: the run
 // stops after 1 + patience epochs, and best.ckpt holds epoch 1's parameters.
 TEST(TrainingOptionsTest, EarlyStoppingStopsAfterPatienceAndKeepsTheBest) {
-  const std::string dir = TempDir();
+  const common::TempDir tmp("yoke_options");
+  const std::string& dir = tmp.path();
   auto t = Trainer::Create(EarlyStoppingJob(dir, 1e9f, 2), TrainerOptions());
   ASSERT_TRUE(t.ok()) << t.status();
   auto r = (*t)->Run();
@@ -333,13 +330,13 @@ TEST(TrainingOptionsTest, EarlyStoppingStopsAfterPatienceAndKeepsTheBest) {
   EXPECT_EQ(r2->steps(), 15);
   EXPECT_TRUE(r2->stopped_early());
   EXPECT_EQ(r2->best_checkpoint(), dir + "/best.ckpt");
-  std::filesystem::remove_all(dir);
 }
 
 // A restart in the middle keeps counting: 2 epochs, a checkpoint, then a
 // resumed run that stops after epoch 3 (epochs 2 and 3 did not improve).
 TEST(TrainingOptionsTest, EarlyStoppingSurvivesARestart) {
-  const std::string dir = TempDir();
+  const common::TempDir tmp("yoke_options");
+  const std::string& dir = tmp.path();
   v1::JobSpec first = EarlyStoppingJob(dir, 1e9f, 2);
   first.mutable_training()->set_max_steps(10);
   auto t = Trainer::Create(first, TrainerOptions());
@@ -358,7 +355,6 @@ TEST(TrainingOptionsTest, EarlyStoppingSurvivesARestart) {
   EXPECT_TRUE(r2->stopped_early());
   EXPECT_EQ(r2->steps(), 15);
   EXPECT_EQ(r2->best_epoch(), 1);
-  std::filesystem::remove_all(dir);
 }
 
 // A run that learns (the MLP's test loss falls in each of its first epochs)
