@@ -91,6 +91,14 @@ class Layer {
   // Multiply-accumulate count per example of Forward (for reporting FLOPs).
   virtual int64_t ForwardMacsPerExample() const { return 0; }
 
+  // Operator fusion, asked by the model before the first Forward when this
+  // layer's only consumer is a ReLU. A layer that can apply the ReLU as it
+  // writes its output (in the kernel, saving a pass over the activation)
+  // starts doing so and returns true; the model then runs the ReLU's
+  // Backward alone. Only layers whose Backward never reads `out` may accept:
+  // `out` then holds the activation, not the layer's own result.
+  virtual bool FuseRelu() { return false; }
+
  protected:
   ParamSet* params_ = nullptr;  // set by Build() implementations that need it
 

@@ -1,5 +1,7 @@
 #include "engine/model.h"
 
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -10,6 +12,8 @@
 #include "engine/registry.h"
 
 namespace yoke::engine {
+
+using Clock = std::chrono::steady_clock;
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
                                                      const Shape& input_shape,
@@ -88,6 +92,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
           "): its output is never used; only the last layer may be unconsumed"));
     }
   }
+  m->FuseActivations();
   const Shape& out = m->nodes_.back().shape;
   if (out.size() != 1 || out[0] != num_classes) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -98,6 +103,19 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
   return m;
 }
 
+void Model::FuseActivations() {
+  const char* env = std::getenv("YOKE_FUSE");
+  if (env != nullptr && std::string(env) == "0") return;
+  for (Node& node : nodes_) {
+    if (std::string(node.layer->type()) != "relu" || node.inputs.size() != 1) continue;
+    const int src = node.inputs[0];
+    // The producer's output must feed this ReLU alone: another consumer would
+    // read the activation instead of the value it asked for.
+    if (src < 0 || nodes_[src].consumers != 1) continue;
+    node.fused = nodes_[src].layer->FuseRelu();
+  }
+}
+
 absl::Status Model::EnsureBuffers(int64_t n) {
   if (n == batch_) return absl::OkStatus();
   batch_ = -1;  // until every buffer has the new size
@@ -106,6 +124,10 @@ absl::Status Model::EnsureBuffers(int64_t n) {
     s.insert(s.begin(), n);
     node.out = Tensor();  // the old size's buffer goes first
     node.grad = Tensor();  // allocated by the first Backward at this size
+    if (node.fused) {
+      node.out = nodes_[node.inputs[0]].out;  // an earlier node: already sized
+      continue;
+    }
     ASSIGN_OR_RETURN(node.out, Tensor::Allocate(s, DType::kF32, Device::CPU(),
                                                 absl::StrCat("layer ", node.layer->name())));
   }
@@ -124,10 +146,13 @@ absl::StatusOr<Tensor> Model::Forward(const Tensor& x, const LayerContext& ctx) 
   input_ = x;
   std::vector<const Tensor*> in;
   for (Node& node : nodes_) {
+    if (node.fused) continue;  // its producer wrote the activation
     in.clear();
     for (int src : node.inputs) in.push_back(src < 0 ? &input_ : &nodes_[src].out);
+    const auto t0 = profiling_ ? Clock::now() : Clock::time_point();
     absl::Status s = node.layer->Forward(in, &node.out, ctx);
     if (!s.ok()) return common::Annotate(s, node.layer->name());
+    if (profiling_) node.forward_s += std::chrono::duration<double>(Clock::now() - t0).count();
   }
   return nodes_.back().out;
 }
@@ -182,8 +207,10 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
         din.push_back(&scratch.back());
       }
     }
+    const auto t0 = profiling_ ? Clock::now() : Clock::time_point();
     RETURN_IF_ERROR(common::Annotate(node.layer->Backward(in, node.out, node.grad, din, ctx),
                              node.layer->name()));
+    if (profiling_) node.backward_s += std::chrono::duration<double>(Clock::now() - t0).count();
     if (on_grad_ready) {
       for (int p = node.param_begin; p < node.param_end; ++p) on_grad_ready(p);
     }
@@ -205,6 +232,23 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
   return absl::OkStatus();
 }
 
+void Model::set_profiling(bool on) {
+  if (on && !profiling_) {
+    for (Node& node : nodes_) node.forward_s = node.backward_s = 0;
+  }
+  profiling_ = on;
+}
+
+std::vector<Model::LayerTime> Model::layer_times() const {
+  std::vector<LayerTime> out;
+  for (const Node& n : nodes_) {
+    out.push_back({n.layer->name(),
+                   n.fused ? absl::StrCat(n.layer->type(), " (fused)") : n.layer->type(),
+                   n.forward_s, n.backward_s});
+  }
+  return out;
+}
+
 int64_t Model::ForwardMacsPerExample() const {
   int64_t macs = 0;
   for (const Node& n : nodes_) macs += n.layer->ForwardMacsPerExample();
@@ -219,7 +263,9 @@ std::string Model::Summary() const {
       if (e.name.rfind(n.layer->name() + "/", 0) == 0) count += NumElements(e.shape);
     }
     absl::StrAppendFormat(&s, "  %-20s %-16s %-18s %10d\n", n.layer->name(),
-                          n.layer->type(), ShapeString(n.shape), count);
+                          n.fused ? absl::StrCat(n.layer->type(), " (fused)")
+                                  : std::string(n.layer->type()),
+                          ShapeString(n.shape), count);
   }
   absl::StrAppendFormat(&s, "  total parameters: %d\n", params_.num_parameters());
   return s;

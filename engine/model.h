@@ -63,6 +63,17 @@ class Model {
   // One line per layer: name, type, output shape, parameter count.
   std::string Summary() const;
 
+  // Per-layer wall time, summed over every Forward and Backward since
+  // profiling was switched on (bench/cnn_step_bench's step breakdown). Off by
+  // default; on, it costs two clock reads per layer and pass. Switching it on
+  // resets the sums.
+  struct LayerTime {
+    std::string name, type;
+    double forward_s = 0, backward_s = 0;
+  };
+  void set_profiling(bool on);
+  std::vector<LayerTime> layer_times() const;
+
  private:
   struct Node {
     std::unique_ptr<Layer> layer;
@@ -77,7 +88,15 @@ class Model {
     bool needs_grad = false;
     // The node's parameters: ParamSet entry ids [param_begin, param_end).
     int param_begin = 0, param_end = 0;
+    // A ReLU whose producer applies it (Layer::FuseRelu): Forward skips the
+    // node and `out` shares the producer's buffer; Backward runs as usual.
+    bool fused = false;
+    double forward_s = 0, backward_s = 0;  // with profiling_
   };
+
+  // Lets each ReLU's producer apply it (Layer::FuseRelu). Off when the
+  // environment sets YOKE_FUSE=0, to compare against the unfused graph.
+  void FuseActivations();
 
   Model() = default;
   // Sizes every node's output for batch `n`; RESOURCE_EXHAUSTED naming the
@@ -89,6 +108,7 @@ class Model {
   ParamSet params_;
   Tensor input_;  // the last Forward's input
   int64_t batch_ = -1;
+  bool profiling_ = false;
 };
 
 }  // namespace yoke::engine

@@ -1,6 +1,9 @@
 #include "engine/model.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -229,6 +232,131 @@ TEST(ModelTest, ZooMlpAndCnnHaveTheExpectedParameterCounts) {
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ((*b)->params().num_parameters(),
             (25 * 32 + 32) + (25 * 32 * 64 + 64) + (7 * 7 * 64 * 1024 + 1024) + (1024 * 10 + 10));
+}
+
+// Builds `spec` twice, with operator fusion (the default) and with
+// YOKE_FUSE=0, from the same initial parameters; runs `steps` SGD steps on the
+// same random batch and requires the logits and every gradient of both to be
+// equal bit for bit at every step. Returns how many ReLUs the fused model
+// fused, read off its summary.
+int ExpectFusionChangesNoBit(const v1::ModelSpec& spec, const Shape& input, int steps) {
+  auto fused = Model::Create(spec, input, 3);
+  setenv("YOKE_FUSE", "0", 1);
+  auto plain = Model::Create(spec, input, 3);
+  unsetenv("YOKE_FUSE");
+  EXPECT_TRUE(fused.ok()) << fused.status();
+  EXPECT_TRUE(plain.ok()) << plain.status();
+  if (!fused.ok() || !plain.ok()) return -1;
+  EXPECT_EQ((*plain)->Summary().find("(fused)"), std::string::npos) << (*plain)->Summary();
+  (*fused)->params().Initialize(11);
+  (*plain)->params().Initialize(11);
+  const int n = 8;
+  Shape xs = input;
+  xs.insert(xs.begin(), n);
+  Tensor x = Tensor::Empty(xs);
+  common::Philox rng(3, 0);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 2 * rng.NextFloat() - 1;
+  Tensor y = Tensor::Empty({n}, DType::kI32);
+  for (int i = 0; i < n; ++i) y.data<int32_t>()[i] = i % 3;
+  SoftmaxCrossEntropy loss;
+  LayerContext ctx;
+  for (int step = 0; step < steps; ++step) {
+    std::vector<std::vector<float>> logits, grads;
+    for (Model* m : {fused->get(), plain->get()}) {
+      auto out = m->Forward(x, ctx);
+      EXPECT_TRUE(out.ok()) << out.status();
+      if (!out.ok()) return -1;
+      logits.emplace_back(out->data<float>(), out->data<float>() + out->numel());
+      Tensor dlogits = Tensor::Empty(out->shape());
+      EXPECT_TRUE(loss.Compute(*out, y, 1.0f, &dlogits).ok());
+      EXPECT_TRUE(m->Backward(dlogits, ctx).ok());
+      const Tensor& g = m->params().flat_grads();
+      grads.emplace_back(g.data<float>(), g.data<float>() + g.numel());
+      float* v = m->params().flat_values().data<float>();
+      for (int64_t i = 0; i < g.numel(); ++i) v[i] -= 0.1f * g.data<float>()[i];
+    }
+    EXPECT_EQ(logits[0], logits[1]) << "logits differ at step " << step;
+    EXPECT_EQ(grads[0], grads[1]) << "gradients differ at step " << step;
+    double norm = 0;
+    for (float g : grads[0]) norm += std::fabs(g);
+    EXPECT_GT(norm, 0.0) << "a vacuous comparison: every gradient is zero";
+  }
+  const std::string summary = (*fused)->Summary();
+  int count = 0;
+  for (size_t at = summary.find("(fused)"); at != std::string::npos;
+       at = summary.find("(fused)", at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+TEST(ModelTest, ConvReluFusionChangesNoBitOfTheZooCnn) {
+  v1::ModelSpec cnn;
+  cnn.set_zoo("cnn");
+  // Both conv+relu pairs fuse; the dense layer's relu does not (dense does not
+  // offer it).
+  EXPECT_EQ(ExpectFusionChangesNoBit(cnn, {28, 28, 1}, 3), 2);
+}
+
+// A conv whose output also feeds an add must not apply the relu itself: the
+// add would read the activation instead of the convolution.
+TEST(ModelTest, ReluIsNotFusedIntoAProducerWithAnotherConsumer) {
+  v1::ModelSpec m;
+  auto* c = m.add_layers();
+  *c = L("c", {"input"});
+  c->mutable_conv2d()->set_filters(3);
+  c->mutable_conv2d()->set_kernel(3);
+  c->mutable_conv2d()->set_stride(1);
+  c->mutable_conv2d()->set_padding("same");
+  auto* r = m.add_layers();
+  *r = L("r", {"c"});
+  r->mutable_relu();
+  auto* a = m.add_layers();
+  *a = L("a", {"c", "r"});
+  a->mutable_add();
+  auto* f = m.add_layers();
+  *f = L("f", {"a"});
+  f->mutable_flatten();
+  auto* d = m.add_layers();
+  *d = L("d", {"f"});
+  d->mutable_dense()->set_units(3);
+  EXPECT_EQ(ExpectFusionChangesNoBit(m, {6, 6, 2}, 2), 0);
+}
+
+TEST(ModelTest, ProfilingTimesEveryLayerThatRunsAndNoFusedOne) {
+  v1::ModelSpec cnn;
+  cnn.set_zoo("cnn");
+  auto m = Model::Create(cnn, {28, 28, 1}, 10);
+  ASSERT_TRUE(m.ok()) << m.status();
+  Model& model = **m;
+  model.params().Initialize(2);
+  Tensor x = Tensor::Empty({4, 28, 28, 1});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(i % 13) / 13;
+  LayerContext ctx;
+  auto run = [&] {
+    auto out = model.Forward(x, ctx);
+    ASSERT_TRUE(out.ok()) << out.status();
+    Tensor dl = Tensor::Empty(out->shape());
+    for (int64_t i = 0; i < dl.numel(); ++i) dl.data<float>()[i] = 0.01f;
+    ASSERT_TRUE(model.Backward(dl, ctx).ok());
+  };
+  run();  // not profiled
+  for (const auto& t : model.layer_times()) EXPECT_EQ(t.forward_s + t.backward_s, 0) << t.name;
+  model.set_profiling(true);
+  run();
+  model.set_profiling(false);
+  run();  // not counted either
+  const auto times = model.layer_times();
+  ASSERT_EQ(times.size(), 10u);
+  for (const auto& t : times) {
+    if (t.type == "relu (fused)") {
+      EXPECT_EQ(t.forward_s, 0) << t.name << ": its producer does the forward";
+    } else {
+      EXPECT_GT(t.forward_s, 0) << t.name;
+    }
+    // The first conv's input needs no gradient, but its weights do.
+    EXPECT_GT(t.backward_s, 0) << t.name;
+  }
 }
 
 }  // namespace

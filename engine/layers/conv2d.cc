@@ -50,6 +50,12 @@ int64_t Conv2dLayer::ForwardMacsPerExample() const {
   return geom_.oh * geom_.ow * geom_.k * geom_.kh * geom_.kw * geom_.c;
 }
 
+bool Conv2dLayer::FuseRelu() {
+  geom_.relu = true;
+  plans_.clear();
+  return true;
+}
+
 absl::StatusOr<cpu::Conv2dPlan*> Conv2dLayer::PlanFor(int64_t n, bool backward_data) {
   CachedPlan& c = plans_[n];
   if (c.plan == nullptr || (backward_data && !c.backward_data)) {

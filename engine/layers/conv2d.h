@@ -40,6 +40,9 @@ class Conv2dLayer final : public Layer {
                         const Tensor& dout, const std::vector<Tensor*>& din,
                         const LayerContext& ctx) override;
   int64_t ForwardMacsPerExample() const override;
+  // The convolution applies the ReLU as a oneDNN post-op; Backward never
+  // reads `out`, so it may hold the activation.
+  bool FuseRelu() override;
 
  private:
   // The cached plan for batch `n`; builds it on first use. `backward_data`

@@ -13,7 +13,7 @@ std::string Conv2dGeometry::DebugString() const {
   return absl::StrCat("conv x(", n, ",", h, ",", w, ",", c, ") k=", k, " window ", kh,
                       "x", kw, " stride ", stride_h, "x", stride_w, " pad t", pad_top,
                       " l", pad_left, " b", pad_bottom, " r", pad_right, " -> (", oh,
-                      ",", ow, ")");
+                      ",", ow, ")", relu ? " +relu" : "");
 }
 
 absl::StatusOr<std::unique_ptr<Conv2dPlan>> Conv2dPlan::Create(const Conv2dGeometry& g,
@@ -49,7 +49,13 @@ absl::Status Conv2dPlan::Build(bool need_backward_data) {
   auto fwd_desc = dnnl::convolution_forward::desc(
       dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, x_md_,
       w_any, b_md_, y_md_, strides, pad_l, pad_r);
-  auto fwd_pd = dnnl::convolution_forward::primitive_desc(fwd_desc, eng);
+  dnnl::primitive_attr fwd_attr;
+  if (g.relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    fwd_attr.set_post_ops(ops);
+  }
+  auto fwd_pd = dnnl::convolution_forward::primitive_desc(fwd_desc, fwd_attr, eng);
   fwd_ = dnnl::convolution_forward(fwd_pd);
 
   x_mem_ = memory(x_md_, eng, nullptr);

@@ -35,6 +35,11 @@ struct Conv2dGeometry {
   int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
   int64_t oh = 0, ow = 0;              // output spatial size
   bool bias = true;
+  // Forward writes max(y, 0) instead of y (a oneDNN post-op applied in the
+  // kernel's registers, so the result is bit for bit a separate ReLU's).
+  // Backward is unchanged: the caller masks dy before BackwardData and
+  // BackwardWeights, as a ReLU layer would.
+  bool relu = false;
 
   std::string DebugString() const;
 };
