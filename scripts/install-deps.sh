@@ -115,7 +115,7 @@ PY
   echo "install-deps: installing $BENCH_TF and $BENCH_TORCH into $BENCH_VENV" >&2
   [ -x "$py" ] || /usr/bin/python3 -m venv "$BENCH_VENV"
   # shellcheck disable=SC2086  # BENCH_TORCH_PIP_ARGS is a list of pip options
-  "$py" -m pip install -q --disable-pip-version-check $BENCH_TORCH_PIP_ARGS "$BENCH_TORCH" numpy >/dev/null
+  "$py" -m pip install -q --disable-pip-version-check ${BENCH_TORCH_PIP_ARGS:-} "$BENCH_TORCH" numpy >/dev/null
   "$py" -m pip install -q --disable-pip-version-check "$BENCH_TF" >/dev/null
 }
 
