@@ -99,6 +99,13 @@ class Layer {
   // `out` then holds the activation, not the layer's own result.
   virtual bool FuseRelu() { return false; }
 
+  // The other half, asked when this layer is the only consumer of a ReLU's
+  // output: a layer that can fold the ReLU's backward into its own returns
+  // true; from then on its din[0] is the gradient of the ReLU's input, and it
+  // must pass gradient only where its input `in[0]` (the ReLU's output) is
+  // positive. The model then skips the ReLU's backward.
+  virtual bool FuseReluBackward() { return false; }
+
  protected:
   ParamSet* params_ = nullptr;  // set by Build() implementations that need it
 

@@ -1,5 +1,6 @@
 #include "engine/model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -114,6 +115,25 @@ void Model::FuseActivations() {
     if (src < 0 || nodes_[src].consumers != 1) continue;
     node.fused = nodes_[src].layer->FuseRelu();
   }
+  // Backward: a ReLU read by one layer that folds the ReLU's backward into its
+  // own. That consumer's input gradient becomes the ReLU input's.
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& node = nodes_[i];
+    if (std::string(node.layer->type()) != "relu" || node.inputs.size() != 1 ||
+        node.inputs[0] < 0 || node.consumers != 1) {
+      continue;
+    }
+    for (size_t j = i + 1; j < nodes_.size(); ++j) {
+      const std::vector<int>& in = nodes_[j].inputs;
+      if (std::find(in.begin(), in.end(), static_cast<int>(i)) == in.end()) continue;
+      node.backward_fused = in.size() == 1 && nodes_[j].layer->FuseReluBackward();
+      break;
+    }
+  }
+}
+
+int Model::GradTarget(int src) const {
+  return src >= 0 && nodes_[src].backward_fused ? nodes_[src].inputs[0] : src;
 }
 
 absl::Status Model::EnsureBuffers(int64_t n) {
@@ -163,7 +183,7 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
   if (!last.grad.defined()) {
     // Evaluation-only Forwards never pay for gradient buffers.
     for (Node& node : nodes_) {
-      if (node.needs_grad || &node == &last) {
+      if ((node.needs_grad && !node.backward_fused) || &node == &last) {
         ASSIGN_OR_RETURN(
             node.grad,
             Tensor::Allocate(node.out.shape(), DType::kF32, Device::CPU(),
@@ -188,12 +208,14 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
   for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
     Node& node = nodes_[i];
     if (!node.needs_grad) continue;  // nothing upstream learns
+    if (node.backward_fused) continue;  // its consumer ran its backward
     in.clear();
     din.clear();
     scratch.clear();
     scratch.reserve(node.inputs.size());
-    for (int src : node.inputs) {
-      in.push_back(src < 0 ? &input_ : &nodes_[src].out);
+    for (int input : node.inputs) {
+      in.push_back(input < 0 ? &input_ : &nodes_[input].out);
+      const int src = GradTarget(input);
       if (src < 0 || !nodes_[src].needs_grad) {
         din.push_back(nullptr);
       } else if (nodes_[src].grads_received == 0) {
@@ -216,7 +238,7 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
     }
     size_t k = 0;
     for (size_t j = 0; j < node.inputs.size(); ++j) {
-      int src = node.inputs[j];
+      const int src = GradTarget(node.inputs[j]);
       if (din[j] == nullptr) continue;
       Node& s = nodes_[src];
       if (din[j] != &s.grad) {
@@ -232,6 +254,13 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
   return absl::OkStatus();
 }
 
+std::string Model::TypeLabel(const Node& n) {
+  if (n.fused && n.backward_fused) return absl::StrCat(n.layer->type(), " (fused)");
+  if (n.fused) return absl::StrCat(n.layer->type(), " (fused fwd)");
+  if (n.backward_fused) return absl::StrCat(n.layer->type(), " (fused bwd)");
+  return n.layer->type();
+}
+
 void Model::set_profiling(bool on) {
   if (on && !profiling_) {
     for (Node& node : nodes_) node.forward_s = node.backward_s = 0;
@@ -242,9 +271,7 @@ void Model::set_profiling(bool on) {
 std::vector<Model::LayerTime> Model::layer_times() const {
   std::vector<LayerTime> out;
   for (const Node& n : nodes_) {
-    out.push_back({n.layer->name(),
-                   n.fused ? absl::StrCat(n.layer->type(), " (fused)") : n.layer->type(),
-                   n.forward_s, n.backward_s});
+    out.push_back({n.layer->name(), TypeLabel(n), n.forward_s, n.backward_s});
   }
   return out;
 }
@@ -263,9 +290,7 @@ std::string Model::Summary() const {
       if (e.name.rfind(n.layer->name() + "/", 0) == 0) count += NumElements(e.shape);
     }
     absl::StrAppendFormat(&s, "  %-20s %-16s %-18s %10d\n", n.layer->name(),
-                          n.fused ? absl::StrCat(n.layer->type(), " (fused)")
-                                  : std::string(n.layer->type()),
-                          ShapeString(n.shape), count);
+                          TypeLabel(n), ShapeString(n.shape), count);
   }
   absl::StrAppendFormat(&s, "  total parameters: %d\n", params_.num_parameters());
   return s;

@@ -91,12 +91,23 @@ class Model {
     // A ReLU whose producer applies it (Layer::FuseRelu): Forward skips the
     // node and `out` shares the producer's buffer; Backward runs as usual.
     bool fused = false;
+    // A ReLU whose only consumer folds the ReLU's backward into its own
+    // (Layer::FuseReluBackward): Backward skips the node, which needs no
+    // gradient buffer, and the consumer writes the ReLU input's gradient.
+    bool backward_fused = false;
     double forward_s = 0, backward_s = 0;  // with profiling_
   };
 
-  // Lets each ReLU's producer apply it (Layer::FuseRelu). Off when the
-  // environment sets YOKE_FUSE=0, to compare against the unfused graph.
+  // Lets each ReLU's producer apply it (Layer::FuseRelu) and its consumer
+  // run its backward (Layer::FuseReluBackward). Off when the environment sets
+  // YOKE_FUSE=0, to compare against the unfused graph.
   void FuseActivations();
+  // The node whose gradient a consumer of node `src` writes: `src`, or the
+  // input of `src` when `src` is a ReLU whose backward that consumer runs.
+  int GradTarget(int src) const;
+  // The type with its fusion: "relu (fused)" (both passes), "(fused fwd)",
+  // "(fused bwd)".
+  static std::string TypeLabel(const Node& n);
 
   Model() = default;
   // Sizes every node's output for batch `n`; RESOURCE_EXHAUSTED naming the

@@ -237,16 +237,15 @@ TEST(ModelTest, ZooMlpAndCnnHaveTheExpectedParameterCounts) {
 // Builds `spec` twice, with operator fusion (the default) and with
 // YOKE_FUSE=0, from the same initial parameters; runs `steps` SGD steps on the
 // same random batch and requires the logits and every gradient of both to be
-// equal bit for bit at every step. Returns how many ReLUs the fused model
-// fused, read off its summary.
-int ExpectFusionChangesNoBit(const v1::ModelSpec& spec, const Shape& input, int steps) {
+// equal bit for bit at every step. Returns the fused model's summary.
+std::string ExpectFusionChangesNoBit(const v1::ModelSpec& spec, const Shape& input, int steps) {
   auto fused = Model::Create(spec, input, 3);
   setenv("YOKE_FUSE", "0", 1);
   auto plain = Model::Create(spec, input, 3);
   unsetenv("YOKE_FUSE");
   EXPECT_TRUE(fused.ok()) << fused.status();
   EXPECT_TRUE(plain.ok()) << plain.status();
-  if (!fused.ok() || !plain.ok()) return -1;
+  if (!fused.ok() || !plain.ok()) return "";
   EXPECT_EQ((*plain)->Summary().find("(fused)"), std::string::npos) << (*plain)->Summary();
   (*fused)->params().Initialize(11);
   (*plain)->params().Initialize(11);
@@ -265,7 +264,7 @@ int ExpectFusionChangesNoBit(const v1::ModelSpec& spec, const Shape& input, int 
     for (Model* m : {fused->get(), plain->get()}) {
       auto out = m->Forward(x, ctx);
       EXPECT_TRUE(out.ok()) << out.status();
-      if (!out.ok()) return -1;
+      if (!out.ok()) return "";
       logits.emplace_back(out->data<float>(), out->data<float>() + out->numel());
       Tensor dlogits = Tensor::Empty(out->shape());
       EXPECT_TRUE(loss.Compute(*out, y, 1.0f, &dlogits).ok());
@@ -281,21 +280,24 @@ int ExpectFusionChangesNoBit(const v1::ModelSpec& spec, const Shape& input, int 
     for (float g : grads[0]) norm += std::fabs(g);
     EXPECT_GT(norm, 0.0) << "a vacuous comparison: every gradient is zero";
   }
-  const std::string summary = (*fused)->Summary();
+  return (*fused)->Summary();
+}
+
+int Count(const std::string& s, const std::string& what) {
   int count = 0;
-  for (size_t at = summary.find("(fused)"); at != std::string::npos;
-       at = summary.find("(fused)", at + 1)) {
-    ++count;
-  }
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++count;
   return count;
 }
 
 TEST(ModelTest, ConvReluFusionChangesNoBitOfTheZooCnn) {
   v1::ModelSpec cnn;
   cnn.set_zoo("cnn");
-  // Both conv+relu pairs fuse; the dense layer's relu does not (dense does not
-  // offer it).
-  EXPECT_EQ(ExpectFusionChangesNoBit(cnn, {28, 28, 1}, 3), 2);
+  // Both conv+relu+maxpool triples fuse (the convolutions apply the ReLUs,
+  // the pools run their backward); the dense layer's relu does not (neither
+  // dense layer offers it).
+  const std::string summary = ExpectFusionChangesNoBit(cnn, {28, 28, 1}, 3);
+  EXPECT_EQ(Count(summary, "relu (fused)"), 2) << summary;
+  EXPECT_EQ(Count(summary, "(fused"), 2) << summary;
 }
 
 // A conv whose output also feeds an add must not apply the relu itself: the
@@ -320,8 +322,55 @@ TEST(ModelTest, ReluIsNotFusedIntoAProducerWithAnotherConsumer) {
   auto* d = m.add_layers();
   *d = L("d", {"f"});
   d->mutable_dense()->set_units(3);
-  EXPECT_EQ(ExpectFusionChangesNoBit(m, {6, 6, 2}, 2), 0);
+  const std::string summary = ExpectFusionChangesNoBit(m, {6, 6, 2}, 2);
+  EXPECT_EQ(Count(summary, "(fused"), 0) << summary;
 }
+
+v1::LayerSpec ConvL(const std::string& name, const std::string& input) {
+  v1::LayerSpec l = L(name, {input});
+  l.mutable_conv2d()->set_filters(3);
+  l.mutable_conv2d()->set_kernel(3);
+  l.mutable_conv2d()->set_stride(1);
+  l.mutable_conv2d()->set_padding("same");
+  return l;
+}
+
+v1::LayerSpec MaxPoolL(const std::string& name, const std::string& input) {
+  v1::LayerSpec l = L(name, {input});
+  l.mutable_max_pool2d()->set_size(2);
+  l.mutable_max_pool2d()->set_stride(2);
+  return l;
+}
+
+// c -> r -> p, and c + c2 -> a -> p2: the conv feeds two layers, so it keeps
+// its own output (no forward fusion), but the pool still runs the ReLU's
+// backward, writing c's gradient beside the add's.
+TEST(ModelTest, MaxPoolRunsTheReluBackwardAlsoWhenTheConvFeedsAnotherLayer) {
+  v1::ModelSpec m;
+  *m.add_layers() = ConvL("c", "input");
+  *m.add_layers() = ConvL("c2", "input");
+  auto* r = m.add_layers();
+  *r = L("r", {"c"});
+  r->mutable_relu();
+  auto* a = m.add_layers();
+  *a = L("a", {"c", "c2"});
+  a->mutable_add();
+  *m.add_layers() = MaxPoolL("p", "r");
+  *m.add_layers() = MaxPoolL("p2", "a");
+  auto* j = m.add_layers();
+  *j = L("j", {"p", "p2"});
+  j->mutable_add();
+  auto* f = m.add_layers();
+  *f = L("f", {"j"});
+  f->mutable_flatten();
+  auto* d = m.add_layers();
+  *d = L("d", {"f"});
+  d->mutable_dense()->set_units(3);
+  const std::string summary = ExpectFusionChangesNoBit(m, {6, 6, 2}, 3);
+  EXPECT_EQ(Count(summary, "relu (fused bwd)"), 1) << summary;
+  EXPECT_EQ(Count(summary, "(fused"), 1) << summary;
+}
+
 
 TEST(ModelTest, ProfilingTimesEveryLayerThatRunsAndNoFusedOne) {
   v1::ModelSpec cnn;
@@ -351,11 +400,12 @@ TEST(ModelTest, ProfilingTimesEveryLayerThatRunsAndNoFusedOne) {
   for (const auto& t : times) {
     if (t.type == "relu (fused)") {
       EXPECT_EQ(t.forward_s, 0) << t.name << ": its producer does the forward";
+      EXPECT_EQ(t.backward_s, 0) << t.name << ": its consumer does the backward";
     } else {
       EXPECT_GT(t.forward_s, 0) << t.name;
+      // The first conv's input needs no gradient, but its weights do.
+      EXPECT_GT(t.backward_s, 0) << t.name;
     }
-    // The first conv's input needs no gradient, but its weights do.
-    EXPECT_GT(t.backward_s, 0) << t.name;
   }
 }
 

@@ -49,6 +49,11 @@ absl::Status Pool2dLayer::Forward(const std::vector<const Tensor*>& in, Tensor* 
   return plan->Forward(x.data<float>(), out->data<float>());
 }
 
+bool Pool2dLayer::FuseReluBackward() {
+  relu_backward_ = max_;
+  return relu_backward_;
+}
+
 absl::Status Pool2dLayer::Backward(const std::vector<const Tensor*>& in,
                                    const Tensor& out, const Tensor& dout,
                                    const std::vector<Tensor*>& din,
@@ -58,6 +63,10 @@ absl::Status Pool2dLayer::Backward(const std::vector<const Tensor*>& in,
   if (it == plans_.end()) {
     return absl::FailedPreconditionError(
         absl::StrCat(type(), ": Backward without a Forward of batch ", in[0]->dim(0)));
+  }
+  if (relu_backward_) {
+    return it->second->BackwardThroughRelu(in[0]->data<float>(), dout.data<float>(),
+                                           din[0]->data<float>());
   }
   return it->second->Backward(dout.data<float>(), din[0]->data<float>());
 }

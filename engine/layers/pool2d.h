@@ -31,12 +31,15 @@ class Pool2dLayer final : public Layer {
   absl::Status Forward(const std::vector<const Tensor*>& in, Tensor* out,
                        const LayerContext& ctx) override;
   // dy: (N, H', W', C) -> dx: (N, H, W, C)
+  // Max pooling takes over the backward of the ReLU it reads.
+  bool FuseReluBackward() override;
   absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out,
                         const Tensor& dout, const std::vector<Tensor*>& din,
                         const LayerContext& ctx) override;
 
  private:
   bool max_;
+  bool relu_backward_ = false;
   int64_t size_, stride_;
   bool same_;
   cpu::Pool2dGeometry geom_;  // per-example (n unset)

@@ -87,6 +87,17 @@ absl::Status Pool2dPlan::Forward(const float* x, float* y) {
 }
 
 absl::Status Pool2dPlan::Backward(const float* dy, float* dx) {
+  return BackwardImpl(nullptr, dy, dx);
+}
+
+absl::Status Pool2dPlan::BackwardThroughRelu(const float* x, const float* dy, float* dx) {
+  if (!g_.max) {
+    return absl::FailedPreconditionError("pooling: only max pooling folds a ReLU's backward");
+  }
+  return BackwardImpl(x, dy, dx);
+}
+
+absl::Status Pool2dPlan::BackwardImpl(const float* relu_x, const float* dy, float* dx) {
   const Pool2dGeometry g = g_;
   const int64_t c = g.c;
   const int32_t* argmax = argmax_.data();
@@ -102,7 +113,14 @@ absl::Status Pool2dPlan::Backward(const float* dy, float* dx) {
       for (int64_t q = 0; q < g.ow; ++q) {
         const int64_t o = ((i * g.oh + r) * g.ow + q) * c;
         const float* dyo = dy + o;
-        if (g.max) {
+        if (g.max && relu_x != nullptr) {
+          const int32_t* ao = argmax + o;
+          const float* xi = relu_x + i * g.h * g.w * c;
+          for (int64_t j = 0; j < c; ++j) {
+            const int64_t at = ao[j] * c + j;
+            dxi[at] += xi[at] > 0.0f ? dyo[j] : 0.0f;
+          }
+        } else if (g.max) {
           const int32_t* ao = argmax + o;
           for (int64_t j = 0; j < c; ++j) dxi[ao[j] * c + j] += dyo[j];
         } else {

@@ -48,8 +48,14 @@ class Pool2dPlan {
   absl::Status Forward(const float* x, float* y);
   // dy: (N, OH, OW, C) -> dx: (N, H, W, C), overwritten.
   absl::Status Backward(const float* dy, float* dx);
+  // Max pooling whose input x is a ReLU's output, with the ReLU's backward
+  // folded in: dx is the gradient of the ReLU's input, dy passing only to
+  // winners with x > 0. Equal bit for bit to Backward followed by the ReLU's
+  // mask, which depends on the position alone.
+  absl::Status BackwardThroughRelu(const float* x, const float* dy, float* dx);
 
  private:
+  absl::Status BackwardImpl(const float* relu_x, const float* dy, float* dx);
   Pool2dPlan() = default;
 
   Pool2dGeometry g_;
