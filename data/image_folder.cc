@@ -1,5 +1,7 @@
 #include "data/image_folder.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -24,6 +26,9 @@ namespace {
 // Keeps the split's shuffle and the crops apart from the other streams.
 constexpr uint64_t kSplitKey = 0x53504C4954494D47ull;  // "SPLITIMG"
 constexpr uint64_t kCropKey = 0x43524F50494D4731ull;   // "CROPIMG1"
+// The resize filter's version, part of the cache key: bump it when
+// ResizeImage's output changes, so old cache files are rebuilt.
+constexpr int kResizeVersion = 1;
 // A single image file above this is refused rather than read.
 constexpr uint64_t kMaxImageFileBytes = uint64_t{1} << 30;
 
@@ -115,6 +120,9 @@ absl::StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
   if (!(o.validation_split >= 0 && o.validation_split < 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("validation_split: must be in [0, 1), got ", o.validation_split));
+  }
+  if (o.cache && !o.cache_file.empty()) {
+    return absl::InvalidArgumentError("cache and cache_file: set one of them, not both");
   }
   if ((o.validation_split > 0) != !o.subset.empty() ||
       (!o.subset.empty() && o.subset != "training" && o.subset != "validation")) {
@@ -213,11 +221,33 @@ absl::StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
     for (size_t i = 0; i < n; ++i) d->cache_state_[i].store(0);
     d->cache_.reset(new uint8_t[n * d->image_bytes_]);
   }
+  if (!o.cache_file.empty()) {
+    // The key: everything the cached bytes depend on. The files are listed
+    // in example order with their size and mtime, so an edited, replaced,
+    // added or removed image, or another split, changes it.
+    std::string material = absl::StrCat("yoke image cache\n", o.height, "x", o.width, "x",
+                                        o.channels, " resize ", kResizeVersion, "\n", n, "\n");
+    for (const std::string& f : d->files_) {
+      struct stat st;
+      if (::stat(f.c_str(), &st) != 0) {
+        absl::StrAppend(&material, f, std::string(1, '\0'), "unreadable\n");
+        continue;
+      }
+      absl::StrAppend(&material, f, std::string(1, '\0'), st.st_size, " ", st.st_mtim.tv_sec,
+                      ".", st.st_mtim.tv_nsec, "\n");
+    }
+    absl::StatusOr<std::unique_ptr<ImageCacheFile>> cf = ImageCacheFile::Open(
+        o.cache_file, HashCacheKey(material), static_cast<int64_t>(n),
+        static_cast<int64_t>(d->image_bytes_));
+    if (!cf.ok()) return common::Annotate(cf.status(), "cache_file");
+    d->cache_file_ = *std::move(cf);
+  }
   return d;
 }
 
 absl::Status ImageFolderDataset::DecodeResized(int64_t i, uint8_t* out) const {
   const std::string& path = files_[i];
+  decoded_.fetch_add(1, std::memory_order_relaxed);
   ASSIGN_OR_RETURN(std::string bytes, common::ReadRegularFile(path, kMaxImageFileBytes, "image"));
   absl::StatusOr<Image> img = DecodeImage(bytes.data(), bytes.size(), o_.channels);
   if (!img.ok()) {
@@ -253,9 +283,11 @@ absl::StatusOr<const void*> ImageFolderDataset::Load(int64_t i, int64_t epoch, b
       resized = slot;
     }
   }
+  if (cache_file_ != nullptr && cache_file_->Read(i, target)) filled = true;
   if (!filled) {
     absl::Status s = DecodeResized(i, target);
     if (mine) cache_state_[i].store(s.ok() ? 2 : 0, std::memory_order_release);
+    if (s.ok() && cache_file_ != nullptr) cache_file_->Write(i, target);
     if (!s.ok()) {
       if (!o_.skip_bad) return s;
       if (!bad_[i].exchange(true)) {
