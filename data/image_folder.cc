@@ -8,9 +8,8 @@
 #include <system_error>
 #include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/image_folder_list.h"
 #include "common/read_file.h"
 #include "common/status.h"
 #include "common/rng.h"
@@ -31,69 +30,6 @@ constexpr uint64_t kCropKey = 0x43524F50494D4731ull;   // "CROPIMG1"
 constexpr int kResizeVersion = 1;
 // A single image file above this is refused rather than read.
 constexpr uint64_t kMaxImageFileBytes = uint64_t{1} << 30;
-
-bool HasImageExtension(const std::string& name) {
-  const std::string lower = absl::AsciiStrToLower(name);
-  return absl::EndsWith(lower, ".jpg") || absl::EndsWith(lower, ".jpeg") ||
-         absl::EndsWith(lower, ".png");
-}
-
-// True when `path` (canonical) is `root` (canonical) or below it.
-bool Inside(const std::string& path, const std::string& root) {
-  if (root == "/") return true;
-  return path == root || (absl::StartsWith(path, root) && path[root.size()] == '/');
-}
-
-// The canonical form of `p`, refused when it leaves `root`.
-absl::StatusOr<std::string> ResolveInside(const fs::path& p, const std::string& root) {
-  std::error_code ec;
-  const fs::path real = fs::canonical(p, ec);
-  if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(p.string(), ": cannot resolve (", ec.message(), ")"));
-  }
-  if (!Inside(real.string(), root)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        p.string(), ": resolves to ", real.string(), ", outside the image folder root ", root,
-        " (symlinks must stay inside the root)"));
-  }
-  return real.string();
-}
-
-struct Listed {
-  std::string dir;   // parent directory, relative ordering key
-  std::string name;  // file name
-  fs::path path;
-};
-
-// The image files under class folder `dir` (recursively, not following
-// directory symlinks), ordered by (directory, name).
-absl::StatusOr<std::vector<Listed>> ListClass(const fs::path& dir) {
-  std::vector<Listed> out;
-  std::error_code ec;
-  fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end;
-  if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir.string(), ": cannot list the class folder (", ec.message(), ")"));
-  }
-  for (; it != end; it.increment(ec)) {
-    if (ec) break;
-    const fs::directory_entry& e = *it;
-    std::error_code sec;
-    if (e.is_directory(sec) && !e.is_symlink(sec)) continue;
-    const std::string name = e.path().filename().string();
-    if (!HasImageExtension(name)) continue;
-    out.push_back({e.path().parent_path().string(), name, e.path()});
-  }
-  if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir.string(), ": cannot list the class folder (", ec.message(), ")"));
-  }
-  std::sort(out.begin(), out.end(), [](const Listed& a, const Listed& b) {
-    return a.dir != b.dir ? a.dir < b.dir : a.name < b.name;
-  });
-  return out;
-}
 
 }  // namespace
 
@@ -130,58 +66,34 @@ absl::StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
         "subset: 'training' or 'validation' goes with validation_split > 0, and only then");
   }
 
-  std::error_code ec;
-  const fs::path root_real = fs::canonical(o.root, ec);
-  if (ec || !fs::is_directory(root_real, ec)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        o.root, ": the image folder root must be a readable directory",
-        ec ? absl::StrCat(" (", ec.message(), ")") : ""));
-  }
-  const std::string root = root_real.string();
-
-  // Class folders: the root's subdirectories, byte-wise sorted by name.
-  std::vector<std::string> class_names;
-  for (fs::directory_iterator it(root_real, ec), end; !ec && it != end; it.increment(ec)) {
-    std::error_code sec;
-    if (it->is_directory(sec)) class_names.push_back(it->path().filename().string());
-  }
-  if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(o.root, ": cannot list the image folder (", ec.message(), ")"));
-  }
-  if (class_names.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        o.root, ": no class folders (expected root/<class>/*.{jpg,jpeg,png})"));
-  }
-  std::sort(class_names.begin(), class_names.end());
+  // The listing rules (and their errors) are common/'s, shared with
+  // `yoke validate --data` and the coordinator's submit check.
+  ASSIGN_OR_RETURN(common::ImageFolderClasses classes, common::ListImageFolderClasses(o.root));
+  const std::string& root = classes.root;
+  const std::vector<std::string>& class_names = classes.names;
 
   std::unique_ptr<ImageFolderDataset> d(new ImageFolderDataset(o));
   d->classes_ = class_names;
   std::vector<std::string> files;
   std::vector<int32_t> labels;
   for (size_t c = 0; c < class_names.size(); ++c) {
-    const fs::path dir = root_real / class_names[c];
-    ASSIGN_OR_RETURN(std::string dir_real, ResolveInside(dir, root));
-    ASSIGN_OR_RETURN(std::vector<Listed> listed, ListClass(dir_real));
-    if (listed.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          dir.string(), ": class folder '", class_names[c],
-          "' holds no .jpg, .jpeg or .png images (every class needs at least one)"));
-    }
-    for (const Listed& l : listed) {
+    ASSIGN_OR_RETURN(std::vector<common::ListedImage> listed,
+                     common::ListImageFolderClass(classes, class_names[c]));
+    for (const common::ListedImage& l : listed) {
       std::error_code lec;
       if (o.skip_bad && !fs::exists(l.path, lec)) {  // a dangling symlink
         spdlog::warn("skipping a bad image ({} skipped so far): {}: cannot resolve",
                      ++d->skipped_, l.path.string());
         continue;
       }
-      ASSIGN_OR_RETURN(std::string real, ResolveInside(l.path, root));
+      ASSIGN_OR_RETURN(std::string real, common::ResolveInside(l.path, root));
       files.push_back(std::move(real));
       labels.push_back(static_cast<int32_t>(c));
     }
     if (labels.empty() || labels.back() != static_cast<int32_t>(c)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          dir.string(), ": class folder '", class_names[c], "' holds no readable image"));
+          (fs::path(root) / class_names[c]).string(), ": class folder '", class_names[c],
+          "' holds no readable image"));
     }
   }
 
