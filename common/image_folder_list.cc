@@ -41,9 +41,9 @@ absl::StatusOr<std::string> ResolveInside(const fs::path& p, const std::string& 
         absl::StrCat(p.string(), ": cannot resolve (", ec.message(), ")"));
   }
   if (!Inside(real.string(), root)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        p.string(), ": resolves to ", real.string(), ", outside the image folder root ", root,
-        " (symlinks must stay inside the root)"));
+    return absl::InvalidArgumentError(absl::StrCat(p.string(), ": resolves to ", real.string(),
+                                                   ", outside the image folder root ", root,
+                                                   " (symlinks must stay inside the root)"));
   }
   return real.string();
 }
@@ -52,9 +52,9 @@ absl::StatusOr<ImageFolderClasses> ListImageFolderClasses(const std::string& roo
   std::error_code ec;
   const fs::path root_real = fs::canonical(root, ec);
   if (ec || !fs::is_directory(root_real, ec)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        root, ": the image folder root must be a readable directory",
-        ec ? absl::StrCat(" (", ec.message(), ")") : ""));
+    return absl::InvalidArgumentError(
+        absl::StrCat(root, ": the image folder root must be a readable directory",
+                     ec ? absl::StrCat(" (", ec.message(), ")") : ""));
   }
   ImageFolderClasses out;
   out.root = root_real.string();
@@ -67,8 +67,8 @@ absl::StatusOr<ImageFolderClasses> ListImageFolderClasses(const std::string& roo
         absl::StrCat(root, ": cannot list the image folder (", ec.message(), ")"));
   }
   if (out.names.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        root, ": no class folders (expected root/<class>/*.{jpg,jpeg,png})"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(root, ": no class folders (expected root/<class>/*.{jpg,jpeg,png})"));
   }
   std::sort(out.names.begin(), out.names.end());
   return out;
@@ -96,9 +96,9 @@ absl::StatusOr<std::vector<ListedImage>> ListImageFolderClass(const ImageFolderC
   }
   if (ec) return CannotList(*dir_real, ec);
   if (out.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        dir.string(), ": class folder '", name,
-        "' holds no .jpg, .jpeg or .png images (every class needs at least one)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir.string(), ": class folder '", name,
+                     "' holds no .jpg, .jpeg or .png images (every class needs at least one)"));
   }
   std::sort(out.begin(), out.end(), [](const ListedImage& a, const ListedImage& b) {
     return a.dir != b.dir ? a.dir < b.dir : a.name < b.name;

@@ -25,8 +25,7 @@ namespace yoke::common {
 bool HasImageExtension(const std::string& name);
 
 // The canonical form of `p`, refused when it leaves `root` (canonical).
-absl::StatusOr<std::string> ResolveInside(const std::filesystem::path& p,
-                                          const std::string& root);
+absl::StatusOr<std::string> ResolveInside(const std::filesystem::path& p, const std::string& root);
 
 struct ImageFolderClasses {
   std::string root;                // canonical

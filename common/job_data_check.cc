@@ -72,9 +72,9 @@ absl::StatusOr<std::string> CheckDataset(const std::string& p, const v1::Dataset
 
 absl::StatusOr<std::vector<std::string>> CheckJobData(const v1::JobSpec& spec, DataCheck mode) {
   std::vector<std::string> lines;
-  for (const auto& [p, d] : {std::pair<std::string, const v1::DatasetSpec*>{
-                                 "data.train", &spec.data().train()},
-                             {"data.test", &spec.data().test()}}) {
+  for (const auto& [p, d] :
+       {std::pair<std::string, const v1::DatasetSpec*>{"data.train", &spec.data().train()},
+        {"data.test", &spec.data().test()}}) {
     if (p == "data.test" && !spec.data().has_test()) continue;
     absl::StatusOr<std::string> line = CheckDataset(p, *d, mode);
     if (!line.ok()) return line.status();

@@ -69,8 +69,9 @@ TEST(CheckJobDataTest, ImageFolderErrorsNameTheFolder) {
   EXPECT_THAT(Error(Job({"data.train=" + both}), DataCheck::kLocalImageFolders),
               HasSubstr("class folder 'dog'"));
   // A missing root, and a file where the root should be.
-  EXPECT_THAT(Error(Job({"data.train=" + Folder(d.File("missing"))})),
-              HasSubstr(d.File("missing") + ": the image folder root must be a readable directory"));
+  EXPECT_THAT(
+      Error(Job({"data.train=" + Folder(d.File("missing"))})),
+      HasSubstr(d.File("missing") + ": the image folder root must be a readable directory"));
   EXPECT_THAT(Error(Job({"data.train=" + Folder(d.File("cat/1.png"))})),
               HasSubstr("cat/1.png: the image folder root must be a readable directory"));
 }

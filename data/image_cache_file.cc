@@ -161,12 +161,12 @@ Verdict Check(int fd, const Header& want, uint64_t want_size, std::string* reaso
     return Verdict::kStale;
   }
   if (!(h.key == want.key) || h.count != want.count || h.entry_bytes != want.entry_bytes) {
-    *reason = absl::StrCat(
-        "made for other data (", h.count, " images of ", h.entry_bytes,
-        " bytes, key ", absl::Hex(h.key.hi, absl::kZeroPad16), absl::Hex(h.key.lo, absl::kZeroPad16),
-        "; now ", want.count, " of ", want.entry_bytes, ", key ",
-        absl::Hex(want.key.hi, absl::kZeroPad16), absl::Hex(want.key.lo, absl::kZeroPad16),
-        "): an image, the file list, image_size or channels changed");
+    *reason = absl::StrCat("made for other data (", h.count, " images of ", h.entry_bytes,
+                           " bytes, key ", absl::Hex(h.key.hi, absl::kZeroPad16),
+                           absl::Hex(h.key.lo, absl::kZeroPad16), "; now ", want.count, " of ",
+                           want.entry_bytes, ", key ", absl::Hex(want.key.hi, absl::kZeroPad16),
+                           absl::Hex(want.key.lo, absl::kZeroPad16),
+                           "): an image, the file list, image_size or channels changed");
     return Verdict::kStale;
   }
   if (h.header_bytes != want.header_bytes || h.table_offset != want.table_offset ||
@@ -189,6 +189,13 @@ class LockFile {
   }
   absl::Status Lock(const std::string& path) {
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    // A read-only directory (a cache shared read-only): lock the lock file
+    // if it is there, else go on unlocked; nothing can be built there, and
+    // a writer elsewhere only ever renames whole files into place.
+    if (fd_ < 0 && (errno == EACCES || errno == EROFS)) {
+      fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd_ < 0) return absl::OkStatus();
+    }
     if (fd_ < 0) return ErrnoError(path, "create its lock file", errno);
     while (::flock(fd_, LOCK_EX) != 0) {
       if (errno != EINTR) return ErrnoError(path, "lock", errno);
@@ -205,8 +212,7 @@ std::atomic<uint64_t> temp_counter{0};
 // Writes a fresh, empty cache to a unique temporary name, then renames it
 // over `path`: readers see the old file or the whole new header.
 absl::Status Build(const std::string& path, const Header& h, uint64_t size) {
-  const std::string tmp =
-      absl::StrCat(path, ".tmp.", ::getpid(), ".", temp_counter.fetch_add(1));
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid(), ".", temp_counter.fetch_add(1));
   const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError(tmp, "create", errno);
   uint8_t buf[kHeaderBytes];
@@ -231,9 +237,11 @@ absl::Status Build(const std::string& path, const Header& h, uint64_t size) {
 }  // namespace
 
 ImageCacheKey HashCacheKey(const std::string& material) {
-  // FNV-1a 64 with the standard offset basis, and with a second basis: two
-  // streams make a 128-bit key, so a collision between two datasets' lists
-  // is out of reach in practice.
+  // FNV-1a 64 with the standard offset basis, and a second stream with
+  // another basis and input: 128 bits, so that two datasets' keys collide
+  // by accident with negligible odds. It detects change, it is no defence
+  // against a file crafted to collide (whoever can write the cache file can
+  // write any pixels into it anyway).
   constexpr uint64_t kPrime = 0x100000001b3ull;
   uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
   for (unsigned char ch : material) {
@@ -248,24 +256,23 @@ absl::StatusOr<std::unique_ptr<ImageCacheFile>> ImageCacheFile::Open(const std::
                                                                      int64_t count,
                                                                      int64_t entry_bytes) {
   if (count <= 0 || entry_bytes <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": image cache: nothing to cache (",
-                                                   count, " images of ", entry_bytes, " bytes)"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": image cache: nothing to cache (", count,
+                                                   " images of ", entry_bytes, " bytes)"));
   }
   Header want;
   uint64_t size = 0;
   if (!Layout(key, count, entry_bytes, &want, &size)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": image cache: ", count,
-                                                   " images of ", entry_bytes,
-                                                   " bytes do not fit in one file"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": image cache: ", count, " images of ",
+                                                   entry_bytes, " bytes do not fit in one file"));
   }
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(parent, ec);
     if (ec) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": image cache: cannot make its directory ", parent.string(), " (",
-          ec.message(), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(path,
+                                                     ": image cache: cannot make its directory ",
+                                                     parent.string(), " (", ec.message(), ")"));
     }
   }
   // Every opener of this path, in any process, checks and (re)builds under
@@ -294,9 +301,9 @@ absl::StatusOr<std::unique_ptr<ImageCacheFile>> ImageCacheFile::Open(const std::
       return f;
     }
     if (v == Verdict::kForeign) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": image cache: ", reason,
-          "; refusing to overwrite it (remove it, or choose another cache_file)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": image cache: ", reason,
+                       "; refusing to overwrite it (remove it, or choose another cache_file)"));
     }
     ::close(f->fd_);
     f->fd_ = -1;
@@ -325,19 +332,21 @@ ImageCacheFile::~ImageCacheFile() {
 
 bool ImageCacheFile::Read(int64_t i, uint8_t* out) const {
   uint64_t word = 0;
-  if (i < 0 || i >= count_ || !PreadAll(fd_, &word, 8, kHeaderBytes + 8 * static_cast<uint64_t>(i)) ||
-      word == 0) {
+  if (i < 0 || i >= count_ ||
+      !PreadAll(fd_, &word, 8, kHeaderBytes + 8 * static_cast<uint64_t>(i)) || word == 0) {
     misses_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  const uint64_t off = data_offset_ + static_cast<uint64_t>(i) * static_cast<uint64_t>(entry_bytes_);
-  const bool ok = (word >> 32) == 1 &&
-                  PreadAll(fd_, out, static_cast<size_t>(entry_bytes_), off) &&
+  const uint64_t off =
+      data_offset_ + static_cast<uint64_t>(i) * static_cast<uint64_t>(entry_bytes_);
+  const bool ok = (word >> 32) == 1 && PreadAll(fd_, out, static_cast<size_t>(entry_bytes_), off) &&
                   Crc(out, static_cast<size_t>(entry_bytes_)) == static_cast<uint32_t>(word);
   if (!ok) {
     if (!warned_corrupt_.exchange(true)) {
-      spdlog::warn("image cache {}: entry {} is corrupt or truncated; decoding it again "
-                   "(warned once per cache)", path_, i);
+      spdlog::warn(
+          "image cache {}: entry {} is corrupt or truncated; decoding it again "
+          "(warned once per cache)",
+          path_, i);
     }
     misses_.fetch_add(1, std::memory_order_relaxed);
     return false;
@@ -348,7 +357,8 @@ bool ImageCacheFile::Read(int64_t i, uint8_t* out) const {
 
 void ImageCacheFile::Write(int64_t i, const uint8_t* data) const {
   if (!writable_ || i < 0 || i >= count_ || write_failed_.load(std::memory_order_relaxed)) return;
-  const uint64_t off = data_offset_ + static_cast<uint64_t>(i) * static_cast<uint64_t>(entry_bytes_);
+  const uint64_t off =
+      data_offset_ + static_cast<uint64_t>(i) * static_cast<uint64_t>(entry_bytes_);
   const uint64_t word = kFilled | Crc(data, static_cast<size_t>(entry_bytes_));
   // The bytes first, then the word that vouches for them.
   errno = 0;

@@ -50,7 +50,7 @@ struct ImageCacheKey {
 };
 
 // A stable 128-bit hash of `material` (two FNV-1a 64 streams): the same on
-// every machine and run, unlike absl::Hash.
+// every machine and run, unlike absl::Hash. Not cryptographic.
 ImageCacheKey HashCacheKey(const std::string& material);
 
 class ImageCacheFile {
@@ -62,8 +62,7 @@ class ImageCacheFile {
   // the parent directories. Errors (INVALID_ARGUMENT / the errno's) name the
   // path: a directory that cannot be made or written, a foreign file.
   static absl::StatusOr<std::unique_ptr<ImageCacheFile>> Open(const std::string& path,
-                                                              ImageCacheKey key,
-                                                              int64_t count,
+                                                              ImageCacheKey key, int64_t count,
                                                               int64_t entry_bytes);
   ~ImageCacheFile();
   ImageCacheFile(const ImageCacheFile&) = delete;

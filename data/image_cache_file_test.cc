@@ -294,8 +294,7 @@ TEST_F(CacheFileTest, ConcurrentProcessesShareOneFile) {
         for (int64_t j = 0; j < (*ds)->size(); ++j) {
           const int64_t i = (j + k * 5) % (*ds)->size();  // start apart
           auto p = (*ds)->Load(i, 0, false, s.data());
-          if (!p.ok() || *p == nullptr ||
-              std::memcmp(*p, want[i].data(), want[i].size()) != 0) {
+          if (!p.ok() || *p == nullptr || std::memcmp(*p, want[i].data(), want[i].size()) != 0) {
             rc = 4;
             break;
           }
