@@ -285,12 +285,19 @@ absl::StatusOr<std::unique_ptr<ImageCacheFile>> ImageCacheFile::Open(const std::
   f->count_ = count;
   f->entry_bytes_ = entry_bytes;
   f->data_offset_ = want.data_offset;
-  f->fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO at the path must not hang the open; anything but a
+  // regular file is refused below.
+  f->fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK);
   if (f->fd_ < 0 && (errno == EACCES || errno == EROFS)) {
-    f->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    f->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     f->writable_ = false;
   }
   if (f->fd_ >= 0) {
+    struct stat st;
+    if (::fstat(f->fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": image cache: not a regular file; refusing to use it"));
+    }
     std::string reason;
     const Verdict v = Check(f->fd_, want, size, &reason);
     if (v == Verdict::kValid) {

@@ -2,6 +2,7 @@
 // reused across opens and processes, rebuilt when stale or damaged.
 #include "data/image_cache_file.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -318,6 +319,19 @@ TEST_F(CacheFileTest, ConcurrentProcessesShareOneFile) {
   for (const auto& e : fs::directory_iterator(fs::path(CachePath()).parent_path())) {
     EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
   }
+}
+
+TEST(ImageCacheFileTest, ADirectoryOrAFifoAtThePathIsRefusedWithoutHanging) {
+  TempDir d;
+  fs::create_directories(d.File("dir"));
+  auto dir = ImageCacheFile::Open(d.File("dir"), HashCacheKey("k"), 2, 16);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_THAT(std::string(dir.status().message()), HasSubstr(d.File("dir")));
+  ASSERT_EQ(::mkfifo(d.File("fifo").c_str(), 0644), 0);
+  auto fifo = ImageCacheFile::Open(d.File("fifo"), HashCacheKey("k"), 2, 16);
+  ASSERT_FALSE(fifo.ok());
+  EXPECT_THAT(std::string(fifo.status().message()),
+              HasSubstr(d.File("fifo") + ": image cache: not a regular file"));
 }
 
 TEST(ImageCacheFileTest, UnwritableDirectoryIsAClearError) {
