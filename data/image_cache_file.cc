@@ -236,19 +236,23 @@ absl::Status Build(const std::string& path, const Header& h, uint64_t size) {
 
 }  // namespace
 
-ImageCacheKey HashCacheKey(const std::string& material) {
-  // FNV-1a 64 with the standard offset basis, and a second stream with
-  // another basis and input: 128 bits, so that two datasets' keys collide
-  // by accident with negligible odds. It detects change, it is no defence
-  // against a file crafted to collide (whoever can write the cache file can
-  // write any pixels into it anyway).
+// FNV-1a 64 with the standard offset basis, and a second stream with
+// another basis and input: 128 bits, so that two datasets' keys collide by
+// accident with negligible odds. It detects change; it is no defence against
+// a file list crafted to collide (whoever can write the cache file can write
+// any pixels into it anyway).
+void CacheKeyHasher::Add(absl::string_view bytes) {
   constexpr uint64_t kPrime = 0x100000001b3ull;
-  uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
-  for (unsigned char ch : material) {
-    a = (a ^ ch) * kPrime;
-    b = (b ^ (ch ^ 0x5a)) * kPrime;
+  for (unsigned char ch : bytes) {
+    a_ = (a_ ^ ch) * kPrime;
+    b_ = (b_ ^ (ch ^ 0x5a)) * kPrime;
   }
-  return {a, b};
+}
+
+ImageCacheKey HashCacheKey(absl::string_view material) {
+  CacheKeyHasher h;
+  h.Add(material);
+  return h.key();
 }
 
 absl::StatusOr<std::unique_ptr<ImageCacheFile>> ImageCacheFile::Open(const std::string& path,

@@ -41,6 +41,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace yoke::data {
 
@@ -49,9 +50,20 @@ struct ImageCacheKey {
   bool operator==(const ImageCacheKey& o) const { return hi == o.hi && lo == o.lo; }
 };
 
-// A stable 128-bit hash of `material` (two FNV-1a 64 streams): the same on
-// every machine and run, unlike absl::Hash. Not cryptographic.
-ImageCacheKey HashCacheKey(const std::string& material);
+// A stable 128-bit hash (two FNV-1a 64 streams), fed piece by piece so a
+// long file list need not be held whole: the same on every machine and run,
+// unlike absl::Hash. Not cryptographic.
+class CacheKeyHasher {
+ public:
+  void Add(absl::string_view bytes);
+  ImageCacheKey key() const { return {a_, b_}; }
+
+ private:
+  uint64_t a_ = 0xcbf29ce484222325ull, b_ = 0x84222325cbf29ce4ull;
+};
+
+// CacheKeyHasher over `material` alone.
+ImageCacheKey HashCacheKey(absl::string_view material);
 
 class ImageCacheFile {
  public:
