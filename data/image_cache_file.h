@@ -18,7 +18,7 @@
 //     file at the path that does not start with the magic (not a cache: a
 //     typo'd path naming real data) is never overwritten: Open fails instead.
 //   - Creation is atomic: under an exclusive flock on PATH.lock, the header
-//     is checked again, and a rebuild is written to a unique temporary name
+//     is checked, and a rebuild is written to a unique temporary name
 //     in the same directory, fsynced and renamed over PATH, so no process
 //     ever opens a half-written header; concurrent openers (ranks on one
 //     host) serialise on the lock and the later ones reuse the first's file.
@@ -27,7 +27,8 @@
 //     bytes. A read checks the word's CRC against the bytes it read, so a
 //     crash or power loss between the two writes, a torn write, a truncated
 //     or a scribbled-on file reads as a miss (decoded again and rewritten,
-//     with a warning), never as wrong pixels.
+//     with a warning), not as wrong pixels (a random corruption slips past a
+//     CRC-32 once in 2^32).
 //   - Memory: reads are pread()s into the caller's buffer; nothing is mapped
 //     or held beyond the header.
 //
