@@ -242,8 +242,8 @@ int Submit(CoordinatorClient& c, const Flags& f, FILE* out, FILE* err) {
   const std::string& file = f.positional[0];
   // Only parse here: YAML and --set errors carry file:line and need no
   // coordinator. Validation happens once, in the coordinator, which alone
-  // knows its data and checkpoint roots and its fleet (`yoke validate`
-  // checks a file without one).
+  // knows its data and checkpoint roots and its fleet, and lists the image
+  // folders it can see (`yoke validate [--data]` checks a file without one).
   auto spec = common::LoadJobSpecFile(file, f.sets);
   if (!spec.ok()) {
     PrintError(err, "submit", spec.status());

@@ -1,7 +1,7 @@
 // yoke: the command-line front end.
 //
 //   yoke train JOB.yaml [--set path=value ...] [--resume CKPT] [--output json]
-//   yoke validate JOB.yaml [--set path=value ...] [--output yaml]
+//   yoke validate JOB.yaml [--set path=value ...] [--data] [--output yaml]
 //   yoke submit | jobs | get | watch | logs | cancel | workers   (commands.h)
 //   yoke up | down                                               (local_cluster.h)
 //   yoke version
@@ -23,6 +23,7 @@
 #include "client/security_commands.h"
 #include "common/config.h"
 #include "common/flags.h"
+#include "common/job_data_check.h"
 #include "common/job_validate.h"
 #include "common/self_dir.h"
 
@@ -34,8 +35,9 @@ const char kUsage[] =
     "single process:\n"
     "  train JOB.yaml [--set path=value ...] [--resume CKPT] [--output text|json]\n"
     "                      train a job in this process (no daemons)\n"
-    "  validate JOB.yaml [--set path=value ...] [--output yaml]\n"
-    "                      check a job file; print the effective spec with --output yaml\n"
+    "  validate JOB.yaml [--set path=value ...] [--data] [--output yaml]\n"
+    "                      check a job file; --data also checks the data files it names\n"
+    "                      on this machine; print the effective spec with --output yaml\n"
     "  version             print the version\n"
     "\n"
     "cluster:\n";
@@ -70,10 +72,16 @@ int Train(int argc, char** argv) {
 
 int Validate(int argc, char** argv) {
   std::string output;
+  bool data = false;
   std::vector<std::string> overrides, files;
   yoke::common::FlagParser parser(
-      "yoke validate", "usage: yoke validate JOB.yaml [--set path=value ...] [--output yaml]\n");
-  parser.Strings("--set", &overrides).String("--output,-o", &output);
+      "yoke validate",
+      "usage: yoke validate JOB.yaml [--set path=value ...] [--data] [--output yaml]\n"
+      "  --data   also open the data the job names, as the trainer would, on this\n"
+      "           machine: image_folder roots are listed (an unreadable root, no class\n"
+      "           folder or an empty one is an error), idx/cifar10/csv files must be\n"
+      "           readable; nothing is decoded and no cache file is written\n");
+  parser.Strings("--set", &overrides).String("--output,-o", &output).Bool("--data", &data);
   if (auto code = parser.ParseOrExitCode(yoke::common::ArgsOf(argc - 1, argv + 1), &files)) {
     return *code;
   }
@@ -92,10 +100,24 @@ int Validate(int argc, char** argv) {
     std::fprintf(stderr, "yoke validate: %s\n", std::string(s.message()).c_str());
     return 2;
   }
+  // The data only after the spec: its paths are known good by then.
+  std::vector<std::string> checked;
+  if (data) {
+    auto lines = yoke::common::CheckJobData(*spec, yoke::common::DataCheck::kAll);
+    if (!lines.ok()) {
+      std::fprintf(stderr, "yoke validate: %s\n", std::string(lines.status().message()).c_str());
+      return 2;
+    }
+    checked = *std::move(lines);
+  }
+  // The report goes to stderr with --output yaml, so stdout stays YAML.
+  FILE* report = output == "yaml" ? stderr : stdout;
+  for (const std::string& line : checked) std::fprintf(report, "%s\n", line.c_str());
   if (output == "yaml") {
     std::printf("%s\n", yoke::common::JobSpecToYaml(*spec).c_str());
   } else {
-    std::printf("%s: valid\n", file.c_str());
+    std::printf("%s: valid (%s)\n", file.c_str(),
+                data ? "spec and data" : "spec only; --data also checks the data files");
   }
   return 0;
 }

@@ -220,6 +220,7 @@ void CheckImageFolder(Checker& c, const std::string& p, const v1::DatasetSpec& d
     if (d.validation_split() != 0) c.Unused(p + ".validation_split", by);
     if (!d.subset().empty()) c.Unused(p + ".subset", by);
     if (d.cache()) c.Unused(p + ".cache", by);
+    if (!d.cache_file().empty()) c.Unused(p + ".cache_file", by);
     if (!d.on_bad_image().empty()) c.Unused(p + ".on_bad_image", by);
     return;
   }
@@ -259,6 +260,9 @@ void CheckImageFolder(Checker& c, const std::string& p, const v1::DatasetSpec& d
     c.Unused(p + ".subset", "without validation_split > 0");
   }
   c.OneOf(p + ".on_bad_image", d.on_bad_image(), {"fail", "skip"}, "on_bad_image", true);
+  if (d.cache() && !d.cache_file().empty()) {
+    c.Add(p + ".cache_file: set cache (memory) or cache_file, not both");
+  }
   if (d.shape_size() > 0) c.Unused(p + ".shape", "by format 'image_folder' (use image_size)");
   if (d.files_size() > 0) c.Unused(p + ".files", "by format 'image_folder' (use root)");
 }
@@ -328,6 +332,13 @@ void CheckData(Checker& c, const v1::JobSpec& spec) {
     CheckDataset(c, "data.train", d.train());
   }
   if (d.has_test()) CheckDataset(c, "data.test", d.test());
+  // One cache file holds one dataset's images: two datasets sharing it would
+  // rebuild it for each other on every open.
+  if (!d.train().cache_file().empty() &&
+      NormalizePath(d.train().cache_file()) == NormalizePath(d.test().cache_file())) {
+    c.Add(absl::StrCat("data.test.cache_file: ", Quote(d.test().cache_file()),
+                       " is data.train's cache file too; give each dataset its own"));
+  }
   const v1::TransformSpec& t = d.transform();
   c.NonNegativeFinite("data.transform.divisor", t.divisor());
   for (int i = 0; i < t.mean_size(); ++i) {
@@ -551,6 +562,7 @@ void CheckDatasetPaths(Checker& c, const std::string& p, const v1::DatasetSpec& 
   for (int i = 0; i < d.files_size(); ++i) {
     CheckPathUnder(c, absl::StrCat(p, ".files[", i, "]"), d.files(i), roots);
   }
+  CheckPathUnder(c, p + ".cache_file", d.cache_file(), roots);
 }
 
 }  // namespace
@@ -561,9 +573,21 @@ absl::Status ValidateJobPaths(const v1::JobSpec& spec, const std::vector<std::st
   v1::JobSpec data_only = spec;
   data_only.clear_checkpoint();
   data_only.clear_logging();
+  // Image cache files are written, like checkpoints: they belong under the
+  // checkpoint roots, not the (possibly read-only) data roots.
+  data_only.mutable_data()->mutable_train()->clear_cache_file();
+  if (data_only.data().has_test()) data_only.mutable_data()->mutable_test()->clear_cache_file();
   RETURN_IF_ERROR(ValidatePathsUnder(data_only, data_roots));
   v1::JobSpec checkpoint_only = spec;
   checkpoint_only.clear_data();
+  if (!spec.data().train().cache_file().empty()) {
+    checkpoint_only.mutable_data()->mutable_train()->set_cache_file(
+        spec.data().train().cache_file());
+  }
+  if (!spec.data().test().cache_file().empty()) {
+    checkpoint_only.mutable_data()->mutable_test()->set_cache_file(
+        spec.data().test().cache_file());
+  }
   return ValidatePathsUnder(checkpoint_only, checkpoint_roots);
 }
 

@@ -49,7 +49,8 @@ absl::Status ValidatePathsUnder(const v1::JobSpec& spec,
                                 const std::vector<std::string>& allowed_roots);
 
 // ValidatePathsUnder for both kinds of path: the dataset files under
-// `data_roots`, the checkpoint and TensorBoard dirs under `checkpoint_roots`.
+// `data_roots`; the checkpoint and TensorBoard dirs and the image cache files
+// (data.*.cache_file, written by the trainer) under `checkpoint_roots`.
 absl::Status ValidateJobPaths(const v1::JobSpec& spec, const std::vector<std::string>& data_roots,
                               const std::vector<std::string>& checkpoint_roots);
 

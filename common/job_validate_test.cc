@@ -157,6 +157,16 @@ const Case kCases[] = {
      "data.train.on_bad_image: unknown on_bad_image 'ignore' (known: fail, skip)"},
     {kZooJob, {"data.train.root=/d"}, "data.train.root: not used by format 'synthetic' (only image_folder)"},
     {kZooJob, {"data.train.cache=true"}, "data.train.cache: not used by format 'synthetic' (only image_folder)"},
+    {kZooJob, {"data.train.cache_file=/c/x"},
+     "data.train.cache_file: not used by format 'synthetic' (only image_folder)"},
+    {kZooJob,
+     {"data.train={format: image_folder, root: /d, image_size: [28, 28], cache: true, "
+      "cache_file: /c/x}"},
+     "data.train.cache_file: set cache (memory) or cache_file, not both"},
+    {kZooJob,
+     {"data.train={format: image_folder, root: /d, image_size: [28, 28], cache_file: /c/x}",
+      "data.test={format: image_folder, root: /d, image_size: [28, 28], cache_file: /c/./x}"},
+     "data.test.cache_file: '/c/./x' is data.train's cache file too"},
     {kZooJob, {"data.train={format: idx, labels: /l}"}, "data.train.images: required by format 'idx'"},
     {kZooJob, {"data.train={format: idx, images: /i}"}, "data.train.labels: required by format 'idx'"},
     {kZooJob, {"data.train={format: idx, images: /i, labels: /l, files: [/f]}"},
@@ -442,6 +452,30 @@ TEST(ValidatePathsUnderTest, RejectsEscapesAndRelativePaths) {
   ExpectPathRejected({"data.train.images=data/x.gz"},
                      "data.train.images: 'data/x.gz' must be an absolute path");
   ExpectPathRejected({"checkpoint.dir=./ckpt"}, "checkpoint.dir: './ckpt' must be an absolute path");
+}
+
+// The trainer writes cache files: they go under the checkpoint roots, and a
+// data root does not admit them.
+TEST(ValidateJobPathsTest, CacheFilesBelongUnderTheCheckpointRoots) {
+  const v1::JobSpec under_ckpt = Load(
+      "data: {train: {format: image_folder, root: /data/img, cache_file: /ckpt/c/train.cache}, "
+      "test: {format: image_folder, root: /data/img, cache_file: /ckpt/c/test.cache}}",
+      {});
+  EXPECT_TRUE(ValidateJobPaths(under_ckpt, {"/data"}, {"/ckpt"}).ok())
+      << ValidateJobPaths(under_ckpt, {"/data"}, {"/ckpt"});
+  const v1::JobSpec under_data =
+      Load("data: {train: {format: image_folder, root: /data/img, cache_file: /data/c}}", {});
+  absl::Status s = ValidateJobPaths(under_data, {"/data"}, {"/ckpt"});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("data.train.cache_file: '/data/c' is outside the allowed directories "
+                        "(/ckpt)"));
+  const v1::JobSpec test_outside = Load(
+      "data: {train: {format: image_folder, root: /data/img}, "
+      "test: {format: image_folder, root: /data/img, cache_file: /tmp/t.cache}}",
+      {});
+  EXPECT_THAT(std::string(ValidateJobPaths(test_outside, {"/data"}, {"/ckpt"}).message()),
+              HasSubstr("data.test.cache_file: '/tmp/t.cache'"));
 }
 
 // A symlink inside a root that points outside it is an escape: paths are

@@ -1,14 +1,15 @@
 #include "data/image_folder.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
 #include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/image_folder_list.h"
 #include "common/read_file.h"
 #include "common/status.h"
 #include "common/rng.h"
@@ -24,71 +25,11 @@ namespace {
 // Keeps the split's shuffle and the crops apart from the other streams.
 constexpr uint64_t kSplitKey = 0x53504C4954494D47ull;  // "SPLITIMG"
 constexpr uint64_t kCropKey = 0x43524F50494D4731ull;   // "CROPIMG1"
+// The resize filter's version, part of the cache key: bump it when
+// ResizeImage's output changes, so old cache files are rebuilt.
+constexpr int kResizeVersion = 1;
 // A single image file above this is refused rather than read.
 constexpr uint64_t kMaxImageFileBytes = uint64_t{1} << 30;
-
-bool HasImageExtension(const std::string& name) {
-  const std::string lower = absl::AsciiStrToLower(name);
-  return absl::EndsWith(lower, ".jpg") || absl::EndsWith(lower, ".jpeg") ||
-         absl::EndsWith(lower, ".png");
-}
-
-// True when `path` (canonical) is `root` (canonical) or below it.
-bool Inside(const std::string& path, const std::string& root) {
-  if (root == "/") return true;
-  return path == root || (absl::StartsWith(path, root) && path[root.size()] == '/');
-}
-
-// The canonical form of `p`, refused when it leaves `root`.
-absl::StatusOr<std::string> ResolveInside(const fs::path& p, const std::string& root) {
-  std::error_code ec;
-  const fs::path real = fs::canonical(p, ec);
-  if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(p.string(), ": cannot resolve (", ec.message(), ")"));
-  }
-  if (!Inside(real.string(), root)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        p.string(), ": resolves to ", real.string(), ", outside the image folder root ", root,
-        " (symlinks must stay inside the root)"));
-  }
-  return real.string();
-}
-
-struct Listed {
-  std::string dir;   // parent directory, relative ordering key
-  std::string name;  // file name
-  fs::path path;
-};
-
-// The image files under class folder `dir` (recursively, not following
-// directory symlinks), ordered by (directory, name).
-absl::StatusOr<std::vector<Listed>> ListClass(const fs::path& dir) {
-  std::vector<Listed> out;
-  std::error_code ec;
-  fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end;
-  if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir.string(), ": cannot list the class folder (", ec.message(), ")"));
-  }
-  for (; it != end; it.increment(ec)) {
-    if (ec) break;
-    const fs::directory_entry& e = *it;
-    std::error_code sec;
-    if (e.is_directory(sec) && !e.is_symlink(sec)) continue;
-    const std::string name = e.path().filename().string();
-    if (!HasImageExtension(name)) continue;
-    out.push_back({e.path().parent_path().string(), name, e.path()});
-  }
-  if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir.string(), ": cannot list the class folder (", ec.message(), ")"));
-  }
-  std::sort(out.begin(), out.end(), [](const Listed& a, const Listed& b) {
-    return a.dir != b.dir ? a.dir < b.dir : a.name < b.name;
-  });
-  return out;
-}
 
 }  // namespace
 
@@ -116,64 +57,43 @@ absl::StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
     return absl::InvalidArgumentError(
         absl::StrCat("validation_split: must be in [0, 1), got ", o.validation_split));
   }
+  if (o.cache && !o.cache_file.empty()) {
+    return absl::InvalidArgumentError("cache and cache_file: set one of them, not both");
+  }
   if ((o.validation_split > 0) != !o.subset.empty() ||
       (!o.subset.empty() && o.subset != "training" && o.subset != "validation")) {
     return absl::InvalidArgumentError(
         "subset: 'training' or 'validation' goes with validation_split > 0, and only then");
   }
 
-  std::error_code ec;
-  const fs::path root_real = fs::canonical(o.root, ec);
-  if (ec || !fs::is_directory(root_real, ec)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        o.root, ": the image folder root must be a readable directory",
-        ec ? absl::StrCat(" (", ec.message(), ")") : ""));
-  }
-  const std::string root = root_real.string();
-
-  // Class folders: the root's subdirectories, byte-wise sorted by name.
-  std::vector<std::string> class_names;
-  for (fs::directory_iterator it(root_real, ec), end; !ec && it != end; it.increment(ec)) {
-    std::error_code sec;
-    if (it->is_directory(sec)) class_names.push_back(it->path().filename().string());
-  }
-  if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(o.root, ": cannot list the image folder (", ec.message(), ")"));
-  }
-  if (class_names.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        o.root, ": no class folders (expected root/<class>/*.{jpg,jpeg,png})"));
-  }
-  std::sort(class_names.begin(), class_names.end());
+  // The listing rules (and their errors) are common/'s, shared with
+  // `yoke validate --data` and the coordinator's submit check.
+  ASSIGN_OR_RETURN(common::ImageFolderClasses classes, common::ListImageFolderClasses(o.root));
+  const std::string& root = classes.root;
+  const std::vector<std::string>& class_names = classes.names;
 
   std::unique_ptr<ImageFolderDataset> d(new ImageFolderDataset(o));
   d->classes_ = class_names;
   std::vector<std::string> files;
   std::vector<int32_t> labels;
   for (size_t c = 0; c < class_names.size(); ++c) {
-    const fs::path dir = root_real / class_names[c];
-    ASSIGN_OR_RETURN(std::string dir_real, ResolveInside(dir, root));
-    ASSIGN_OR_RETURN(std::vector<Listed> listed, ListClass(dir_real));
-    if (listed.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          dir.string(), ": class folder '", class_names[c],
-          "' holds no .jpg, .jpeg or .png images (every class needs at least one)"));
-    }
-    for (const Listed& l : listed) {
+    ASSIGN_OR_RETURN(std::vector<common::ListedImage> listed,
+                     common::ListImageFolderClass(classes, class_names[c]));
+    for (const common::ListedImage& l : listed) {
       std::error_code lec;
       if (o.skip_bad && !fs::exists(l.path, lec)) {  // a dangling symlink
         spdlog::warn("skipping a bad image ({} skipped so far): {}: cannot resolve",
                      ++d->skipped_, l.path.string());
         continue;
       }
-      ASSIGN_OR_RETURN(std::string real, ResolveInside(l.path, root));
+      ASSIGN_OR_RETURN(std::string real, common::ResolveInside(l.path, root));
       files.push_back(std::move(real));
       labels.push_back(static_cast<int32_t>(c));
     }
     if (labels.empty() || labels.back() != static_cast<int32_t>(c)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          dir.string(), ": class folder '", class_names[c], "' holds no readable image"));
+          (fs::path(root) / class_names[c]).string(), ": class folder '", class_names[c],
+          "' holds no readable image"));
     }
   }
 
@@ -213,11 +133,35 @@ absl::StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
     for (size_t i = 0; i < n; ++i) d->cache_state_[i].store(0);
     d->cache_.reset(new uint8_t[n * d->image_bytes_]);
   }
+  if (!o.cache_file.empty()) {
+    // The key: everything the cached bytes depend on. The files are listed
+    // in example order with their size and mtime, so an edited, replaced,
+    // added or removed image, or another split, changes it.
+    // Hashed entry by entry: a million files need no 100 MB string.
+    CacheKeyHasher key;
+    key.Add(absl::StrCat("yoke image cache\n", o.height, "x", o.width, "x", o.channels,
+                         " resize ", kResizeVersion, "\n", n, "\n"));
+    for (const std::string& f : d->files_) {
+      struct stat st;
+      key.Add(f);
+      key.Add(absl::string_view("\0", 1));
+      key.Add(::stat(f.c_str(), &st) != 0
+                  ? std::string("unreadable\n")
+                  : absl::StrCat(st.st_size, " ", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec,
+                                 "\n"));
+    }
+    absl::StatusOr<std::unique_ptr<ImageCacheFile>> cf = ImageCacheFile::Open(
+        o.cache_file, key.key(), static_cast<int64_t>(n),
+        static_cast<int64_t>(d->image_bytes_));
+    if (!cf.ok()) return common::Annotate(cf.status(), "cache_file");
+    d->cache_file_ = *std::move(cf);
+  }
   return d;
 }
 
 absl::Status ImageFolderDataset::DecodeResized(int64_t i, uint8_t* out) const {
   const std::string& path = files_[i];
+  decoded_.fetch_add(1, std::memory_order_relaxed);
   ASSIGN_OR_RETURN(std::string bytes, common::ReadRegularFile(path, kMaxImageFileBytes, "image"));
   absl::StatusOr<Image> img = DecodeImage(bytes.data(), bytes.size(), o_.channels);
   if (!img.ok()) {
@@ -253,9 +197,11 @@ absl::StatusOr<const void*> ImageFolderDataset::Load(int64_t i, int64_t epoch, b
       resized = slot;
     }
   }
+  if (cache_file_ != nullptr && cache_file_->Read(i, target)) filled = true;
   if (!filled) {
     absl::Status s = DecodeResized(i, target);
     if (mine) cache_state_[i].store(s.ok() ? 2 : 0, std::memory_order_release);
+    if (s.ok() && cache_file_ != nullptr) cache_file_->Write(i, target);
     if (!s.ok()) {
       if (!o_.skip_bad) return s;
       if (!bad_[i].exchange(true)) {

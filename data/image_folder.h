@@ -25,7 +25,11 @@
 // (skip_bad == false), or is skipped: Load() returns nullptr, counts it
 // (skipped()), and warns once per file. With `cache`, each resized image is
 // kept in memory (height*width*channels bytes per image) after its first
-// decode.
+// decode. With `cache_file`, it is kept in that file instead
+// (image_cache_file.h), keyed by the file list after the split (real paths,
+// sizes, mtimes), height, width, channels and the resize filter's version,
+// so a change to any of them rebuilds the file. Crops are cut after the
+// cache, so the crop settings are not part of the key.
 //
 // validation_split > 0 shuffles the file list with `seed` and holds out the
 // last floor(split * n) files, as Keras does: subset "training" keeps the
@@ -44,6 +48,7 @@
 
 #include "absl/status/statusor.h"
 #include "data/dataset.h"
+#include "data/image_cache_file.h"
 
 namespace yoke::data {
 
@@ -61,6 +66,7 @@ struct ImageFolderOptions {
   std::string subset;           // "training" or "validation" when split > 0
   uint64_t seed = 0;            // the split's shuffle and the random crops
   bool cache = false;
+  std::string cache_file;  // "" = none; not with `cache`
   bool skip_bad = false;
 };
 
@@ -86,6 +92,10 @@ class ImageFolderDataset final : public Dataset {
   const std::string& path(int64_t i) const { return files_[i]; }
   // Bad images skipped so far (each counted once).
   int64_t skipped() const { return skipped_.load(); }
+  // Images read and decoded from their files so far (cache hits are not).
+  int64_t decoded() const { return decoded_.load(); }
+  // The file cache, or nullptr without cache_file.
+  const ImageCacheFile* cache_file() const { return cache_file_.get(); }
 
  private:
   explicit ImageFolderDataset(const ImageFolderOptions& o);
@@ -101,9 +111,11 @@ class ImageFolderDataset final : public Dataset {
   // cache_state_[i]: 0 empty, 1 being filled, 2 filled (cache_ holds it).
   std::unique_ptr<std::atomic<uint8_t>[]> cache_state_;
   std::unique_ptr<uint8_t[]> cache_;
+  std::unique_ptr<ImageCacheFile> cache_file_;
   // bad_[i] set once example i failed (warned and counted once).
   std::unique_ptr<std::atomic<bool>[]> bad_;
   mutable std::atomic<int64_t> skipped_{0};
+  mutable std::atomic<int64_t> decoded_{0};
 };
 
 }  // namespace yoke::data

@@ -80,6 +80,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenByFormat(const v1::DatasetSpec& spe
     o.subset = spec.subset();
     o.seed = spec.seed();
     o.cache = spec.cache();
+    o.cache_file = spec.cache_file();
     if (!spec.on_bad_image().empty() && spec.on_bad_image() != "fail" &&
         spec.on_bad_image() != "skip") {
       return absl::InvalidArgumentError(absl::StrCat(

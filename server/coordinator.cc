@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/job_spec_binary.h"
+#include "common/job_data_check.h"
 #include "common/job_validate.h"
 #include "common/memory_estimate.h"
 #include "common/quote.h"
@@ -224,6 +225,16 @@ absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t
                                                 const std::string& owner) {
   RETURN_IF_ERROR(common::ValidateJobSpec(spec));
   RETURN_IF_ERROR(common::ValidateJobPaths(spec, options_.data_roots, options_.checkpoint_roots));
+  // An image folder this machine can see (a shared file system, or a local
+  // cluster) is checked now, with the trainer's rules and message, so an
+  // empty class folder is refused here rather than failing the first
+  // attempt. Roots that exist only on the workers, and the other formats,
+  // are left to the trainer; each class stops at its first image, so even a
+  // large tree costs a few directory reads per class.
+  if (auto data = common::CheckJobData(spec, common::DataCheck::kLocalImageFolders);
+      !data.ok()) {
+    return data.status();
+  }
 
   absl::MutexLock lock(&mu_);
   const std::string never = CouldEverFit(ShapeOf(spec), Capacities(/*alive_only=*/true));

@@ -119,6 +119,40 @@ TEST_F(CoordinatorTest, BadSpecsAreRejectedNamingTheFieldAndNothingIsStored) {
   EXPECT_EQ(store_.writes(), 0);
 }
 
+// An image folder the coordinator can see is checked at submit, with the
+// trainer's message naming the folder; one it cannot see is left to the
+// trainer.
+TEST_F(CoordinatorTest, AnEmptyClassFolderItCanSeeIsRefusedAtSubmit) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(::testing::TempDir()) / "coordinator_image_folder";
+  fs::remove_all(root);
+  fs::create_directories(root / "cat");
+  fs::create_directories(root / "dog");
+  std::ofstream(root / "cat" / "1.png") << "listed only, never decoded";
+  std::ofstream(root / "dog" / "notes.txt") << "no image";
+  v1::JobSpec spec = Spec();
+  v1::DatasetSpec* train = spec.mutable_data()->mutable_train();
+  train->Clear();
+  train->set_format("image_folder");
+  train->set_root(root.string());
+  train->add_image_size(4);
+  train->add_image_size(4);
+  auto refused = coord_->Submit(spec, 0);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  EXPECT_NE(refused.status().message().find(
+                "data.train: " + (root / "dog").string() + ": class folder 'dog' holds no .jpg"),
+            std::string::npos)
+      << refused.status();
+  EXPECT_TRUE(coord_->List(JobListQuery())->jobs.empty());
+
+  std::ofstream(root / "dog" / "2.JPG") << "x";
+  EXPECT_TRUE(coord_->Submit(spec, 0).ok());
+  // A root this machine does not have: the workers' business.
+  train->set_root((root / "only-on-the-workers").string());
+  EXPECT_TRUE(coord_->Submit(spec, 0).ok());
+  fs::remove_all(root);
+}
+
 TEST_F(CoordinatorTest, JobThatCanNeverFitIsRefusedButAnEmptyFleetAccepts) {
   // No workers yet: accepted, pending with a reason.
   auto early = coord_->Submit(Spec({"distribution.workers=2"}), 0);
