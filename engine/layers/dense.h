@@ -6,6 +6,8 @@
 #ifndef YOKE_ENGINE_LAYERS_DENSE_H_
 #define YOKE_ENGINE_LAYERS_DENSE_H_
 
+#include <vector>
+
 #include "engine/layer.h"
 
 namespace yoke::engine {
@@ -27,6 +29,9 @@ class DenseLayer final : public Layer {
   bool bias_;
   int64_t in_dim_ = 0;
   int w_ = -1, b_ = -1;
+  // dx^T (D, N) for the transposed backward-data product (dense.cc), kept
+  // between steps so that a steady-state step allocates nothing.
+  std::vector<float> dx_t_;
 };
 
 }  // namespace yoke::engine

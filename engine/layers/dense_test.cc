@@ -13,6 +13,13 @@ TEST(DenseTest, GradientsMatchFiniteDifferences) {
   testing::CheckLayerGradients(&layer, {{5}}, 3);
 }
 
+// 256 units at batch 3: dx goes through the transposed product (dense.cc).
+TEST(DenseTest, GradientsMatchFiniteDifferencesOnTheTransposedBackwardPath) {
+  DenseLayer layer(256, true);
+  layer.set_name("d");
+  testing::CheckLayerGradients(&layer, {{6}}, 3);
+}
+
 TEST(DenseTest, ForwardMatchesHandComputed) {
   DenseLayer layer(2, true);
   layer.set_name("d");
