@@ -25,6 +25,7 @@
 #include "common/flags.h"
 #include "common/job_data_check.h"
 #include "common/job_validate.h"
+#include "common/omp_env.h"
 #include "common/self_dir.h"
 
 namespace {
@@ -64,6 +65,11 @@ int Train(int argc, char** argv) {
   args.push_back(const_cast<char*>(trainer.c_str()));
   for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
+  // Before exec: libgomp reads its wait policy when the trainer loads.
+  if (std::optional<std::string> spin = yoke::common::TrainerOmpSpinEnv()) {
+    const size_t eq = spin->find('=');
+    ::setenv(spin->substr(0, eq).c_str(), spin->substr(eq + 1).c_str(), 1);
+  }
   ::execv(trainer.c_str(), args.data());
   std::fprintf(stderr, "yoke train: cannot run %s: %s\n", trainer.c_str(),
                std::strerror(errno));

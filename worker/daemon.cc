@@ -11,6 +11,7 @@
 #include "common/grpc_status.h"
 #include "common/job_spec_binary.h"
 #include "common/logging.h"
+#include "common/omp_env.h"
 #include "common/status.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/yoke/v1/coordinator.grpc.pb.h"
@@ -474,6 +475,9 @@ absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerProcessOptions* opt
   opts->env = {absl::StrCat("YOKE_JOB_ID=", d.job_id()),
                absl::StrCat("YOKE_ATTEMPT=", d.attempt()),
                absl::StrCat("YOKE_WORKER_ID=", worker_id())};
+  if (std::optional<std::string> spin = common::TrainerOmpSpinEnv()) {
+    opts->env.push_back(*spin);
+  }
   if (!options_.tls_ca_path.empty()) {
     opts->env.push_back(absl::StrCat("YOKE_TLS_CA=", options_.tls_ca_path));
   }
