@@ -1,0 +1,731 @@
+// The shared-memory communicator: bootstrap of the segment, the op thread,
+// and the chunked reduce-scatter / cross-host allreduce / all-gather
+// (shm_communicator.h explains the design).
+#include "collective/shm_communicator.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "absl/functional/function_ref.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "collective/gloo_ops.h"
+#include "common/status.h"
+#include "spdlog/spdlog.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define YOKE_CPU_RELAX() _mm_pause()
+#else
+#define YOKE_CPU_RELAX() std::atomic_signal_fence(std::memory_order_seq_cst)
+#endif
+
+namespace yoke::collective {
+namespace {
+
+constexpr uint64_t kMagic = 0x31484d53454b4f59ull;  // "YOKESHM1"
+constexpr int kMaxLocal = 64;
+constexpr size_t kPage = 4096;
+
+// One local rank's counters: written by that rank only, read by the others.
+// Each counter holds the generation (chunk number, 1, 2, ...) the rank has
+// passed that phase for.
+struct alignas(64) RankLine {
+  std::atomic<uint64_t> arrived;  // its input slot holds this generation's chunk
+  std::atomic<uint64_t> reduced;  // its slice of the result slot is summed
+  std::atomic<uint64_t> done;     // it has copied the result out: slots are free
+  std::atomic<int64_t> count;     // the op's element count (ranks must agree)
+  std::atomic<int64_t> seq;       // the op's sequence number
+  std::atomic<int32_t> pid;
+  std::atomic<int32_t> rank;      // its global rank
+  std::atomic<uint64_t> pid_ns;   // its pid namespace's inode: pids compare only within one
+};
+
+struct Header {
+  uint64_t magic;
+  int32_t local_size;
+  int64_t chunk_elems;
+  std::atomic<int32_t> attached;   // local ranks that have mapped the segment
+  std::atomic<int32_t> broken_by;  // 0, or 1 + the local index whose op failed
+  alignas(64) std::atomic<uint64_t> cross_done;  // the leader's cross-host allreduce
+  RankLine ranks[kMaxLocal];
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shm counters need lock-free atomics");
+
+size_t DataOffset() { return (sizeof(Header) + kPage - 1) / kPage * kPage; }
+size_t SegmentBytes(int local, int64_t chunk) {
+  return DataOffset() + static_cast<size_t>(local + 1) * chunk * sizeof(float);
+}
+
+uint64_t PidNamespace() {
+  struct stat st {};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+// False once `pid` has exited (no /proc entry, or a zombie waiting to be
+// reaped, which kill(pid, 0) would still report as alive).
+bool ProcessAlive(int pid) {
+  std::ifstream f(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat;
+  if (!f || !std::getline(f, stat)) return false;
+  const size_t p = stat.rfind(')');
+  if (p == std::string::npos || p + 2 >= stat.size()) return true;
+  const char state = stat[p + 2];
+  return state != 'Z' && state != 'X';
+}
+
+std::string RandomToken() {
+  unsigned char bytes[16] = {};
+  std::ifstream f("/dev/urandom", std::ios::binary);
+  f.read(reinterpret_cast<char*>(bytes), sizeof(bytes));
+  if (!f) {
+    // Unlikely; still unique enough with the pid and the clock, and O_EXCL
+    // catches a collision.
+    const uint64_t a = static_cast<uint64_t>(::getpid()) * 0x9E3779B97F4A7C15ull;
+    const uint64_t b = static_cast<uint64_t>(absl::GetCurrentTimeNanos());
+    std::memcpy(bytes, &a, 8);
+    std::memcpy(bytes + 8, &b, 8);
+  }
+  std::string hex;
+  for (unsigned char c : bytes) absl::StrAppend(&hex, absl::Hex(c, absl::kZeroPad2));
+  return hex;
+}
+
+// A mapped segment. The leader creates and unlinks it.
+class Segment {
+ public:
+  ~Segment() {
+    Unlink();
+    if (base_ != nullptr && !leak_) ::munmap(base_, bytes_);
+  }
+
+  absl::Status Create(const std::string& name, int local, int64_t chunk) {
+    name_ = name;
+    bytes_ = SegmentBytes(local, chunk);
+    const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) return Errno("shm_open(O_CREAT) ", name);
+    owner_ = true;
+    // Reserve the pages now: tmpfs would otherwise let the mapping succeed
+    // and raise SIGBUS at the first write past a full /dev/shm.
+    const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes_));
+    if (err != 0) {
+      ::close(fd);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "shm: cannot reserve ", bytes_, " bytes for ", name, " in /dev/shm: ", std::strerror(err),
+          " (a bigger /dev/shm, or YOKE_SHM=0 for plain Gloo)"));
+    }
+    absl::Status s = Map(fd, name);
+    if (!s.ok()) return s;
+    Header* h = header();
+    h->magic = kMagic;
+    h->local_size = local;
+    h->chunk_elems = chunk;
+    return absl::OkStatus();
+  }
+
+  absl::Status Open(const std::string& name, int local, int64_t chunk) {
+    name_ = name;
+    bytes_ = SegmentBytes(local, chunk);
+    const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) return Errno("shm_open ", name);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes_) {
+      ::close(fd);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shm: ", name, " has ", st.st_size, " bytes, want ", bytes_,
+          ": local ranks disagree on the shm settings"));
+    }
+    absl::Status s = Map(fd, name);
+    if (!s.ok()) return s;
+    if (header()->magic != kMagic || header()->local_size != local ||
+        header()->chunk_elems != chunk) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shm: ", name, " was made for ", header()->local_size, " local ranks and chunks of ",
+          header()->chunk_elems, ", this rank wants ", local, " and ", chunk));
+    }
+    return absl::OkStatus();
+  }
+
+  void Unlink() {
+    if (owner_ && !unlinked_) ::shm_unlink(name_.c_str());
+    unlinked_ = true;
+  }
+  // Keeps the mapping when a thread we could not stop may still write to it.
+  void Leak() { leak_ = true; }
+
+  Header* header() const { return static_cast<Header*>(base_); }
+  float* slot(int i) const {
+    return reinterpret_cast<float*>(static_cast<char*>(base_) + DataOffset()) +
+           static_cast<size_t>(i) * header()->chunk_elems;
+  }
+  const std::string& name() const { return name_; }
+
+ private:
+  absl::Status Map(int fd, const std::string& name) {
+    void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) return Errno("mmap ", name);
+    base_ = p;
+    return absl::OkStatus();
+  }
+  static absl::Status Errno(const char* what, const std::string& name) {
+    return absl::UnavailableError(absl::StrCat("shm: ", what, name, ": ", std::strerror(errno),
+                                               " (YOKE_SHM=0 turns the shared-memory path off)"));
+  }
+
+  std::string name_;
+  size_t bytes_ = 0;
+  void* base_ = nullptr;
+  bool owner_ = false;
+  bool unlinked_ = false;
+  bool leak_ = false;
+};
+
+// One enqueued op. `done` and `status` are guarded by the core's mu_.
+struct ShmOp {
+  int64_t seq = 0;
+  std::string what;  // "allreduce #7 (bucket 3)"
+  std::function<absl::Status(ShmOp&)> run;
+  bool done = false;
+  absl::Status status;
+};
+
+// The local group: who is where, and the op thread's state.
+struct Group {
+  int rank = 0;
+  int size = 0;
+  std::vector<int> locals;  // global ranks on this host, ascending
+  int me = 0;               // index into locals
+  int hosts = 1;
+};
+
+class ShmCore {
+ public:
+  ShmCore(Group g, std::unique_ptr<Segment> seg, std::unique_ptr<PrefixStore> inner_store,
+          std::unique_ptr<Communicator> inner, std::unique_ptr<PrefixStore> cross_store,
+          std::unique_ptr<Communicator> cross)
+      : g_(std::move(g)), seg_(std::move(seg)), inner_store_(std::move(inner_store)),
+        inner_(std::move(inner)), cross_store_(std::move(cross_store)), cross_(std::move(cross)) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+
+  ~ShmCore() {
+    BreakLocal(absl::AbortedError("communicator destroyed"), /*mark_segment=*/false);
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+      work_cv_.Signal();
+    }
+    thread_.join();  // every wait in the thread honours the break
+    if (cross_ != nullptr && cross_in_flight_.load()) {
+      // The cross-host Gloo op may still be inside Gloo, writing into the
+      // result slot after Gloo's destructor detaches its thread: keep the
+      // mapping (the name is unlinked already; the pages go with the process).
+      seg_->Leak();
+    }
+    cross_.reset();
+    inner_.reset();
+  }
+
+  int rank() const { return g_.rank; }
+  int size() const { return g_.size; }
+  Communicator* inner() const { return inner_.get(); }
+  int64_t issued() const { return issued_.load(); }
+  int64_t completed() const { return completed_.load(); }
+
+  std::shared_ptr<ShmOp> Enqueue(const char* name, const Options& o,
+                                 std::function<absl::Status(ShmOp&)> run) {
+    auto op = std::make_shared<ShmOp>();
+    op->seq = issued_.load() + 1;
+    op->what = absl::StrCat(name, " #", op->seq, o.tag.empty() ? "" : " (", o.tag,
+                            o.tag.empty() ? "" : ")");
+    op->run = std::move(run);
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(op);
+    work_cv_.Signal();
+    issued_.store(op->seq);
+    return op;
+  }
+
+  // Leave(): after every op issued, outside the sequence.
+  std::shared_ptr<ShmOp> EnqueueLeave(absl::Duration timeout) {
+    auto op = std::make_shared<ShmOp>();
+    op->what = "leave";
+    op->run = [this, timeout](ShmOp&) {
+      // The segment needs no goodbye: a rank that finished op k has written
+      // everything its peers read for it. Gloo's connections do.
+      absl::Status s = inner_->Leave(timeout);
+      if (cross_ != nullptr) {
+        absl::Status c = cross_->Leave(timeout);
+        if (s.ok()) s = c;
+      }
+      return s;
+    };
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(op);
+    work_cv_.Signal();
+    return op;
+  }
+
+  absl::Status Wait(ShmOp* op) {
+    absl::MutexLock lock(&mu_);
+    while (!op->done && broken_.ok()) done_cv_.Wait(&mu_);
+    return op->done ? op->status : broken_;
+  }
+  bool IsDone(ShmOp* op) {
+    absl::MutexLock lock(&mu_);
+    return op->done || !broken_.ok();
+  }
+
+  // Breaks this communicator; with `mark_segment`, the local peers' too.
+  void BreakLocal(const absl::Status& s, bool mark_segment) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (broken_.ok()) broken_ = s;
+      done_cv_.SignalAll();
+    }
+    aborted_.store(true);
+    if (mark_segment) {
+      int32_t expected = 0;
+      seg_->header()->broken_by.compare_exchange_strong(expected, g_.me + 1);
+    }
+    inner_->Abort(s.message());
+    if (cross_ != nullptr) cross_->Abort(s.message());
+  }
+
+  // The f32 allreduce through the segment (shm_communicator.h, steps 1-4).
+  absl::Status AllreduceF32(ShmOp& op, float* data, int64_t count, ReduceOp rop,
+                            absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    timeout_ = timeout;
+    const int L = static_cast<int>(g_.locals.size());
+    const int64_t chunk = seg_->header()->chunk_elems;
+    Header* h = seg_->header();
+    RankLine& mine = h->ranks[g_.me];
+    std::vector<int> all(L), leader = {0};
+    for (int j = 0; j < L; ++j) all[j] = j;
+    for (int64_t off = 0; off < count; off += chunk) {
+      const int64_t m = std::min(chunk, count - off);
+      const uint64_t gen = ++gen_;
+      // 1. The slots are free once every local rank has copied out the last
+      //    generation's result.
+      RETURN_IF_ERROR(Await(op, deadline, "free slots", all,
+                             [&](int j) { return h->ranks[j].done.load(std::memory_order_acquire) >= gen - 1; }));
+      std::memcpy(seg_->slot(g_.me), data + off, m * sizeof(float));
+      mine.count.store(count, std::memory_order_relaxed);
+      mine.seq.store(op.seq, std::memory_order_relaxed);
+      mine.arrived.store(gen, std::memory_order_release);
+      RETURN_IF_ERROR(Await(op, deadline, "arrived", all,
+                             [&](int j) { return h->ranks[j].arrived.load(std::memory_order_acquire) >= gen; }));
+      for (int j = 0; j < L; ++j) {
+        const int64_t c = h->ranks[j].count.load(std::memory_order_relaxed);
+        if (c != count) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              Where(op), ": local ranks disagree: rank ", g_.locals[j], " called allreduce #",
+              h->ranks[j].seq.load(), " with ", c, " f32 elements, this rank ", count));
+        }
+      }
+      // 2. Reduce-scatter: this rank's slice, in local-rank order.
+      const int64_t lo = m * g_.me / L, hi = m * (g_.me + 1) / L;
+      float* res = seg_->slot(L);
+      std::memcpy(res + lo, seg_->slot(0) + lo, (hi - lo) * sizeof(float));
+      for (int j = 1; j < L; ++j) {
+        const float* in = seg_->slot(j);
+        for (int64_t i = lo; i < hi; ++i) res[i] += in[i];
+      }
+      mine.reduced.store(gen, std::memory_order_release);
+      RETURN_IF_ERROR(Await(op, deadline, "reduced", all,
+                             [&](int j) { return h->ranks[j].reduced.load(std::memory_order_acquire) >= gen; }));
+      // 3. Across hosts: the leader's Gloo allreduce of the local sums.
+      if (g_.hosts > 1) {
+        if (g_.me == 0) {
+          AllreduceOptions co;
+          co.op = ReduceOp::kSum;
+          co.timeout = std::max(deadline - absl::Now(), absl::Milliseconds(1));
+          co.tag = op.what;
+          cross_in_flight_.store(true);
+          absl::Status s = cross_->Allreduce(Buffer{res, m, DataType::kF32}, co)->Wait();
+          cross_in_flight_.store(false);
+          if (!s.ok()) {
+            return absl::Status(s.code(), absl::StrCat(Where(op), ": across hosts: ", s.message()));
+          }
+          h->cross_done.store(gen, std::memory_order_release);
+        } else {
+          RETURN_IF_ERROR(Await(op, deadline, "cross-host", leader, [&](int) {
+            return h->cross_done.load(std::memory_order_acquire) >= gen;
+          }));
+        }
+      }
+      // 4. All-gather.
+      std::memcpy(data + off, res, m * sizeof(float));
+      mine.done.store(gen, std::memory_order_release);
+    }
+    if (rop == ReduceOp::kAverage) DivideBy(Buffer{data, count, DataType::kF32}, g_.size);
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string Where(const ShmOp& op) const {
+    return absl::StrCat(op.what, " on rank ", g_.rank, " of ", g_.size);
+  }
+
+  // Waits until there(j) for every local index j in `whom`: spins, then
+  // yields, then sleeps with a backoff. Fails on this communicator's break,
+  // a local peer's break, a dead local peer, or the deadline.
+  absl::Status Await(const ShmOp& op, absl::Time deadline, const char* phase,
+                     const std::vector<int>& whom, absl::FunctionRef<bool(int)> there) {
+    constexpr int kSpins = 2000, kYields = 200;
+    constexpr absl::Duration kMaxSleep = absl::Microseconds(250);
+    absl::Duration sleep = absl::Microseconds(20);
+    absl::Time next_liveness = absl::InfinitePast();
+    Header* h = seg_->header();
+    for (int iter = 0;; ++iter) {
+      bool all = true;
+      for (int j : whom) {
+        if (!there(j)) {
+          all = false;
+          break;
+        }
+      }
+      if (all) return absl::OkStatus();
+      if (iter < kSpins) {
+        YOKE_CPU_RELAX();
+        continue;
+      }
+      if (aborted_.load()) {
+        absl::MutexLock lock(&mu_);
+        return broken_;
+      }
+      if (const int b = h->broken_by.load(); b != 0 && b - 1 != g_.me) {
+        return absl::AbortedError(absl::StrCat(
+            Where(op), ": local rank ", g_.locals[b - 1],
+            " broke the shared-memory group (its op failed or it was aborted)"));
+      }
+      std::vector<int> late;
+      for (int j : whom) {
+        if (!there(j)) late.push_back(j);
+      }
+      const absl::Time now = absl::Now();
+      if (now >= next_liveness) {
+        next_liveness = now + absl::Milliseconds(100);
+        const uint64_t ns = PidNamespace();
+        for (int j : late) {
+          const RankLine& r = h->ranks[j];
+          if (r.pid_ns.load() == ns && !ProcessAlive(r.pid.load())) {
+            return absl::UnavailableError(absl::StrCat(
+                Where(op), " failed: local rank ", g_.locals[j], " (pid ", r.pid.load(),
+                ") died while this rank waited for it (", phase, ", shared memory)"));
+          }
+        }
+      }
+      if (now >= deadline) {
+        std::vector<int> ranks;
+        for (int j : late) ranks.push_back(g_.locals[j]);
+        return absl::DeadlineExceededError(absl::StrCat(
+            Where(op), " timed out after ", absl::FormatDuration(timeout_),
+            ": local ranks ", absl::StrJoin(ranks, ","), " never arrived (", phase,
+            ", shared memory)"));
+      }
+      if (iter < kSpins + kYields) {
+        sched_yield();
+      } else {
+        absl::SleepFor(sleep);
+        sleep = std::min(sleep * 2, kMaxSleep);
+      }
+    }
+  }
+
+  void Loop() {
+    while (true) {
+      std::shared_ptr<ShmOp> op;
+      {
+        absl::MutexLock lock(&mu_);
+        while (!stop_ && queue_.empty()) work_cv_.Wait(&mu_);
+        if (queue_.empty()) break;
+        op = std::move(queue_.front());
+        queue_.pop_front();
+        if (!broken_.ok()) {
+          Finish(op.get(), broken_);
+          continue;
+        }
+      }
+      const absl::Status s = op->run(*op);
+      const bool leave = op->seq == 0;
+      if (s.ok() && !leave) completed_.store(op->seq);
+      {
+        // Finished before the break below, so that its waiter gets the
+        // op's own status (a failed op keeps its diagnosis).
+        absl::MutexLock lock(&mu_);
+        Finish(op.get(), s);
+      }
+      if (!s.ok()) {
+        BreakLocal(s, /*mark_segment=*/!leave);
+      } else if (leave) {
+        // Later ops fail at once: the peers are gone or going.
+        BreakLocal(absl::FailedPreconditionError(absl::StrCat(
+                       "rank ", g_.rank, " of ", g_.size, " has left the communicator")),
+                   /*mark_segment=*/false);
+      }
+    }
+  }
+
+  void Finish(ShmOp* op, const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    op->status = s;
+    op->done = true;
+    op->run = nullptr;
+    done_cv_.SignalAll();
+  }
+
+  const Group g_;
+  std::unique_ptr<Segment> seg_;
+  std::unique_ptr<PrefixStore> inner_store_;
+  std::unique_ptr<Communicator> inner_;
+  std::unique_ptr<PrefixStore> cross_store_;
+  std::unique_ptr<Communicator> cross_;  // leaders only, with several hosts
+  std::atomic<int64_t> issued_{0};
+  std::atomic<int64_t> completed_{0};
+  std::atomic<bool> aborted_{false};
+  std::atomic<bool> cross_in_flight_{false};
+  uint64_t gen_ = 0;          // op thread only
+  absl::Duration timeout_;    // the running op's; op thread only
+
+  absl::Mutex mu_;
+  absl::CondVar work_cv_;
+  absl::CondVar done_cv_;
+  std::deque<std::shared_ptr<ShmOp>> queue_ ABSL_GUARDED_BY(mu_);
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: started once everything above exists
+};
+
+class ShmWork : public Work {
+ public:
+  ShmWork(std::shared_ptr<ShmCore> core, std::shared_ptr<ShmOp> op)
+      : core_(std::move(core)), op_(std::move(op)) {}
+  absl::Status Wait() override { return core_->Wait(op_.get()); }
+  bool IsCompleted() override { return core_->IsDone(op_.get()); }
+  int64_t seq() const override { return op_->seq; }
+
+ private:
+  std::shared_ptr<ShmCore> core_;
+  std::shared_ptr<ShmOp> op_;
+};
+
+class ShmCommunicator : public Communicator {
+ public:
+  explicit ShmCommunicator(std::shared_ptr<ShmCore> core) : core_(std::move(core)) {}
+  ~ShmCommunicator() override = default;
+
+  int rank() const override { return core_->rank(); }
+  int size() const override { return core_->size(); }
+  const char* backend() const override { return "gloo"; }  // shm within hosts, Gloo across
+
+  std::unique_ptr<Work> Allreduce(Buffer buf, const AllreduceOptions& o) override {
+    const bool shm = buf.device == DeviceKind::kCpu && buf.dtype == DataType::kF32 &&
+                     o.wire == DataType::kF32 && buf.count >= 0 &&
+                     (buf.count == 0 || buf.data != nullptr);
+    if (!shm) {
+      // Other dtypes, wire compression and bad arguments: Gloo's path and
+      // Gloo's checks.
+      return Delegate("allreduce", o,
+                      [buf, o](Communicator* c) { return c->Allreduce(buf, o); });
+    }
+    if (o.timeout <= absl::ZeroDuration()) return BadTimeout("allreduce", o);
+    ShmCore* core = core_.get();
+    return Issue("allreduce", o, [core, buf, o](ShmOp& op) {
+      if (buf.count == 0) return absl::OkStatus();
+      return core->AllreduceF32(op, static_cast<float*>(buf.data), buf.count, o.op, o.timeout);
+    });
+  }
+
+  std::unique_ptr<Work> Broadcast(Buffer buf, int root, const Options& o) override {
+    return Delegate("broadcast", o,
+                    [buf, root, o](Communicator* c) { return c->Broadcast(buf, root, o); });
+  }
+  std::unique_ptr<Work> Allgather(Buffer in, Buffer out, const Options& o) override {
+    return Delegate("allgather", o,
+                    [in, out, o](Communicator* c) { return c->Allgather(in, out, o); });
+  }
+  std::unique_ptr<Work> Barrier(const Options& o) override {
+    return Delegate("barrier", o, [o](Communicator* c) { return c->Barrier(o); });
+  }
+
+  void Abort(absl::string_view reason) override {
+    core_->BreakLocal(absl::AbortedError(reason), /*mark_segment=*/true);
+  }
+
+  absl::Status Leave(absl::Duration timeout) override {
+    if (timeout <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("leave: timeout: must be > 0, got ", absl::FormatDuration(timeout)));
+    }
+    std::shared_ptr<ShmOp> op = core_->EnqueueLeave(timeout);
+    return core_->Wait(op.get());
+  }
+
+  int64_t issued_seq() const override { return core_->issued(); }
+  int64_t completed_seq() const override { return core_->completed(); }
+
+ private:
+  static std::unique_ptr<Work> BadTimeout(const char* name, const Options& o) {
+    return std::make_unique<FailedWork>(absl::InvalidArgumentError(
+        absl::StrCat(name, ": timeout: must be > 0, got ", absl::FormatDuration(o.timeout))));
+  }
+
+  std::unique_ptr<Work> Issue(const char* name, const Options& o,
+                              std::function<absl::Status(ShmOp&)> run) {
+    return std::make_unique<ShmWork>(core_, core_->Enqueue(name, o, std::move(run)));
+  }
+
+  // Runs the op on the inner Gloo communicator, from the op thread (so it
+  // keeps its place in the order), and waits for it there.
+  std::unique_ptr<Work> Delegate(const char* name, const Options& o,
+                                 std::function<std::unique_ptr<Work>(Communicator*)> issue) {
+    if (o.timeout <= absl::ZeroDuration()) return BadTimeout(name, o);
+    Communicator* inner = core_->inner();
+    return Issue(name, o, [inner, issue = std::move(issue)](ShmOp&) {
+      return issue(inner)->Wait();
+    });
+  }
+
+  std::shared_ptr<ShmCore> core_;
+};
+
+absl::Status ShmKeyMissing(const absl::Status& s, int leader) {
+  return absl::Status(s.code(), absl::StrCat("shm: the name of the segment from local leader rank ",
+                                             leader, ": ", s.message()));
+}
+
+}  // namespace
+
+std::string RankHost(const std::string& rank_host) {
+  const size_t at = rank_host.find('@');
+  return at == std::string::npos ? rank_host : rank_host.substr(at + 1);
+}
+
+std::vector<int> LocalRanks(int rank, int size, const GlooOptions& gloo, const ShmOptions& shm) {
+  if (!shm.enabled) return {};
+  if (const char* v = std::getenv("YOKE_SHM"); v != nullptr && std::string(v) == "0") return {};
+  if (static_cast<int>(gloo.rank_hosts.size()) != size || rank < 0 || rank >= size) return {};
+  const std::string host = RankHost(gloo.rank_hosts[rank]);
+  std::vector<int> locals;
+  for (int r = 0; r < size; ++r) {
+    if (RankHost(gloo.rank_hosts[r]) == host) locals.push_back(r);
+  }
+  if (locals.size() < 2 || locals.size() > static_cast<size_t>(kMaxLocal)) return {};
+  return locals;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(Store* store, int rank, int size,
+                                                                 const GlooOptions& gloo,
+                                                                 const ShmOptions& shm) {
+  std::vector<int> locals = LocalRanks(rank, size, gloo, shm);
+  if (locals.empty()) {
+    spdlog::info("rank {}: allreduce: gloo for all {} rank(s) (no co-located ranks{})", rank, size,
+                 shm.enabled ? "" : ", shm off");
+    return CreateGlooCommunicator(store, rank, size, gloo);
+  }
+  if (store == nullptr) return absl::InvalidArgumentError("shm: store: required");
+  if (shm.chunk_elems <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shm: chunk_elems: must be > 0, got ", shm.chunk_elems));
+  }
+  Group g;
+  g.rank = rank;
+  g.size = size;
+  g.locals = locals;
+  g.me = static_cast<int>(std::find(locals.begin(), locals.end(), rank) - locals.begin());
+  // Hosts in order of their lowest rank; each one's leader is that rank.
+  std::vector<std::string> hosts;
+  std::vector<std::string> leader_hosts;
+  int my_host = 0;
+  for (int r = 0; r < size; ++r) {
+    const std::string h = RankHost(gloo.rank_hosts[r]);
+    if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) {
+      hosts.push_back(h);
+      leader_hosts.push_back(gloo.rank_hosts[r]);
+    }
+    if (r == rank) my_host = static_cast<int>(std::find(hosts.begin(), hosts.end(), h) - hosts.begin());
+  }
+  g.hosts = static_cast<int>(hosts.size());
+  const int L = static_cast<int>(locals.size());
+  const std::string where = absl::StrCat("shm: rank ", rank, " of ", size, " (local ", g.me, " of ", L, ")");
+
+  // The segment: the leader makes it and publishes its name; the others map
+  // it; the leader unlinks it once all have.
+  auto seg = std::make_unique<Segment>();
+  const std::string key = absl::StrCat("shm/", locals[0], "/name");
+  if (g.me == 0) {
+    const std::string name = absl::StrCat("/yoke-shm-", RandomToken());
+    if (absl::Status s = seg->Create(name, L, shm.chunk_elems); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
+    }
+    if (absl::Status s = store->Set(key, name); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(where, ": publishing the segment: ", s.message()));
+    }
+  } else {
+    absl::StatusOr<std::string> name = store->Get(key, gloo.connect_timeout);
+    if (!name.ok()) return ShmKeyMissing(name.status(), locals[0]);
+    if (absl::Status s = seg->Open(*name, L, shm.chunk_elems); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
+    }
+  }
+  RankLine& line = seg->header()->ranks[g.me];
+  line.pid.store(static_cast<int32_t>(::getpid()));
+  line.rank.store(rank);
+  line.pid_ns.store(PidNamespace());
+  seg->header()->attached.fetch_add(1);
+  if (g.me == 0) {
+    const absl::Time deadline = absl::Now() + gloo.connect_timeout;
+    while (seg->header()->attached.load() < L) {
+      if (absl::Now() >= deadline) {
+        std::vector<int> missing;
+        for (int j = 1; j < L; ++j) {
+          if (seg->header()->ranks[j].pid.load() == 0) missing.push_back(locals[j]);
+        }
+        return absl::DeadlineExceededError(absl::StrCat(
+            where, ": local ranks ", absl::StrJoin(missing, ","), " did not map ", seg->name(),
+            " within ", absl::FormatDuration(gloo.connect_timeout)));
+      }
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    seg->Unlink();
+  }
+
+  // Gloo: every rank, for the ops that are not f32 allreduces; the leaders,
+  // across hosts.
+  auto inner_store = std::make_unique<PrefixStore>(store, "all/");
+  ASSIGN_OR_RETURN(auto inner, CreateGlooCommunicator(inner_store.get(), rank, size, gloo));
+  std::unique_ptr<PrefixStore> cross_store;
+  std::unique_ptr<Communicator> cross;
+  if (g.hosts > 1 && g.me == 0) {
+    cross_store = std::make_unique<PrefixStore>(store, "leaders/");
+    GlooOptions cg = gloo;
+    cg.rank_hosts = leader_hosts;
+    ASSIGN_OR_RETURN(cross, CreateGlooCommunicator(cross_store.get(), my_host, g.hosts, cg));
+  }
+  spdlog::info("rank {}: allreduce: shm for {} local ranks, gloo across {} host(s)", rank, L,
+               g.hosts);
+  auto core = std::make_shared<ShmCore>(std::move(g), std::move(seg), std::move(inner_store),
+                                        std::move(inner), std::move(cross_store), std::move(cross));
+  return std::unique_ptr<Communicator>(new ShmCommunicator(std::move(core)));
+}
+
+}  // namespace yoke::collective
