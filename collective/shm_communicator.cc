@@ -624,6 +624,11 @@ std::vector<int> LocalRanks(int rank, int size, const GlooOptions& gloo, const S
   if (!shm.enabled) return {};
   if (const char* v = std::getenv("YOKE_SHM"); v != nullptr && std::string(v) == "0") return {};
   if (static_cast<int>(gloo.rank_hosts.size()) != size || rank < 0 || rank >= size) return {};
+  // A rank with no address ("w-1@") could be anywhere: without every
+  // rank's address no rank groups, so that all ranks decide alike.
+  for (const std::string& h : gloo.rank_hosts) {
+    if (RankHost(h).empty()) return {};
+  }
   const std::string host = RankHost(gloo.rank_hosts[rank]);
   std::vector<int> locals;
   for (int r = 0; r < size; ++r) {

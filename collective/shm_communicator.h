@@ -85,7 +85,8 @@ std::string RankHost(const std::string& rank_host);
 // Which path CreateCommunicator takes for `rank`: "" for plain Gloo, else
 // the local ranks that share its host (ascending, including `rank`). Plain
 // Gloo when shm is off (options or YOKE_SHM=0), when rank_hosts does not
-// name every rank, or when no other rank shares this rank's host.
+// name every rank's address ("w-1@" has none), or when no other rank shares
+// this rank's host.
 std::vector<int> LocalRanks(int rank, int size, const GlooOptions& gloo, const ShmOptions& shm);
 
 // The communicator for rank `rank` of `size`: the shared-memory one above

@@ -96,6 +96,10 @@ TEST(LocalRanksTest, GroupsByTheAddressAfterTheAt) {
   GlooOptions partial;
   partial.rank_hosts = {"10.0.0.1", "10.0.0.1"};  // names 2 of 4 ranks
   EXPECT_TRUE(LocalRanks(0, 4, partial, {}).empty());
+  GlooOptions unknown;
+  unknown.rank_hosts = {"w-1@", "w-2@", "w-3@10.0.0.1", "w-4@10.0.0.1"};  // no address for 0, 1
+  EXPECT_TRUE(LocalRanks(0, 4, unknown, {}).empty());
+  EXPECT_TRUE(LocalRanks(2, 4, unknown, {}).empty());
 }
 
 TEST(LocalRanksTest, EnvironmentTurnsItOff) {
