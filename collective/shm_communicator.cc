@@ -55,12 +55,13 @@ struct alignas(64) RankLine {
   std::atomic<int32_t> pid;
   std::atomic<int32_t> rank;      // its global rank
   std::atomic<uint64_t> pid_ns;   // its pid namespace's inode: pids compare only within one
+  std::atomic<int32_t> dtype;     // the op's DataType (ranks must agree)
 };
 
 struct Header {
   uint64_t magic;
   int32_t local_size;
-  int64_t chunk_elems;
+  int64_t chunk_elems;  // in f32s: a slot holds chunk_elems * 4 bytes
   std::atomic<int32_t> attached;   // local ranks that have mapped the segment
   std::atomic<int32_t> broken_by;  // 0, or 1 + the local index whose op failed
   alignas(64) std::atomic<uint64_t> cross_done;  // the leader's cross-host allreduce
@@ -171,9 +172,15 @@ class Segment {
   void Leak() { leak_ = true; }
 
   Header* header() const { return static_cast<Header*>(base_); }
-  float* slot(int i) const {
-    return reinterpret_cast<float*>(static_cast<char*>(base_) + DataOffset()) +
-           static_cast<size_t>(i) * header()->chunk_elems;
+  template <typename T>
+  T* slot(int i) const {
+    return reinterpret_cast<T*>(static_cast<char*>(base_) + DataOffset() +
+                                static_cast<size_t>(i) * header()->chunk_elems * sizeof(float));
+  }
+  // Elements of T per slot.
+  template <typename T>
+  int64_t slot_elems() const {
+    return header()->chunk_elems * static_cast<int64_t>(sizeof(float)) / sizeof(T);
   }
   const std::string& name() const { return name_; }
 
@@ -310,13 +317,15 @@ class ShmCore {
     if (cross_ != nullptr) cross_->Abort(s.message());
   }
 
-  // The f32 allreduce through the segment (shm_communicator.h, steps 1-4).
-  absl::Status AllreduceF32(ShmOp& op, float* data, int64_t count, ReduceOp rop,
+  // The allreduce through the segment (shm_communicator.h, steps 1-4), for
+  // T = float (DataType kF32), int32_t (kI32) and int64_t (kI64).
+  template <typename T>
+  absl::Status AllreduceShm(ShmOp& op, T* data, int64_t count, DataType dtype, ReduceOp rop,
                             absl::Duration timeout) {
     const absl::Time deadline = absl::Now() + timeout;
     timeout_ = timeout;
     const int L = static_cast<int>(g_.locals.size());
-    const int64_t chunk = seg_->header()->chunk_elems;
+    const int64_t chunk = seg_->slot_elems<T>();
     Header* h = seg_->header();
     RankLine& mine = h->ranks[g_.me];
     std::vector<int> all(L), leader = {0};
@@ -328,26 +337,29 @@ class ShmCore {
       //    generation's result.
       RETURN_IF_ERROR(Await(op, deadline, "free slots", all,
                              [&](int j) { return h->ranks[j].done.load(std::memory_order_acquire) >= gen - 1; }));
-      std::memcpy(seg_->slot(g_.me), data + off, m * sizeof(float));
+      std::memcpy(seg_->slot<T>(g_.me), data + off, m * sizeof(T));
       mine.count.store(count, std::memory_order_relaxed);
+      mine.dtype.store(static_cast<int32_t>(dtype), std::memory_order_relaxed);
       mine.seq.store(op.seq, std::memory_order_relaxed);
       mine.arrived.store(gen, std::memory_order_release);
       RETURN_IF_ERROR(Await(op, deadline, "arrived", all,
                              [&](int j) { return h->ranks[j].arrived.load(std::memory_order_acquire) >= gen; }));
       for (int j = 0; j < L; ++j) {
         const int64_t c = h->ranks[j].count.load(std::memory_order_relaxed);
-        if (c != count) {
+        const auto t = static_cast<DataType>(h->ranks[j].dtype.load(std::memory_order_relaxed));
+        if (c != count || t != dtype) {
           return absl::InvalidArgumentError(absl::StrCat(
               Where(op), ": local ranks disagree: rank ", g_.locals[j], " called allreduce #",
-              h->ranks[j].seq.load(), " with ", c, " f32 elements, this rank ", count));
+              h->ranks[j].seq.load(), " with ", c, " ", DataTypeName(t), " elements, this rank ",
+              count, " ", DataTypeName(dtype)));
         }
       }
       // 2. Reduce-scatter: this rank's slice, in local-rank order.
       const int64_t lo = m * g_.me / L, hi = m * (g_.me + 1) / L;
-      float* res = seg_->slot(L);
-      std::memcpy(res + lo, seg_->slot(0) + lo, (hi - lo) * sizeof(float));
+      T* res = seg_->slot<T>(L);
+      std::memcpy(res + lo, seg_->slot<T>(0) + lo, (hi - lo) * sizeof(T));
       for (int j = 1; j < L; ++j) {
-        const float* in = seg_->slot(j);
+        const T* in = seg_->slot<T>(j);
         for (int64_t i = lo; i < hi; ++i) res[i] += in[i];
       }
       mine.reduced.store(gen, std::memory_order_release);
@@ -361,7 +373,7 @@ class ShmCore {
           co.timeout = std::max(deadline - absl::Now(), absl::Milliseconds(1));
           co.tag = op.what;
           cross_in_flight_.store(true);
-          absl::Status s = cross_->Allreduce(Buffer{res, m, DataType::kF32}, co)->Wait();
+          absl::Status s = cross_->Allreduce(Buffer{res, m, dtype}, co)->Wait();
           cross_in_flight_.store(false);
           if (!s.ok()) {
             return absl::Status(s.code(), absl::StrCat(Where(op), ": across hosts: ", s.message()));
@@ -374,10 +386,11 @@ class ShmCore {
         }
       }
       // 4. All-gather.
-      std::memcpy(data + off, res, m * sizeof(float));
+      std::memcpy(data + off, res, m * sizeof(T));
       mine.done.store(gen, std::memory_order_release);
     }
-    if (rop == ReduceOp::kAverage) DivideBy(Buffer{data, count, DataType::kF32}, g_.size);
+    // As Gloo does: the sum divided by size() (integers truncate).
+    if (rop == ReduceOp::kAverage) DivideBy(Buffer{data, count, dtype}, g_.size);
     return absl::OkStatus();
   }
 
@@ -538,9 +551,13 @@ class ShmCommunicator : public Communicator {
   const char* backend() const override { return "gloo"; }  // shm within hosts, Gloo across
 
   std::unique_ptr<Work> Allreduce(Buffer buf, const AllreduceOptions& o) override {
-    const bool shm = buf.device == DeviceKind::kCpu && buf.dtype == DataType::kF32 &&
-                     o.wire == DataType::kF32 && buf.count >= 0 &&
-                     (buf.count == 0 || buf.data != nullptr);
+    // Gloo's rule: a wire type other than f32 and the buffer's own asks
+    // for compression.
+    const bool compress = o.wire != DataType::kF32 && o.wire != buf.dtype;
+    const bool shm = buf.device == DeviceKind::kCpu && !compress &&
+                     (buf.dtype == DataType::kF32 || buf.dtype == DataType::kI32 ||
+                      buf.dtype == DataType::kI64) &&
+                     buf.count >= 0 && (buf.count == 0 || buf.data != nullptr);
     if (!shm) {
       // Other dtypes, wire compression and bad arguments: Gloo's path and
       // Gloo's checks.
@@ -551,7 +568,17 @@ class ShmCommunicator : public Communicator {
     ShmCore* core = core_.get();
     return Issue("allreduce", o, [core, buf, o](ShmOp& op) {
       if (buf.count == 0) return absl::OkStatus();
-      return core->AllreduceF32(op, static_cast<float*>(buf.data), buf.count, o.op, o.timeout);
+      switch (buf.dtype) {
+        case DataType::kI32:
+          return core->AllreduceShm(op, static_cast<int32_t*>(buf.data), buf.count, buf.dtype,
+                                    o.op, o.timeout);
+        case DataType::kI64:
+          return core->AllreduceShm(op, static_cast<int64_t*>(buf.data), buf.count, buf.dtype,
+                                    o.op, o.timeout);
+        default:
+          return core->AllreduceShm(op, static_cast<float*>(buf.data), buf.count, buf.dtype,
+                                    o.op, o.timeout);
+      }
     });
   }
 
@@ -714,7 +741,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(Store* store, i
     seg->Unlink();
   }
 
-  // Gloo: every rank, for the ops that are not f32 allreduces; the leaders,
+  // Gloo: every rank, for the ops the segment does not carry; the leaders,
   // across hosts.
   auto inner_store = std::make_unique<PrefixStore>(store, "all/");
   ASSIGN_OR_RETURN(auto inner, CreateGlooCommunicator(inner_store.get(), rank, size, gloo));

@@ -2,10 +2,13 @@
 // jobs where several ranks run on one host. f32 allreduces (the gradients)
 // go through a POSIX shared-memory segment among the ranks of a host, and
 // only one rank per host (its "leader", the lowest rank there) talks to the
-// other hosts, over a Gloo communicator of leaders only. Everything else
-// (broadcast, allgather, barrier, allreduces of other dtypes or with wire
+// other hosts, over a Gloo communicator of leaders only. So do i32 and i64
+// allreduces (the reducer's per-step sample count). Everything else
+// (broadcast, allgather, barrier, allreduces of f16/bf16 or with wire
 // compression) is delegated to an inner Gloo communicator over all ranks,
-// which keeps Gloo's semantics for them.
+// which keeps Gloo's semantics for them. (So ranks still open Gloo
+// connections to every peer, as before, and a leader needs one more port
+// per other host: GlooOptions' data-plane port range must allow for it.)
 //
 // Co-location is decided by GlooOptions::rank_hosts alone (two ranks share
 // a host when the address after '@' is the same), never by whether a
@@ -21,8 +24,8 @@
 // it as soon as every local rank has mapped it (or at once on any failure),
 // so nothing is left in /dev/shm even when every process is killed later.
 //
-// An f32 allreduce of `count` elements on L local ranks runs in chunks of at
-// most ShmOptions::chunk_elems; for each chunk:
+// An allreduce of `count` elements on L local ranks runs in chunks of at
+// most ShmOptions::chunk_elems * 4 bytes; for each chunk:
 //   1. every local rank copies its chunk into its own input slot;
 //   2. reduce-scatter: local rank j sums the elements [m*j/L, m*(j+1)/L) of
 //      the L input slots in local-rank order (((in0 + in1) + in2) + ...)
@@ -32,7 +35,8 @@
 //      local rank waits for it;
 //   4. all-gather: every local rank copies the whole result slot back into
 //      its buffer, and divides by size() for kAverage.
-// Every rank therefore gets the same bits. On one host with 2 ranks the sum
+// Integer sums are exact in any order. For f32, every rank gets the same
+// bits. On one host with 2 ranks the sum
 // is a + b, which (fp32 addition being commutative) is exactly what Gloo
 // gives; with 3 or more ranks the order above differs from Gloo's ring, so
 // results may differ from Gloo's in the last bits (but never across ranks).
@@ -73,8 +77,8 @@ struct ShmOptions {
   // variable YOKE_SHM=0 turns it off as well; either way it must be the same
   // on every rank of a job.
   bool enabled = true;
-  // Elements per input slot: larger allreduces run in chunks of this many.
-  // The segment holds (local ranks + 1) slots.
+  // f32 elements per slot (4 bytes each): larger allreduces run in chunks
+  // of this many bytes. The segment holds (local ranks + 1) slots.
   int64_t chunk_elems = 1 << 20;
 };
 

@@ -137,6 +137,46 @@ TEST(ShmCommunicatorTest, TwoRanksAreBitIdenticalToGloo) {
   }
 }
 
+// i32 and i64 go through the segment too (the reducer's sample count);
+// averages truncate as Gloo's do.
+TEST(ShmCommunicatorTest, IntegersMatchGloo) {
+  InMemoryStore gstore, sstore;
+  auto gloo = ConnectGloo(2, &gstore);
+  ShmOptions so;
+  so.chunk_elems = 100;  // 50 i64s per chunk
+  auto shm = ConnectShm({"127.0.0.1", "127.0.0.1"}, &sstore, so);
+  ASSERT_EQ(shm.size(), 2u);
+  std::mt19937 gen(5);
+  std::uniform_int_distribution<int64_t> dist(-1000000, 1000000);
+  for (DataType t : {DataType::kI32, DataType::kI64}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+      const int64_t n = 333;
+      std::vector<std::vector<int64_t>> in(2, std::vector<int64_t>(n));
+      for (auto& v : in) {
+        for (auto& x : v) x = dist(gen);
+      }
+      auto run = [&](std::vector<std::unique_ptr<Communicator>>& comms) {
+        std::vector<std::vector<int64_t>> out = in;
+        std::vector<std::vector<int32_t>> out32(2);
+        OnEveryRank(comms, [&](int r, Communicator& c) {
+          out32[r].assign(out[r].begin(), out[r].end());
+          AllreduceOptions o;
+          o.op = op;
+          Buffer b = t == DataType::kI32 ? Buffer{out32[r].data(), n, t} : Buffer{out[r].data(), n, t};
+          absl::Status s = c.Allreduce(b, o)->Wait();
+          EXPECT_TRUE(s.ok()) << "rank " << r << ": " << s;
+          if (t == DataType::kI32) out[r].assign(out32[r].begin(), out32[r].end());
+        });
+        return out;
+      };
+      auto want = run(gloo);
+      auto got = run(shm);
+      EXPECT_EQ(got, want) << DataTypeName(t) << " op " << static_cast<int>(op);
+      EXPECT_EQ(got[0][0], op == ReduceOp::kSum ? in[0][0] + in[1][0] : (in[0][0] + in[1][0]) / 2);
+    }
+  }
+}
+
 // 3 and 4 local ranks sum in local-rank order: every rank gets the same bits,
 // close to the exact (double) sum.
 TEST(ShmCommunicatorTest, ThreeAndFourRanksAgreeBitForBit) {
@@ -262,8 +302,29 @@ TEST(ShmCommunicatorTest, MismatchedCountsFailOnEveryLocalRank) {
     AllreduceOptions o;
     o.timeout = absl::Seconds(20);
     absl::Status s = c.Allreduce(Buffer{v.data(), static_cast<int64_t>(v.size())}, o)->Wait();
-    EXPECT_FALSE(s.ok()) << "rank " << r;
-    EXPECT_THAT(s.message(), HasSubstr("disagree")) << "rank " << r << ": " << s;
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << "rank " << r << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr("local ranks disagree: rank " + std::to_string(1 - r)))
+        << "rank " << r << ": " << s;
+  });
+}
+
+// The same count in different dtypes (i64 here, f32 there): both travel
+// through the segment, which notices.
+TEST(ShmCommunicatorTest, MismatchedDtypesFailOnEveryLocalRank) {
+  InMemoryStore store;
+  auto comms = ConnectShm({"127.0.0.1", "127.0.0.1"}, &store);
+  ASSERT_EQ(comms.size(), 2u);
+  OnEveryRank(comms, [](int r, Communicator& c) {
+    std::vector<int64_t> i(4, 1);
+    std::vector<float> f(4, 1.0f);
+    AllreduceOptions o;
+    o.timeout = absl::Seconds(20);
+    Buffer b = r == 0 ? Buffer{i.data(), 4, DataType::kI64} : Buffer{f.data(), 4};
+    absl::Status s = c.Allreduce(b, o)->Wait();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << "rank " << r << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr(r == 0 ? "with 4 f32 elements, this rank 4 i64"
+                                              : "with 4 i64 elements, this rank 4 f32"))
+        << "rank " << r << ": " << s;
   });
 }
 
