@@ -205,6 +205,35 @@ class Segment {
   bool leak_ = false;
 };
 
+// Elements summed per block in TreeSum: its temporaries live on the stack.
+constexpr int64_t kSumBlock = 1024;
+
+// dst[k] = the sum of slots [r0, r0 + n) at elements [i, i + len), len <=
+// kSumBlock, as a pairwise tree in slot order: the first p slots (p the
+// largest power of two below n) plus the rest, recursively. So 2 slots give
+// a0 + a1, 3 give (a0 + a1) + a2, 4 give (a0 + a1) + (a2 + a3): the same
+// bits as hosts of 2 ranks each whose leaders then add their sums, which
+// keeps a job on one host and the same job over two hosts identical.
+template <typename T>
+void TreeSum(const Segment& seg, int r0, int n, int64_t i, int64_t len, T* dst) {
+  if (n == 1) {
+    std::memcpy(dst, seg.slot<T>(r0) + i, len * sizeof(T));
+    return;
+  }
+  if (n == 2) {
+    const T* a = seg.slot<T>(r0) + i;
+    const T* b = seg.slot<T>(r0 + 1) + i;
+    for (int64_t k = 0; k < len; ++k) dst[k] = a[k] + b[k];
+    return;
+  }
+  int p = 1;
+  while (p * 2 < n) p *= 2;
+  TreeSum(seg, r0, p, i, len, dst);
+  T rest[kSumBlock];
+  TreeSum(seg, r0 + p, n - p, i, len, rest);
+  for (int64_t k = 0; k < len; ++k) dst[k] += rest[k];
+}
+
 // One enqueued op. `done` and `status` are guarded by the core's mu_.
 struct ShmOp {
   int64_t seq = 0;
@@ -354,13 +383,12 @@ class ShmCore {
               count, " ", DataTypeName(dtype)));
         }
       }
-      // 2. Reduce-scatter: this rank's slice, in local-rank order.
+      // 2. Reduce-scatter: this rank's slice, a pairwise tree over the
+      //    local ranks in order (TreeSum).
       const int64_t lo = m * g_.me / L, hi = m * (g_.me + 1) / L;
       T* res = seg_->slot<T>(L);
-      std::memcpy(res + lo, seg_->slot<T>(0) + lo, (hi - lo) * sizeof(T));
-      for (int j = 1; j < L; ++j) {
-        const T* in = seg_->slot<T>(j);
-        for (int64_t i = lo; i < hi; ++i) res[i] += in[i];
+      for (int64_t i = lo; i < hi; i += kSumBlock) {
+        TreeSum(*seg_, 0, L, i, std::min(kSumBlock, hi - i), res + i);
       }
       mine.reduced.store(gen, std::memory_order_release);
       RETURN_IF_ERROR(Await(op, deadline, "reduced", all,

@@ -36,12 +36,13 @@
 //   4. all-gather: every local rank copies the whole result slot back into
 //      its buffer, and divides by size() for kAverage.
 // Integer sums are exact in any order. For f32, every rank gets the same
-// bits. On one host with 2 ranks the sum
-// is a + b, which (fp32 addition being commutative) is exactly what Gloo
-// gives; with 3 or more ranks the order above differs from Gloo's ring, so
-// results may differ from Gloo's in the last bits (but never across ranks).
-// Across hosts, element i is (sum over host h of (local sum of h)), the
-// outer sum in Gloo's order for size()/L leaders.
+// bits. On one host with 2 ranks the sum is a + b, which (fp32 addition
+// being commutative) is exactly what Gloo gives. Across hosts, element i is
+// the sum over hosts of each host's local sum, the outer sum in Gloo's
+// order for the leaders (on 2 hosts s0 + s1). So 2 hosts of 2 ranks each
+// give (a0 + a1) + (a2 + a3), the same bits as 4 ranks on one host. With 3
+// or more ranks the order may differ from Gloo's all-rank algorithms
+// (halving-doubling, ring) in the last bits; never across ranks.
 //
 // Synchronisation: per-rank sequence counters in the segment (atomics on
 // their own cache lines), waited on by spinning, then yielding, then

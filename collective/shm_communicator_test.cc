@@ -242,6 +242,34 @@ TEST(ShmCommunicatorTest, TwoHostsTimesTwoRanksGoThroughTheLeaders) {
   }
 }
 
+// The local sum is a pairwise tree, so 4 ranks on one host give the same
+// bits as 2 hosts of 2 (whose leaders add the hosts' sums): a job keeps its
+// results when its ranks move between hosts that way. 3 ranks: (a0+a1)+a2.
+TEST(ShmCommunicatorTest, FourLocalRanksEqualTwoHostsOfTwoBitForBit) {
+  InMemoryStore one_store, two_store, three_store;
+  auto one = ConnectShm(std::vector<std::string>(4, "127.0.0.1"), &one_store);
+  auto two = ConnectShm({"127.0.0.1", "127.0.0.1", "127.0.0.2", "127.0.0.2"}, &two_store);
+  auto three = ConnectShm(std::vector<std::string>(3, "127.0.0.1"), &three_store);
+  ASSERT_EQ(one.size(), 4u);
+  ASSERT_EQ(two.size(), 4u);
+  ASSERT_EQ(three.size(), 3u);
+  const int64_t n = 5000;
+  std::vector<std::vector<float>> in;
+  for (int r = 0; r < 4; ++r) in.push_back(RandomFloats(n, 40 + r));
+  auto a = AllreduceAll(one, in, ReduceOp::kAverage);
+  auto b = AllreduceAll(two, in, ReduceOp::kAverage);
+  EXPECT_EQ(std::memcmp(a[0].data(), b[0].data(), n * sizeof(float)), 0);
+  auto c = AllreduceAll(three, {in[0], in[1], in[2]}, ReduceOp::kSum);
+  int64_t differs_from_left_to_right = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float pair = in[0][i] + in[1][i];
+    ASSERT_EQ(c[0][i], pair + in[2][i]) << "element " << i;
+    differs_from_left_to_right += (pair + in[2][i]) != (in[0][i] + (in[1][i] + in[2][i]));
+  }
+  // The data are such that the order matters (so the checks above can fail).
+  EXPECT_GT(differs_from_left_to_right, 0);
+}
+
 // What the shm path does not carry goes to the inner Gloo communicator, in
 // issue order with the shm ops.
 TEST(ShmCommunicatorTest, OtherOpsGoThroughGloo) {
