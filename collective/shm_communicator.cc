@@ -22,7 +22,10 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "collective/gloo_ops.h"
@@ -730,20 +733,47 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(Store* store, i
 
   // The segment: the leader makes it and publishes its name; the others map
   // it; the leader unlinks it once all have.
-  auto seg = std::make_unique<Segment>();
-  const std::string key = absl::StrCat("shm/", locals[0], "/name");
+  // The leader publishes "ok <name> <chunk_elems>", or "error <why>" so that
+  // the others fail at once with its reason rather than at the timeout.
+  std::unique_ptr<Segment> seg;
+  const std::string key = absl::StrCat("shm/", locals[0], "/segment");
   if (g.me == 0) {
-    const std::string name = absl::StrCat("/yoke-shm-", RandomToken());
-    if (absl::Status s = seg->Create(name, L, shm.chunk_elems); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
+    // A small /dev/shm (Docker's default is 64 MiB) gets smaller chunks, down
+    // to 1/16 of the configured size, before it is an error.
+    absl::Status s;
+    int64_t chunk = shm.chunk_elems;
+    for (int tries = 0; tries < 5; ++tries, chunk = std::max<int64_t>(1, chunk / 2)) {
+      seg = std::make_unique<Segment>();  // the previous try's unlinks itself
+      s = seg->Create(absl::StrCat("/yoke-shm-", RandomToken()), L, chunk);
+      if (s.code() != absl::StatusCode::kResourceExhausted) break;
     }
-    if (absl::Status s = store->Set(key, name); !s.ok()) {
+    if (!s.ok()) {
+      s = absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
+      store->Set(key, absl::StrCat("error ", s.message())).IgnoreError();
+      return s;
+    }
+    if (chunk != shm.chunk_elems) {
+      spdlog::warn("{}: /dev/shm too small for chunks of {} floats; using {}", where,
+                   shm.chunk_elems, chunk);
+    }
+    if (s = store->Set(key, absl::StrCat("ok ", seg->name(), " ", chunk)); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat(where, ": publishing the segment: ", s.message()));
     }
   } else {
-    absl::StatusOr<std::string> name = store->Get(key, gloo.connect_timeout);
-    if (!name.ok()) return ShmKeyMissing(name.status(), locals[0]);
-    if (absl::Status s = seg->Open(*name, L, shm.chunk_elems); !s.ok()) {
+    absl::StatusOr<std::string> v = store->Get(key, gloo.connect_timeout);
+    if (!v.ok()) return ShmKeyMissing(v.status(), locals[0]);
+    if (absl::StartsWith(*v, "error ")) {
+      return absl::UnavailableError(absl::StrCat(where, ": local leader rank ", locals[0],
+                                                 " could not make the segment: ", v->substr(6)));
+    }
+    std::vector<std::string> f = absl::StrSplit(*v, ' ');
+    int64_t chunk = 0;
+    if (f.size() != 3 || f[0] != "ok" || !absl::SimpleAtoi(f[2], &chunk) || chunk <= 0) {
+      return absl::InternalError(absl::StrCat(where, ": bad segment record from rank ",
+                                              locals[0], ": \"", *v, "\""));
+    }
+    seg = std::make_unique<Segment>();
+    if (absl::Status s = seg->Open(f[1], L, chunk); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
     }
   }

@@ -321,6 +321,21 @@ TEST(ShmCommunicatorTest, SegmentIsUnlinkedOnceEveryRankMappedIt) {
   EXPECT_TRUE(added.empty()) << "left in /dev/shm: " << *added.begin();
 }
 
+// A leader that could not make the segment says why; the other local ranks
+// fail with that at once instead of waiting out connect_timeout.
+TEST(ShmCommunicatorTest, LeadersFailureReachesTheOtherLocalRanks) {
+  InMemoryStore store;
+  ASSERT_TRUE(store.Set("shm/0/segment", "error no space in /dev/shm").ok());
+  GlooOptions o;
+  o.rank_hosts = {"127.0.0.1", "127.0.0.1"};
+  const absl::Time start = absl::Now();
+  auto c = CreateCommunicator(&store, 1, 2, o);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("local leader rank 0 could not make the segment: no space in /dev/shm"));
+}
+
 TEST(ShmCommunicatorTest, MismatchedCountsFailOnEveryLocalRank) {
   InMemoryStore store;
   auto comms = ConnectShm({"127.0.0.1", "127.0.0.1"}, &store);
