@@ -273,7 +273,7 @@ class ShmCore {
       work_cv_.Signal();
     }
     thread_.join();  // every wait in the thread honours the break
-    if (cross_ != nullptr && cross_in_flight_.load()) {
+    if (seg_ != nullptr && cross_ != nullptr && cross_in_flight_.load()) {
       // The cross-host Gloo op may still be inside Gloo, writing into the
       // result slot after Gloo's destructor detaches its thread: keep the
       // mapping (the name is unlinked already; the pages go with the process).
@@ -341,7 +341,7 @@ class ShmCore {
       done_cv_.SignalAll();
     }
     aborted_.store(true);
-    if (mark_segment) {
+    if (mark_segment && seg_ != nullptr) {
       int32_t expected = 0;
       seg_->header()->broken_by.compare_exchange_strong(expected, g_.me + 1);
     }
@@ -357,6 +357,20 @@ class ShmCore {
     const absl::Time deadline = absl::Now() + timeout;
     timeout_ = timeout;
     const int L = static_cast<int>(g_.locals.size());
+    if (L == 1) {
+      // Alone on its host: its own leader, with nothing to share locally. It
+      // sums over the leaders and divides by size() as the other hosts do.
+      AllreduceOptions co;
+      co.op = ReduceOp::kSum;
+      co.timeout = timeout;
+      co.tag = op.what;
+      absl::Status s = cross_->Allreduce(Buffer{data, count, dtype}, co)->Wait();
+      if (!s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(Where(op), ": across hosts: ", s.message()));
+      }
+      if (rop == ReduceOp::kAverage) DivideBy(Buffer{data, count, dtype}, g_.size);
+      return absl::OkStatus();
+    }
     const int64_t chunk = seg_->slot_elems<T>();
     Header* h = seg_->header();
     RankLine& mine = h->ranks[g_.me];
@@ -671,71 +685,18 @@ absl::Status ShmKeyMissing(const absl::Status& s, int leader) {
                                              leader, ": ", s.message()));
 }
 
-}  // namespace
-
-std::string RankHost(const std::string& rank_host) {
-  const size_t at = rank_host.find('@');
-  return at == std::string::npos ? rank_host : rank_host.substr(at + 1);
-}
-
-std::vector<int> LocalRanks(int rank, int size, const GlooOptions& gloo, const ShmOptions& shm) {
-  if (!shm.enabled) return {};
-  if (const char* v = std::getenv("YOKE_SHM"); v != nullptr && std::string(v) == "0") return {};
-  if (static_cast<int>(gloo.rank_hosts.size()) != size || rank < 0 || rank >= size) return {};
-  // A rank with no address ("w-1@") could be anywhere: without every
-  // rank's address no rank groups, so that all ranks decide alike.
-  for (const std::string& h : gloo.rank_hosts) {
-    if (RankHost(h).empty()) return {};
-  }
-  const std::string host = RankHost(gloo.rank_hosts[rank]);
-  std::vector<int> locals;
-  for (int r = 0; r < size; ++r) {
-    if (RankHost(gloo.rank_hosts[r]) == host) locals.push_back(r);
-  }
-  if (locals.size() < 2 || locals.size() > static_cast<size_t>(kMaxLocal)) return {};
-  return locals;
-}
-
-absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(Store* store, int rank, int size,
-                                                                 const GlooOptions& gloo,
-                                                                 const ShmOptions& shm) {
-  std::vector<int> locals = LocalRanks(rank, size, gloo, shm);
-  if (locals.empty()) {
-    spdlog::info("rank {}: allreduce: gloo for all {} rank(s) (no co-located ranks{})", rank, size,
-                 shm.enabled ? "" : ", shm off");
-    return CreateGlooCommunicator(store, rank, size, gloo);
-  }
-  if (store == nullptr) return absl::InvalidArgumentError("shm: store: required");
-  if (shm.chunk_elems <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shm: chunk_elems: must be > 0, got ", shm.chunk_elems));
-  }
-  Group g;
-  g.rank = rank;
-  g.size = size;
-  g.locals = locals;
-  g.me = static_cast<int>(std::find(locals.begin(), locals.end(), rank) - locals.begin());
-  // Hosts in order of their lowest rank; each one's leader is that rank.
-  std::vector<std::string> hosts;
-  std::vector<std::string> leader_hosts;
-  int my_host = 0;
-  for (int r = 0; r < size; ++r) {
-    const std::string h = RankHost(gloo.rank_hosts[r]);
-    if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) {
-      hosts.push_back(h);
-      leader_hosts.push_back(gloo.rank_hosts[r]);
-    }
-    if (r == rank) my_host = static_cast<int>(std::find(hosts.begin(), hosts.end(), h) - hosts.begin());
-  }
-  g.hosts = static_cast<int>(hosts.size());
+// The host group's segment (L >= 2): the leader makes it and publishes its
+// name; the others map it; the leader unlinks it once all have.
+absl::StatusOr<std::unique_ptr<Segment>> MakeSegment(Store* store, const Group& g,
+                                                     const GlooOptions& gloo,
+                                                     const ShmOptions& shm,
+                                                     const std::string& where) {
+  const std::vector<int>& locals = g.locals;
+  const int rank = g.rank;
   const int L = static_cast<int>(locals.size());
-  const std::string where = absl::StrCat("shm: rank ", rank, " of ", size, " (local ", g.me, " of ", L, ")");
-
-  // The segment: the leader makes it and publishes its name; the others map
-  // it; the leader unlinks it once all have.
   // The leader publishes "ok <name> <chunk_elems>", or "error <why>" so that
   // the others fail at once with its reason rather than at the timeout.
-  std::unique_ptr<Segment> seg;
+  auto seg = std::unique_ptr<Segment>();
   const std::string key = absl::StrCat("shm/", locals[0], "/segment");
   if (g.me == 0) {
     // A small /dev/shm (Docker's default is 64 MiB) gets smaller chunks, down
@@ -798,6 +759,80 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(Store* store, i
     }
     seg->Unlink();
   }
+  return seg;
+}
+
+}  // namespace
+
+std::string RankHost(const std::string& rank_host) {
+  const size_t at = rank_host.find('@');
+  return at == std::string::npos ? rank_host : rank_host.substr(at + 1);
+}
+
+std::vector<int> LocalRanks(int rank, int size, const GlooOptions& gloo, const ShmOptions& shm) {
+  if (!shm.enabled) return {};
+  if (const char* v = std::getenv("YOKE_SHM"); v != nullptr && std::string(v) == "0") return {};
+  if (static_cast<int>(gloo.rank_hosts.size()) != size || rank < 0 || rank >= size) return {};
+  // A rank with no address ("w-1@") could be anywhere: without every
+  // rank's address no rank groups, so that all ranks decide alike.
+  for (const std::string& h : gloo.rank_hosts) {
+    if (RankHost(h).empty()) return {};
+  }
+  // Decided from the whole job's layout, identically on every rank: the
+  // hierarchical path as soon as any host has 2 or more ranks (a rank alone
+  // on its host is then its host's leader), plain Gloo otherwise.
+  std::map<std::string, int> per_host;
+  for (const std::string& h : gloo.rank_hosts) ++per_host[RankHost(h)];
+  int most = 0;
+  for (const auto& [h, n] : per_host) most = std::max(most, n);
+  if (most < 2 || most > kMaxLocal) return {};
+  const std::string host = RankHost(gloo.rank_hosts[rank]);
+  std::vector<int> locals;
+  for (int r = 0; r < size; ++r) {
+    if (RankHost(gloo.rank_hosts[r]) == host) locals.push_back(r);
+  }
+  return locals;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(Store* store, int rank, int size,
+                                                                 const GlooOptions& gloo,
+                                                                 const ShmOptions& shm) {
+  std::vector<int> locals = LocalRanks(rank, size, gloo, shm);
+  if (locals.empty()) {
+    spdlog::info("rank {}: allreduce: gloo for all {} rank(s) (no co-located ranks{})", rank, size,
+                 shm.enabled ? "" : ", shm off");
+    return CreateGlooCommunicator(store, rank, size, gloo);
+  }
+  if (store == nullptr) return absl::InvalidArgumentError("shm: store: required");
+  if (shm.chunk_elems <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shm: chunk_elems: must be > 0, got ", shm.chunk_elems));
+  }
+  Group g;
+  g.rank = rank;
+  g.size = size;
+  g.locals = locals;
+  g.me = static_cast<int>(std::find(locals.begin(), locals.end(), rank) - locals.begin());
+  // Hosts in order of their lowest rank; each one's leader is that rank.
+  std::vector<std::string> hosts;
+  std::vector<std::string> leader_hosts;
+  int my_host = 0;
+  for (int r = 0; r < size; ++r) {
+    const std::string h = RankHost(gloo.rank_hosts[r]);
+    if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) {
+      hosts.push_back(h);
+      leader_hosts.push_back(gloo.rank_hosts[r]);
+    }
+    if (r == rank) my_host = static_cast<int>(std::find(hosts.begin(), hosts.end(), h) - hosts.begin());
+  }
+  g.hosts = static_cast<int>(hosts.size());
+  const int L = static_cast<int>(locals.size());
+  const std::string where = absl::StrCat("shm: rank ", rank, " of ", size, " (local ", g.me, " of ", L, ")");
+
+  std::unique_ptr<Segment> seg;
+  if (L > 1) {
+    ASSIGN_OR_RETURN(seg, MakeSegment(store, g, gloo, shm, where));
+  }
 
   // Gloo: every rank, for the ops the segment does not carry; the leaders,
   // across hosts.
@@ -811,8 +846,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(Store* store, i
     cg.rank_hosts = leader_hosts;
     ASSIGN_OR_RETURN(cross, CreateGlooCommunicator(cross_store.get(), my_host, g.hosts, cg));
   }
-  spdlog::info("rank {}: allreduce: shm for {} local ranks, gloo across {} host(s)", rank, L,
-               g.hosts);
+  if (L > 1) {
+    spdlog::info("rank {}: allreduce: shm for {} local ranks, gloo across {} host(s)", rank, L,
+                 g.hosts);
+  } else {
+    spdlog::info("rank {}: allreduce: alone on its host (no shm), gloo across {} host(s)", rank,
+                 g.hosts);
+  }
   auto core = std::make_shared<ShmCore>(std::move(g), std::move(seg), std::move(inner_store),
                                         std::move(inner), std::move(cross_store), std::move(cross));
   return std::unique_ptr<Communicator>(new ShmCommunicator(std::move(core)));

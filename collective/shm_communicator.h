@@ -87,11 +87,14 @@ struct ShmOptions {
 // "10.0.0.5"; an entry without '@' is the host itself).
 std::string RankHost(const std::string& rank_host);
 
-// Which path CreateCommunicator takes for `rank`: "" for plain Gloo, else
-// the local ranks that share its host (ascending, including `rank`). Plain
-// Gloo when shm is off (options or YOKE_SHM=0), when rank_hosts does not
-// name every rank's address ("w-1@" has none), or when no other rank shares
-// this rank's host.
+// Which path CreateCommunicator takes for `rank`: empty for plain Gloo,
+// else the ranks that share its host (ascending, including `rank`; just
+// `rank` when it is alone on its host). Decided from the whole job's layout,
+// so every rank decides alike: plain Gloo when shm is off (options or
+// YOKE_SHM=0), when rank_hosts does not name every rank's address ("w-1@"
+// has none), when no host has 2 or more ranks, or when one has more than 64;
+// the hierarchical path otherwise, where a rank alone on its host is that
+// host's leader and needs no segment.
 std::vector<int> LocalRanks(int rank, int size, const GlooOptions& gloo, const ShmOptions& shm);
 
 // The communicator for rank `rank` of `size`: the shared-memory one above

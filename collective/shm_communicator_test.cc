@@ -89,7 +89,12 @@ TEST(LocalRanksTest, GroupsByTheAddressAfterTheAt) {
   o.rank_hosts = {"w-1@10.0.0.1", "w-2@10.0.0.2", "w-3@10.0.0.1", "w-4@10.0.0.3"};
   EXPECT_EQ(LocalRanks(2, 4, o, {}), (std::vector<int>{0, 2}));
   EXPECT_EQ(LocalRanks(0, 4, o, {}), (std::vector<int>{0, 2}));
-  EXPECT_TRUE(LocalRanks(1, 4, o, {}).empty());  // alone on its host
+  // Alone on its host, but others share theirs: its own group of one, so
+  // that every rank takes the same (hierarchical) path.
+  EXPECT_EQ(LocalRanks(1, 4, o, {}), (std::vector<int>{1}));
+  GlooOptions spread;
+  spread.rank_hosts = {"10.0.0.1", "10.0.0.2", "10.0.0.3"};
+  EXPECT_TRUE(LocalRanks(0, 3, spread, {}).empty());  // nobody shares: plain Gloo
   ShmOptions off;
   off.enabled = false;
   EXPECT_TRUE(LocalRanks(0, 4, o, off).empty());
@@ -268,6 +273,29 @@ TEST(ShmCommunicatorTest, FourLocalRanksEqualTwoHostsOfTwoBitForBit) {
   }
   // The data are such that the order matters (so the checks above can fail).
   EXPECT_GT(differs_from_left_to_right, 0);
+}
+
+// Uneven hosts: 2 ranks on one, 1 alone on the other, which is then its
+// host's leader without a segment.
+TEST(ShmCommunicatorTest, UnevenHostsAgreeBitForBit) {
+  InMemoryStore store;
+  auto comms = ConnectShm({"127.0.0.1", "127.0.0.2", "127.0.0.1"}, &store);
+  ASSERT_EQ(comms.size(), 3u);
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    const int64_t n = 1003;
+    std::vector<std::vector<float>> in;
+    for (int r = 0; r < 3; ++r) in.push_back(RandomFloats(n, 60 + r));
+    auto got = AllreduceAll(comms, in, op);
+    for (int r = 1; r < 3; ++r) {
+      EXPECT_EQ(std::memcmp(got[r].data(), got[0].data(), n * sizeof(float)), 0) << "rank " << r;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      // Host 127.0.0.1 sums ranks 0 and 2; its leader adds rank 1's.
+      float want = (in[0][i] + in[2][i]) + in[1][i];
+      if (op == ReduceOp::kAverage) want /= 3;
+      ASSERT_EQ(got[1][i], want) << "element " << i;
+    }
+  }
 }
 
 // What the shm path does not carry goes to the inner Gloo communicator, in
