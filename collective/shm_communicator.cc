@@ -265,7 +265,15 @@ class ShmCore {
     thread_ = std::thread([this] { Loop(); });
   }
 
-  ~ShmCore() {
+  ~ShmCore() { Shutdown(); }
+
+  // Breaks the communicator (not the local peers': they may still be
+  // finishing the last op, whose bytes this rank has all written), stops
+  // the op thread and closes the Gloo communicators. Idempotent; called by
+  // the communicator's destructor, so that Works that outlive it neither
+  // keep the thread nor the connections.
+  void Shutdown() {
+    if (shut_down_.exchange(true)) return;
     BreakLocal(absl::AbortedError("communicator destroyed"), /*mark_segment=*/false);
     {
       absl::MutexLock lock(&mu_);
@@ -419,7 +427,9 @@ class ShmCore {
           co.tag = op.what;
           cross_in_flight_.store(true);
           absl::Status s = cross_->Allreduce(Buffer{res, m, dtype}, co)->Wait();
-          cross_in_flight_.store(false);
+          // A failed Wait (an abort) may return while Gloo still runs the op
+          // into the result slot: then it stays "in flight" for Shutdown().
+          if (s.ok()) cross_in_flight_.store(false);
           if (!s.ok()) {
             return absl::Status(s.code(), absl::StrCat(Where(op), ": across hosts: ", s.message()));
           }
@@ -561,6 +571,7 @@ class ShmCore {
   std::atomic<int64_t> completed_{0};
   std::atomic<bool> aborted_{false};
   std::atomic<bool> cross_in_flight_{false};
+  std::atomic<bool> shut_down_{false};
   uint64_t gen_ = 0;          // op thread only
   absl::Duration timeout_;    // the running op's; op thread only
 
@@ -589,7 +600,7 @@ class ShmWork : public Work {
 class ShmCommunicator : public Communicator {
  public:
   explicit ShmCommunicator(std::shared_ptr<ShmCore> core) : core_(std::move(core)) {}
-  ~ShmCommunicator() override = default;
+  ~ShmCommunicator() override { core_->Shutdown(); }
 
   int rank() const override { return core_->rank(); }
   int size() const override { return core_->size(); }
@@ -799,8 +810,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(Store* store, i
                                                                  const ShmOptions& shm) {
   std::vector<int> locals = LocalRanks(rank, size, gloo, shm);
   if (locals.empty()) {
-    spdlog::info("rank {}: allreduce: gloo for all {} rank(s) (no co-located ranks{})", rank, size,
-                 shm.enabled ? "" : ", shm off");
+    const char* env = std::getenv("YOKE_SHM");
+    const bool off = !shm.enabled || (env != nullptr && std::string(env) == "0");
+    spdlog::info("rank {}: allreduce: gloo for all {} rank(s) ({})", rank, size,
+                 off ? "shm off" : "no host has several ranks");
     return CreateGlooCommunicator(store, rank, size, gloo);
   }
   if (store == nullptr) return absl::InvalidArgumentError("shm: store: required");
