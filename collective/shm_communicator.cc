@@ -4,13 +4,17 @@
 #include "collective/shm_communicator.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
+#include <ctime>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -68,10 +72,26 @@ struct Header {
   std::atomic<int32_t> attached;   // local ranks that have mapped the segment
   std::atomic<int32_t> broken_by;  // 0, or 1 + the local index whose op failed
   alignas(64) std::atomic<uint64_t> cross_done;  // the leader's cross-host allreduce
+  // A futex: bumped after every counter store, so that a rank asleep in
+  // Await wakes as soon as a peer moves (FUTEX_WAKE only when `sleepers`).
+  alignas(64) std::atomic<uint32_t> wake_word;
+  std::atomic<int32_t> sleepers;
   RankLine ranks[kMaxLocal];
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shm counters need lock-free atomics");
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "a futex is a plain 32-bit word");
+
+// Wakes every rank asleep on the segment's futex after a counter store.
+// (seq_cst: the bump is ordered before the read of `sleepers`, and a
+// sleeper's increment before its read of the word, so no wake-up is lost.)
+void WakePeers(Header* h) {
+  h->wake_word.fetch_add(1, std::memory_order_seq_cst);
+  if (h->sleepers.load(std::memory_order_seq_cst) > 0) {
+    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&h->wake_word), FUTEX_WAKE, INT_MAX,
+              nullptr, nullptr, 0);
+  }
+}
 
 size_t DataOffset() { return (sizeof(Header) + kPage - 1) / kPage * kPage; }
 size_t SegmentBytes(int local, int64_t chunk) {
@@ -352,6 +372,7 @@ class ShmCore {
     if (mark_segment && seg_ != nullptr) {
       int32_t expected = 0;
       seg_->header()->broken_by.compare_exchange_strong(expected, g_.me + 1);
+      WakePeers(seg_->header());
     }
     inner_->Abort(s.message());
     if (cross_ != nullptr) cross_->Abort(s.message());
@@ -396,6 +417,7 @@ class ShmCore {
       mine.dtype.store(static_cast<int32_t>(dtype), std::memory_order_relaxed);
       mine.seq.store(op.seq, std::memory_order_relaxed);
       mine.arrived.store(gen, std::memory_order_release);
+      WakePeers(h);
       RETURN_IF_ERROR(Await(op, deadline, "arrived", all,
                              [&](int j) { return h->ranks[j].arrived.load(std::memory_order_acquire) >= gen; }));
       for (int j = 0; j < L; ++j) {
@@ -416,6 +438,7 @@ class ShmCore {
         TreeSum(*seg_, 0, L, i, std::min(kSumBlock, hi - i), res + i);
       }
       mine.reduced.store(gen, std::memory_order_release);
+      WakePeers(h);
       RETURN_IF_ERROR(Await(op, deadline, "reduced", all,
                              [&](int j) { return h->ranks[j].reduced.load(std::memory_order_acquire) >= gen; }));
       // 3. Across hosts: the leader's Gloo allreduce of the local sums.
@@ -434,6 +457,7 @@ class ShmCore {
             return absl::Status(s.code(), absl::StrCat(Where(op), ": across hosts: ", s.message()));
           }
           h->cross_done.store(gen, std::memory_order_release);
+          WakePeers(h);
         } else {
           RETURN_IF_ERROR(Await(op, deadline, "cross-host", leader, [&](int) {
             return h->cross_done.load(std::memory_order_acquire) >= gen;
@@ -443,6 +467,7 @@ class ShmCore {
       // 4. All-gather.
       std::memcpy(data + off, res, m * sizeof(T));
       mine.done.store(gen, std::memory_order_release);
+      WakePeers(h);
     }
     // As Gloo does: the sum divided by size() (integers truncate).
     if (rop == ReduceOp::kAverage) DivideBy(Buffer{data, count, dtype}, g_.size);
@@ -455,24 +480,23 @@ class ShmCore {
   }
 
   // Waits until there(j) for every local index j in `whom`: spins, then
-  // yields, then sleeps with a backoff. Fails on this communicator's break,
-  // a local peer's break, a dead local peer, or the deadline.
+  // yields, then sleeps on the segment's futex (woken by the peers' next
+  // counter store, or after 2 ms to look at aborts, liveness and the
+  // deadline). Fails on this communicator's break, a local peer's break, a
+  // dead local peer, or the deadline.
   absl::Status Await(const ShmOp& op, absl::Time deadline, const char* phase,
                      const std::vector<int>& whom, absl::FunctionRef<bool(int)> there) {
-    constexpr int kSpins = 2000, kYields = 200;
-    constexpr absl::Duration kMaxSleep = absl::Microseconds(250);
-    absl::Duration sleep = absl::Microseconds(20);
+    constexpr int kSpins = 2000, kYields = 100;
     absl::Time next_liveness = absl::InfinitePast();
     Header* h = seg_->header();
-    for (int iter = 0;; ++iter) {
-      bool all = true;
+    auto all_there = [&] {
       for (int j : whom) {
-        if (!there(j)) {
-          all = false;
-          break;
-        }
+        if (!there(j)) return false;
       }
-      if (all) return absl::OkStatus();
+      return true;
+    };
+    for (int iter = 0;; ++iter) {
+      if (all_there()) return absl::OkStatus();
       if (iter < kSpins) {
         YOKE_CPU_RELAX();
         continue;
@@ -514,8 +538,14 @@ class ShmCore {
       if (iter < kSpins + kYields) {
         sched_yield();
       } else {
-        absl::SleepFor(sleep);
-        sleep = std::min(sleep * 2, kMaxSleep);
+        h->sleepers.fetch_add(1, std::memory_order_seq_cst);
+        const uint32_t word = h->wake_word.load(std::memory_order_seq_cst);
+        if (!all_there()) {
+          const timespec two_ms{0, 2000000};
+          ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&h->wake_word), FUTEX_WAIT, word,
+                    &two_ms, nullptr, 0);
+        }
+        h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
       }
     }
   }

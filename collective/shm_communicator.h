@@ -46,7 +46,8 @@
 //
 // Synchronisation: per-rank sequence counters in the segment (atomics on
 // their own cache lines), waited on by spinning, then yielding, then
-// sleeping with a backoff (50 us to 1 ms). Every wait honours the op's
+// sleeping on a futex in the segment that every counter store bumps (and
+// wakes, when someone sleeps), with a 2 ms timeout. Every wait honours the op's
 // timeout and Abort(), and checks the peers' liveness (their pids, every
 // 100 ms): a local rank that died fails the op at once with UNAVAILABLE
 // naming it; one that is merely late fails it at the timeout with
