@@ -1,8 +1,9 @@
 // The shared-memory path for co-located ranks (issue 13): a Communicator for
 // jobs where several ranks run on one host. f32 allreduces (the gradients)
 // go through a POSIX shared-memory segment among the ranks of a host, and
-// only one rank per host (its "leader", the lowest rank there) talks to the
-// other hosts, over a Gloo communicator of leaders only. So do i32 and i64
+// only one rank per host (its "leader", the lowest rank there; a rank alone
+// on its host leads itself) talks to the other hosts, over a Gloo
+// communicator of leaders only. So do i32 and i64
 // allreduces (the reducer's per-step sample count). Everything else
 // (broadcast, allgather, barrier, allreduces of f16/bf16 or with wire
 // compression) is delegated to an inner Gloo communicator over all ranks,
@@ -19,7 +20,8 @@
 // The segment: one per host group and communicator, named
 // "/yoke-shm-<128 random bits>" by the group's leader, created 0600 and
 // O_EXCL, its space reserved up front (posix_fallocate, so a full /dev/shm
-// is an error at bootstrap rather than a SIGBUS later); the name travels to
+// means smaller chunks, down to 1/16, then an error at bootstrap that
+// reaches every local rank, rather than a SIGBUS later); the name travels to
 // the other local ranks through the rendezvous store, and the leader unlinks
 // it as soon as every local rank has mapped it (or at once on any failure),
 // so nothing is left in /dev/shm even when every process is killed later.
