@@ -10,6 +10,14 @@
 //
 // Prints a header, then one line per size:
 //   RESULT <bytes> <median_us> <algbw_GBps> <busbw_GBps>
+//
+// With --shm_count=N (e.g. 235146, the MLP's gradient) it instead compares
+// the shared-memory path (shm_communicator.h, every rank on one host) with
+// plain Gloo over loopback for one N-float allreduce, in the same processes:
+// both results are checked against the exact sum first, then rounds of
+// Allreduce + Wait alternate between the two (so drift on a shared machine
+// hits both alike), and it prints
+//   SHM <count> gloo_median_us <g> shm_median_us <s> speedup <g/s>
 // bench/allreduce_vs_torch.sh runs this and the torch.distributed peer
 // (bench/allreduce_torch.py) and prints the ratio per size.
 #include <sys/wait.h>
@@ -27,6 +35,7 @@
 #include "absl/time/clock.h"
 #include "collective/coordinator_store.h"
 #include "collective/gloo_communicator.h"
+#include "collective/shm_communicator.h"
 #include "common/clock.h"
 #include "server/grpc_service.h"
 #include "server/job_store.h"
@@ -37,6 +46,9 @@ ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest message (sizes go up by 4x)");
 ABSL_FLAG(std::string, wire, "f32", "wire type: f32, f16 or bf16");
 ABSL_FLAG(int64_t, ring_max_bytes, yoke::collective::GlooOptions{}.ring_max_bytes,
           "GlooOptions::ring_max_bytes (for tuning)");
+ABSL_FLAG(int64_t, shm_count, 0,
+          "compare shm and Gloo for one allreduce of this many floats (0: the size sweep)");
+ABSL_FLAG(int, shm_iters, 400, "timed allreduces per path with --shm_count");
 ABSL_FLAG(int, rank, -1, "internal: run as this rank");
 ABSL_FLAG(std::string, coordinator, "", "internal: coordinator address");
 
@@ -52,7 +64,82 @@ int Iters(int64_t bytes) {
   return 15;
 }
 
+// Checks one allreduce of `count` floats on `c` (integers below 17 * n:
+// exact), then times `iters` of them; returns the latencies in us, or empty
+// after printing why not.
+std::vector<double> TimeAllreduce(Communicator& c, int rank, int n, int64_t count, int iters,
+                                  bool check) {
+  std::vector<float> buf(count);
+  for (int64_t i = 0; i < count; ++i) buf[i] = static_cast<float>((i + rank) % 17);
+  absl::Status s;
+  if (check) {
+    s = c.Allreduce(Buffer{buf.data(), count}, {})->Wait();
+    for (int64_t i = 0; s.ok() && i < count; ++i) {
+      float want = 0;
+      for (int r = 0; r < n; ++r) want += static_cast<float>((i + r) % 17);
+      if (buf[i] != want) {
+        s = absl::InternalError(absl::StrCat("element ", i, " of ", count, " is ", buf[i],
+                                             ", want ", want));
+      }
+    }
+  }
+  std::vector<double> us;
+  for (int i = 0; s.ok() && i < iters; ++i) {
+    const absl::Time t0 = absl::Now();
+    s = c.Allreduce(Buffer{buf.data(), count}, {})->Wait();
+    us.push_back(absl::ToDoubleMicroseconds(absl::Now() - t0));
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "rank %d (%s): %s\n", rank, c.backend(), s.ToString().c_str());
+    return {};
+  }
+  return us;
+}
+
+double Median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// --shm_count: shm against Gloo in the same processes.
+int RunShmRank(int rank, int n) {
+  CoordinatorStore base(absl::GetFlag(FLAGS_coordinator), "allreduce-bench", 1);
+  PrefixStore gstore(&base, "gloo/"), sstore(&base, "shm/");
+  GlooOptions go;
+  auto gloo = CreateGlooCommunicator(&gstore, rank, n, go);
+  GlooOptions so = go;
+  so.rank_hosts.assign(n, "bench@127.0.0.1");
+  auto shm = CreateCommunicator(&sstore, rank, n, so);
+  if (!gloo.ok() || !shm.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", rank,
+                 (gloo.ok() ? shm.status() : gloo.status()).ToString().c_str());
+    return 1;
+  }
+  const int64_t count = absl::GetFlag(FLAGS_shm_count);
+  const int iters = absl::GetFlag(FLAGS_shm_iters);
+  // Check and warm up both, then alternate rounds of 20.
+  for (Communicator* c : {gloo->get(), shm->get()}) {
+    if (TimeAllreduce(*c, rank, n, count, 20, /*check=*/true).empty()) return 1;
+  }
+  std::vector<double> g_us, s_us;
+  for (int done = 0; done < iters; done += 20) {
+    for (auto [c, out] : {std::pair{gloo->get(), &g_us}, std::pair{shm->get(), &s_us}}) {
+      std::vector<double> us = TimeAllreduce(*c, rank, n, count, 20, /*check=*/false);
+      if (us.empty()) return 1;
+      out->insert(out->end(), us.begin(), us.end());
+    }
+  }
+  if (rank == 0) {
+    const double g = Median(g_us), s = Median(s_us);
+    std::printf("SHM %lld gloo_median_us %.1f shm_median_us %.1f speedup %.2f\n",
+                static_cast<long long>(count), g, s, g / s);
+    std::fflush(stdout);
+  }
+  return (*gloo)->Barrier({})->Wait().ok() && (*shm)->Barrier({})->Wait().ok() ? 0 : 1;
+}
+
 int RunRank(int rank, int n) {
+  if (absl::GetFlag(FLAGS_shm_count) > 0) return RunShmRank(rank, n);
   CoordinatorStore store(absl::GetFlag(FLAGS_coordinator), "allreduce-bench", 1);
   GlooOptions go;
   go.ring_max_bytes = absl::GetFlag(FLAGS_ring_max_bytes);
@@ -123,8 +210,15 @@ int RunParent(const char* self) {
     return 1;
   }
   (*coord)->rendezvous()->Open("allreduce-bench", 1);
-  std::printf("# yoke gloo allreduce, %d ranks (processes) on loopback, f32 buffers, wire %s\n", n,
-              absl::GetFlag(FLAGS_wire).c_str());
+  if (absl::GetFlag(FLAGS_shm_count) > 0) {
+    std::printf("# yoke allreduce of %lld f32, %d ranks (processes) on one host: shared memory "
+                "against gloo over loopback, %d timed each\n",
+                static_cast<long long>(absl::GetFlag(FLAGS_shm_count)), n,
+                absl::GetFlag(FLAGS_shm_iters));
+  } else {
+    std::printf("# yoke gloo allreduce, %d ranks (processes) on loopback, f32 buffers, wire %s\n",
+                n, absl::GetFlag(FLAGS_wire).c_str());
+  }
   std::fflush(stdout);
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
@@ -134,7 +228,9 @@ int RunParent(const char* self) {
         absl::StrCat("--min_bytes=", absl::GetFlag(FLAGS_min_bytes)),
         absl::StrCat("--max_bytes=", absl::GetFlag(FLAGS_max_bytes)),
         absl::StrCat("--wire=", absl::GetFlag(FLAGS_wire)),
-        absl::StrCat("--ring_max_bytes=", absl::GetFlag(FLAGS_ring_max_bytes))};
+        absl::StrCat("--ring_max_bytes=", absl::GetFlag(FLAGS_ring_max_bytes)),
+        absl::StrCat("--shm_count=", absl::GetFlag(FLAGS_shm_count)),
+        absl::StrCat("--shm_iters=", absl::GetFlag(FLAGS_shm_iters))};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -93,6 +93,8 @@ ADDR="$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["addr
 yoke_cluster_run() {
   local cfg="$1"; shift
   local id
+  # The CLI finds the local cluster's credentials in its state directory.
+  local -x YOKE_STATE_DIR="$CLUSTER/state"
   id="$("$YOKE" submit "$cfg" "$@" --coordinator "$ADDR")" || return 1
   "$YOKE" watch "$id" --coordinator "$ADDR" >&2 || return 1
   "$YOKE" get "$id" --output json --coordinator "$ADDR" |

@@ -4,7 +4,9 @@
 //   - A 3-worker CNN job and a 2-worker x 2-replica MLP job succeed, and
 //     their final parameters equal those of the same job on one host. The
 //     second runs on firewalled hosts that open only the workers'
-//     --data-ports range.
+//     --data-ports range, and its two ranks per host reduce gradients
+//     through shared memory (their trainer logs say so), with Gloo only
+//     between the hosts' leaders.
 //   - A link cut mid-job fails the attempt at the collective timeout with a
 //     reason naming the rank, its worker and its address; once the link is
 //     back the job resumes from its checkpoint and succeeds, every epoch in
@@ -15,6 +17,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
 
@@ -60,6 +64,18 @@ double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // Epoch numbers in the job's history, in order.
+// How many lines of the trainer logs under `dir` (recursively) contain
+// `text`.
+int CountInTrainerLogs(const std::string& dir, const std::string& text) {
+  int n = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.path().filename() != "trainer.log") continue;
+    std::ifstream in(e.path());
+    for (std::string line; std::getline(in, line);) n += line.find(text) != std::string::npos;
+  }
+  return n;
+}
+
 std::vector<int> Epochs(const v1::Job& job) {
   std::vector<int> out;
   for (const auto& e : job.history()) out.push_back(e.epoch());
@@ -131,10 +147,13 @@ TEST(MultiHostE2ETest, TwoWorkersTimesTwoReplicasMlpMatchesOneHost) {
   SKIP_WITHOUT_NETNS(cluster);
   ASSERT_TRUE(cluster.StartCoordinator()) << cluster.Logs();
   // Firewalled hosts: only the data-plane range is open, and it is exactly
-  // as large as a host's two ranks in a world of four need (2 x 3 ports). A
-  // trainer that listened anywhere else would never be reached.
-  for (int h = 0; h < 2; ++h) ASSERT_TRUE(cluster.Firewall(h, "41000:41005"));
-  ASSERT_TRUE(cluster.StartWorkers(2, {"--data-ports", "41000-41005"})) << cluster.Logs();
+  // as large as a host's two ranks in a world of four need: 2 x 3 ports for
+  // the Gloo communicator over all ranks, and 1 for the host's leader, which
+  // carries the gradients to the other host's leader (the two ranks of a
+  // host reduce theirs through shared memory). A trainer that listened
+  // anywhere else would never be reached.
+  for (int h = 0; h < 2; ++h) ASSERT_TRUE(cluster.Firewall(h, "41000:41006"));
+  ASSERT_TRUE(cluster.StartWorkers(2, {"--data-ports", "41000-41006"})) << cluster.Logs();
 
   const std::string multi = cluster.dir() + "/ckpt-multi";
   std::string id;
@@ -146,6 +165,17 @@ TEST(MultiHostE2ETest, TwoWorkersTimesTwoReplicasMlpMatchesOneHost) {
   EXPECT_EQ(job.attempts(0).world_size(), 4);
   EXPECT_EQ(Epochs(job), std::vector<int>({1, 2}));
   EXPECT_GE(job.result().test_accuracy(), 0.70);
+  // Every rank took the mixed path: shared memory within its host (the
+  // namespaces share one /dev/shm, but the hosts' addresses differ, so each
+  // host is its own group) and Gloo between the two hosts' leaders.
+  EXPECT_EQ(CountInTrainerLogs(cluster.dir() + "/work-h0",
+                               "allreduce: shm for 2 local ranks, gloo across 2 host(s)"),
+            2)
+      << cluster.Logs();
+  EXPECT_EQ(CountInTrainerLogs(cluster.dir() + "/work-h1",
+                               "allreduce: shm for 2 local ranks, gloo across 2 host(s)"),
+            2)
+      << cluster.Logs();
   std::vector<float> got = FinalParameters(multi);
 
   const std::string one = cluster.dir() + "/ckpt-one";

@@ -16,6 +16,7 @@
 #include "collective/coordinator_store.h"
 #include "collective/gloo_communicator.h"
 #include "collective/reducer.h"
+#include "collective/shm_communicator.h"
 #include "common/status.h"
 #include "common/usable_cores.h"
 #include "data/open_dataset.h"
@@ -189,8 +190,11 @@ absl::Status Trainer::Connect(Replica& r) {
   go.hostname = options_.hostname;
   go.rank_hosts = options_.rank_hosts;
   go.connect_timeout = collective_timeout_;
-  ASSIGN_OR_RETURN(auto comm, collective::CreateGlooCommunicator(group_store_.get(), r.rank,
-                                                                 options_.world_size, go));
+  // Ranks that share a host (by rank_hosts) reduce gradients through shared
+  // memory, and only one of them per host talks to the other hosts
+  // (shm_communicator.h; YOKE_SHM=0 in the worker's environment turns it off).
+  ASSIGN_OR_RETURN(auto comm, collective::CreateCommunicator(group_store_.get(), r.rank,
+                                                             options_.world_size, go));
   collective::Communicator* c = comm.get();
   {
     absl::MutexLock l(&comm_mu_);

@@ -6,14 +6,21 @@
 //   --mode=allreduce  exit 0 if the sum is right, 1 otherwise (with why)
 //   --mode=hang       after the first allreduce, sleep forever (the test
 //                     kills this process)
+//
+// With --rank_hosts (comma-separated, one per rank) the communicator comes
+// from CreateCommunicator, which takes the shared-memory path for ranks that
+// share a host; --dtype=f32 then allreduces floats (the values are small
+// integers, so the sum is exact), which is what that path carries.
 #include <cstdio>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "collective/coordinator_store.h"
 #include "collective/gloo_communicator.h"
+#include "collective/shm_communicator.h"
 
 ABSL_FLAG(std::string, coordinator, "", "coordinator host:port");
 ABSL_FLAG(std::string, job, "", "job id");
@@ -22,6 +29,8 @@ ABSL_FLAG(int, rank, 0, "this rank");
 ABSL_FLAG(int, size, 2, "number of ranks");
 ABSL_FLAG(int64_t, count, 1000, "elements to allreduce");
 ABSL_FLAG(std::string, mode, "allreduce", "allreduce or hang");
+ABSL_FLAG(std::string, rank_hosts, "", "comma-separated host of each rank (shm path)");
+ABSL_FLAG(std::string, dtype, "i64", "i64 or f32");
 
 namespace yoke::collective {
 namespace {
@@ -33,14 +42,25 @@ int Run() {
                          absl::GetFlag(FLAGS_attempt));
   GlooOptions o;
   o.connect_timeout = absl::Seconds(30);
-  auto comm = CreateGlooCommunicator(&store, rank, size, o);
+  absl::StatusOr<std::unique_ptr<Communicator>> comm;
+  if (const std::string hosts = absl::GetFlag(FLAGS_rank_hosts); !hosts.empty()) {
+    o.rank_hosts = absl::StrSplit(hosts, ',');
+    o.hostname = RankHost(o.rank_hosts[rank]);
+    comm = CreateCommunicator(&store, rank, size, o);
+  } else {
+    comm = CreateGlooCommunicator(&store, rank, size, o);
+  }
   if (!comm.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", rank, comm.status().ToString().c_str());
     return 1;
   }
+  const bool f32 = absl::GetFlag(FLAGS_dtype) == "f32";
   std::vector<int64_t> buf(count);
   for (int64_t i = 0; i < count; ++i) buf[i] = rank * 1000 + i;
-  absl::Status s = (*comm)->Allreduce(Buffer{buf.data(), count, DataType::kI64}, {})->Wait();
+  std::vector<float> fbuf(buf.begin(), buf.end());
+  absl::Status s = f32 ? (*comm)->Allreduce(Buffer{fbuf.data(), count, DataType::kF32}, {})->Wait()
+                       : (*comm)->Allreduce(Buffer{buf.data(), count, DataType::kI64}, {})->Wait();
+  if (f32) buf.assign(fbuf.begin(), fbuf.end());
   if (!s.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", rank, s.ToString().c_str());
     return 1;
