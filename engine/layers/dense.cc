@@ -13,8 +13,9 @@ namespace {
 
 // Whether dx = dy W^T is computed as (W dy^T)^T. oneDNN 2.6's sgemm is slow
 // on the direct product when the batch is small and the contraction (U)
-// long: for the zoo CNN's 3136 -> 1024 layer at batch 64 it takes 6.4 ms,
-// against 2.7 ms for the transposed product and its transposition (0.05 ms).
+// long: for the zoo CNN's 3136 -> 1024 layer at batch 64 it takes 6.1-6.7 ms,
+// against 2.0 ms for the transposed product as a oneDNN matmul primitive
+// (2.6-2.8 ms through sgemm) and its transposition (0.05 ms).
 // Measured on AVX-512 with 2 threads (bench/README.md, "CNN step"): the
 // transposed form wins from U = 256 while the batch is at most U / 4 and
 // loses on short contractions (up to 10x at U = 10). The rule depends on the
@@ -82,8 +83,18 @@ absl::Status DenseLayer::Backward(const std::vector<const Tensor*>& in,
     if (TransposedBackwardData(n, units_)) {
       // dx^T (D, N) = W (D, U) . dy^T (U, N), then transposed into dx.
       dx_t_.resize(static_cast<size_t>(in_dim_ * n));
-      RETURN_IF_ERROR(
-          cpu::Sgemm(false, true, in_dim_, n, units_, 1.0f, w, dy, 0.0f, dx_t_.data()));
+      cpu::MatmulPlan* plan = nullptr;
+      for (auto& p : dx_t_plans_) {
+        if (p->Matches(false, true, in_dim_, n, units_)) plan = p.get();
+      }
+      if (plan == nullptr) {
+        if (dx_t_plans_.size() >= 4) dx_t_plans_.erase(dx_t_plans_.begin());
+        ASSIGN_OR_RETURN(std::unique_ptr<cpu::MatmulPlan> made,
+                         cpu::MatmulPlan::Create(false, true, in_dim_, n, units_));
+        plan = made.get();
+        dx_t_plans_.push_back(std::move(made));
+      }
+      RETURN_IF_ERROR(plan->Run(w, dy, dx_t_.data()));
       const float* t = dx_t_.data();
       const int64_t d = in_dim_;
 #pragma omp parallel for if (n * d > 32768)

@@ -6,8 +6,10 @@
 #ifndef YOKE_ENGINE_LAYERS_DENSE_H_
 #define YOKE_ENGINE_LAYERS_DENSE_H_
 
+#include <memory>
 #include <vector>
 
+#include "engine/kernels/cpu/gemm.h"
 #include "engine/layer.h"
 
 namespace yoke::engine {
@@ -32,6 +34,9 @@ class DenseLayer final : public Layer {
   // dx^T (D, N) for the transposed backward-data product (dense.cc), kept
   // between steps so that a steady-state step allocates nothing.
   std::vector<float> dx_t_;
+  // The oneDNN matmuls of that product, one per batch size seen (an epoch
+  // has at most two: the full batches and a short last one).
+  std::vector<std::unique_ptr<cpu::MatmulPlan>> dx_t_plans_;
 };
 
 }  // namespace yoke::engine

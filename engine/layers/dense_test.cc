@@ -1,5 +1,7 @@
 #include "engine/layers/dense.h"
 
+#include <cmath>
+
 #include "engine/registry.h"
 #include "engine/testing/grad_check.h"
 #include "gtest/gtest.h"
@@ -18,6 +20,39 @@ TEST(DenseTest, GradientsMatchFiniteDifferencesOnTheTransposedBackwardPath) {
   DenseLayer layer(256, true);
   layer.set_name("d");
   testing::CheckLayerGradients(&layer, {{6}}, 3);
+}
+
+// The transposed path keeps a oneDNN plan per batch size; a step with a
+// short batch between two full ones must use the right one each time.
+TEST(DenseTest, BackwardDataIsRightWhenTheBatchSizeChangesBetweenSteps) {
+  const int64_t d = 6, u = 256;
+  DenseLayer layer(u, true);
+  layer.set_name("d");
+  ParamSet p;
+  ASSERT_TRUE(layer.Build({{d}}, &p).ok());
+  ASSERT_TRUE(p.Finalize().ok());
+  float* w = p.value(0).data<float>();
+  for (int64_t i = 0; i < d * u; ++i) w[i] = std::sin(0.1f * static_cast<float>(i));
+  for (int64_t n : {8, 3, 8, 5}) {
+    Tensor x = Tensor::Empty({n, d}), y = Tensor::Empty({n, u});
+    Tensor dy = Tensor::Empty({n, u}), dx = Tensor::Empty({n, d});
+    for (int64_t i = 0; i < n * d; ++i) x.data<float>()[i] = 0.01f * static_cast<float>(i);
+    for (int64_t i = 0; i < n * u; ++i) {
+      dy.data<float>()[i] = std::cos(0.07f * static_cast<float>(i + n));
+    }
+    ASSERT_TRUE(layer.Forward({&x}, &y, {}).ok());
+    ASSERT_TRUE(layer.Backward({&x}, y, dy, {&dx}, {}).ok());
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < d; ++j) {
+        double s = 0.0;  // dx[i][j] = sum_k dy[i][k] W[j][k]
+        for (int64_t k = 0; k < u; ++k) {
+          s += static_cast<double>(dy.data<float>()[i * u + k]) * w[j * u + k];
+        }
+        ASSERT_NEAR(dx.data<float>()[i * d + j], s, 1e-4) << "batch " << n << " [" << i
+                                                           << "][" << j << "]";
+      }
+    }
+  }
 }
 
 TEST(DenseTest, ForwardMatchesHandComputed) {

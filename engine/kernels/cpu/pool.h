@@ -56,9 +56,14 @@ class Pool2dPlan {
 
  private:
   absl::Status BackwardImpl(const float* relu_x, const float* dy, float* dx);
+  absl::Status BackwardTiled(const float* relu_x, const float* dy, float* dx);
   Pool2dPlan() = default;
 
   Pool2dGeometry g_;
+  // Max pooling whose windows tile the input exactly (window == stride, no
+  // padding, no input left over): every input lies in exactly one window, so
+  // Backward writes each dx element once, without scattering.
+  bool tiled_ = false;
   // Max pooling: for each output element, the winning input's spatial index
   // (row * W + column) within its image. (N, OH, OW, C).
   std::vector<int32_t> argmax_;
