@@ -65,8 +65,8 @@ absl::Status Pool2dLayer::Backward(const std::vector<const Tensor*>& in,
         absl::StrCat(type(), ": Backward without a Forward of batch ", in[0]->dim(0)));
   }
   if (relu_backward_) {
-    return it->second->BackwardThroughRelu(in[0]->data<float>(), dout.data<float>(),
-                                           din[0]->data<float>());
+    return it->second->BackwardThroughRelu(in[0]->data<float>(), out.data<float>(),
+                                           dout.data<float>(), din[0]->data<float>());
   }
   return it->second->Backward(dout.data<float>(), din[0]->data<float>());
 }

@@ -94,10 +94,12 @@ absl::Status Pool2dPlan::Backward(const float* dy, float* dx) {
   return BackwardImpl(nullptr, dy, dx);
 }
 
-absl::Status Pool2dPlan::BackwardThroughRelu(const float* x, const float* dy, float* dx) {
+absl::Status Pool2dPlan::BackwardThroughRelu(const float* x, const float* y, const float* dy,
+                                             float* dx) {
   if (!g_.max) {
     return absl::FailedPreconditionError("pooling: only max pooling folds a ReLU's backward");
   }
+  if (tiled_) return BackwardTiled(y, dy, dx);
   return BackwardImpl(x, dy, dx);
 }
 
@@ -108,7 +110,14 @@ absl::Status Pool2dPlan::BackwardThroughRelu(const float* x, const float* dy, fl
 // the scatter (bench/cnn_step_bench). A winner gets 0.0f + dy, as the
 // scatter's += into zeros gives it, so a -0.0 gradient becomes +0.0 on both
 // paths and they agree bit for bit.
-absl::Status Pool2dPlan::BackwardTiled(const float* relu_x, const float* dy, float* dx) {
+//
+// With a ReLU folded in, the mask is read from the pooled output, not from
+// the input: Forward copies the winner's value into y, so the winner's x > 0
+// exactly when y > 0 (NaN included: both compares are false). That reads
+// N*OH*OW*C floats instead of N*H*W*C, a quarter for a 2x2 window; the
+// CNN's first pool's backward went from 0.83 to 0.42-0.45 ms, the second from
+// 0.42 to 0.21-0.26 ms.
+absl::Status Pool2dPlan::BackwardTiled(const float* relu_y, const float* dy, float* dx) {
   const Pool2dGeometry g = g_;
   const int64_t c = g.c;
   const int32_t* argmax = argmax_.data();
@@ -119,18 +128,18 @@ absl::Status Pool2dPlan::BackwardTiled(const float* relu_x, const float* dy, flo
         const int64_t o = ((i * g.oh + r) * g.ow + q) * c;
         const float* __restrict__ dyo = dy + o;
         const int32_t* __restrict__ ao = argmax + o;
+        const float* __restrict__ yo = relu_y != nullptr ? relu_y + o : nullptr;
         for (int64_t u = r * g.kh; u < (r + 1) * g.kh; ++u) {
           for (int64_t v = q * g.kw; v < (q + 1) * g.kw; ++v) {
             const int32_t pos = static_cast<int32_t>(u * g.w + v);
             const int64_t at = (i * g.h * g.w + pos) * c;
             float* __restrict__ dp = dx + at;
-            if (relu_x != nullptr) {
-              const float* __restrict__ xp = relu_x + at;
+            if (yo != nullptr) {
               for (int64_t j = 0; j < c; ++j) {
                 // A bit mask, not a ?: on floats, which GCC 12 leaves as a
                 // branch per element here.
                 const uint32_t keep = -static_cast<uint32_t>(ao[j] == pos) &
-                                      -static_cast<uint32_t>(xp[j] > 0.0f);
+                                      -static_cast<uint32_t>(yo[j] > 0.0f);
                 dp[j] = absl::bit_cast<float>(absl::bit_cast<uint32_t>(dyo[j] + 0.0f) & keep);
               }
             } else {
@@ -148,7 +157,7 @@ absl::Status Pool2dPlan::BackwardTiled(const float* relu_x, const float* dy, flo
 }
 
 absl::Status Pool2dPlan::BackwardImpl(const float* relu_x, const float* dy, float* dx) {
-  if (tiled_) return BackwardTiled(relu_x, dy, dx);
+  if (tiled_ && relu_x == nullptr) return BackwardTiled(nullptr, dy, dx);
   const Pool2dGeometry g = g_;
   const int64_t c = g.c;
   const int32_t* argmax = argmax_.data();

@@ -51,12 +51,15 @@ class Pool2dPlan {
   // Max pooling whose input x is a ReLU's output, with the ReLU's backward
   // folded in: dx is the gradient of the ReLU's input, dy passing only to
   // winners with x > 0. Equal bit for bit to Backward followed by the ReLU's
-  // mask, which depends on the position alone.
-  absl::Status BackwardThroughRelu(const float* x, const float* dy, float* dx);
+  // mask, which depends on the position alone. y is Forward's output for x
+  // (tiled windows read the mask from it, a smaller array).
+  absl::Status BackwardThroughRelu(const float* x, const float* y, const float* dy,
+                                   float* dx);
 
  private:
   absl::Status BackwardImpl(const float* relu_x, const float* dy, float* dx);
-  absl::Status BackwardTiled(const float* relu_x, const float* dy, float* dx);
+  // relu_y: Forward's output when a ReLU is folded in, else null.
+  absl::Status BackwardTiled(const float* relu_y, const float* dy, float* dx);
   Pool2dPlan() = default;
 
   Pool2dGeometry g_;
