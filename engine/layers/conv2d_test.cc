@@ -118,7 +118,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Cfg{10, 10, 1, 8, 5, 1, true, false}, // 5x5 same, 1 channel, no bias
                       Cfg{7, 7, 4, 6, 1, 2, true, false},   // 1x1 stride-2 projection
                       Cfg{11, 9, 3, 4, 7, 2, true, true},   // 7x7/2 stem-like
-                      Cfg{6, 6, 16, 16, 3, 1, false, true}  // wider channels
+                      Cfg{6, 6, 16, 16, 3, 1, false, true}, // wider channels
+                      // One input channel and K % 16 == 0: the direct kernels
+                      // of conv_c1.h on a CPU with AVX-512.
+                      Cfg{10, 9, 1, 16, 5, 1, true, true},
+                      Cfg{7, 12, 1, 32, 3, 1, false, false}
                       ));
 
 TEST(Conv2dTest, BatchSizeChangesAndFirstLayerBackward) {

@@ -1,6 +1,7 @@
 #include "engine/kernels/cpu/conv.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/kernels/cpu/conv_c1.h"
 #include "engine/kernels/cpu/dnnl_context.h"
 
 namespace yoke::engine::cpu {
@@ -16,10 +17,16 @@ std::string Conv2dGeometry::DebugString() const {
                       ",", ow, ")", relu ? " +relu" : "");
 }
 
+Conv2dPlan::~Conv2dPlan() = default;
+
 absl::StatusOr<std::unique_ptr<Conv2dPlan>> Conv2dPlan::Create(const Conv2dGeometry& g,
-                                                               bool need_backward_data) {
+                                                               bool need_backward_data,
+                                                               bool own_kernels) {
   std::unique_ptr<Conv2dPlan> p(new Conv2dPlan());
   p->g_ = g;
+  if (own_kernels && SingleChannelConv::Supported(g)) {
+    p->c1_ = std::make_unique<SingleChannelConv>(g);
+  }
   absl::Status s;
   try {
     s = p->Build(need_backward_data);
@@ -140,6 +147,11 @@ absl::Status DnnlTry(const char* what, const Conv2dGeometry& g, F&& body) {
 
 absl::Status Conv2dPlan::Forward(const float* x, const float* w, const float* b,
                                  float* y) {
+  if (c1_ != nullptr) {
+    c1_->Forward(x, w, b, y);
+    fwd_w_fresh_ = false;  // no reordered copy for BackwardData to reuse
+    return absl::OkStatus();
+  }
   return DnnlTry("conv2d forward", g_, [&] {
     dnnl::stream& s = CpuStream();
     x_mem_.set_data_handle(const_cast<float*>(x));
@@ -176,6 +188,10 @@ absl::Status Conv2dPlan::BackwardData(const float* dy, const float* w, float* dx
 
 absl::Status Conv2dPlan::BackwardWeights(const float* x, const float* dy, float* dw,
                                          float* db) {
+  if (c1_ != nullptr) {
+    c1_->BackwardWeights(x, dy, dw, db);
+    return absl::OkStatus();
+  }
   return DnnlTry("conv2d backward-weights", g_, [&] {
     dnnl::stream& s = CpuStream();
     x_mem_.set_data_handle(const_cast<float*>(x));

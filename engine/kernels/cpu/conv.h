@@ -24,6 +24,8 @@
 
 namespace yoke::engine::cpu {
 
+class SingleChannelConv;
+
 struct Conv2dGeometry {
   int64_t n = 0, h = 0, w = 0, c = 0;  // input (N, H, W, C)
   int64_t k = 0;                       // output channels (filters)
@@ -48,9 +50,13 @@ class Conv2dPlan {
  public:
   // Builds the three primitives. `need_backward_data` false skips building
   // backward-data (the layer reading the model input never needs dx).
-  // INTERNAL when oneDNN rejects the geometry.
+  // `own_kernels` lets Forward and BackwardWeights run Yoke's direct kernels
+  // where they apply (one input channel: conv_c1.h); tests turn it off to
+  // compare them with oneDNN. INTERNAL when oneDNN rejects the geometry.
   static absl::StatusOr<std::unique_ptr<Conv2dPlan>> Create(const Conv2dGeometry& g,
-                                                            bool need_backward_data);
+                                                            bool need_backward_data,
+                                                            bool own_kernels = true);
+  ~Conv2dPlan();
 
   // x: (N, H, W, C), w: (K, KH, KW, C), b: (K) or null -> y: (N, OH, OW, K).
   absl::Status Forward(const float* x, const float* w, const float* b, float* y);
@@ -65,12 +71,15 @@ class Conv2dPlan {
   absl::Status BackwardWeights(const float* x, const float* dy, float* dw, float* db);
 
   const Conv2dGeometry& geometry() const { return g_; }
+  // True when Forward and BackwardWeights run the direct one-channel kernels.
+  bool uses_own_kernels() const { return c1_ != nullptr; }
 
  private:
   Conv2dPlan() = default;
   absl::Status Build(bool need_backward_data);
 
   Conv2dGeometry g_;
+  std::unique_ptr<SingleChannelConv> c1_;  // null: oneDNN runs everything
   dnnl::memory::desc x_md_, y_md_, w_plain_md_, b_md_;
 
   dnnl::convolution_forward fwd_;

@@ -1,0 +1,52 @@
+// Direct convolution for one input channel: a network's first layer on
+// grayscale images, where oneDNN 2.6 is least efficient.
+//
+// With C = 1 each output pixel is a dot product of KH*KW inputs, too thin
+// for oneDNN's kernels, which block over input channels: the zoo CNN's first
+// convolution (5x5, 1->32 on 28x28, batch 64) ran at about half of the
+// machine's FLOP rate through them. Here the output channels are the vector
+// lanes: a block of output pixels keeps one AVX-512 accumulator per pixel
+// and 16 channels, and every tap is a broadcast of one input times a row of
+// 16 weights. Backward-weights keeps one accumulator per tap (and one for the
+// bias) over an image, then sums the images' partials in a fixed order, so
+// its result does not depend on the thread count.
+//
+// The kernels run when Supported(g): C = 1, K a multiple of 16, stride 1,
+// a 3x3 or 5x5 window, and a CPU with AVX-512F. Conv2dPlan falls back to
+// oneDNN otherwise. Inputs are zero-padded into a per-thread buffer, so any
+// padding works.
+//
+// Thread-safety: one object belongs to one Conv2dPlan; not thread-safe.
+#ifndef YOKE_ENGINE_KERNELS_CPU_CONV_C1_H_
+#define YOKE_ENGINE_KERNELS_CPU_CONV_C1_H_
+
+#include <vector>
+
+#include "engine/kernels/cpu/conv.h"
+
+namespace yoke::engine::cpu {
+
+class SingleChannelConv {
+ public:
+  static bool Supported(const Conv2dGeometry& g);
+  // Requires Supported(g).
+  explicit SingleChannelConv(const Conv2dGeometry& g) : g_(g) {}
+
+  // Same contracts as Conv2dPlan::Forward and BackwardWeights (conv.h),
+  // including the fused ReLU of g.relu.
+  void Forward(const float* x, const float* w, const float* b, float* y);
+  void BackwardWeights(const float* x, const float* dy, float* dw, float* db);
+
+ private:
+  // Per-thread zero-padded copies of one image, sized for `threads`.
+  float* PaddedBuffer(int threads);
+
+  Conv2dGeometry g_;
+  std::vector<float> wt_;       // weights as (KH*KW, K): a tap's K weights are contiguous
+  std::vector<float> padded_;   // threads x (OH+KH-1) x (OW+KW-1)
+  std::vector<float> partial_;  // N x (KH*KW + 1) x K: per-image dw and db
+};
+
+}  // namespace yoke::engine::cpu
+
+#endif  // YOKE_ENGINE_KERNELS_CPU_CONV_C1_H_
