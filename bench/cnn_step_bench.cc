@@ -104,7 +104,7 @@ absl::StatusOr<double> BenchConv(const ConvCase& c, int64_t n) {
   layer.set_name("conv");
   ParamSet p;
   RETURN_IF_ERROR(layer.Build({{c.h, c.w, c.c}}, &p).status());
-  p.Finalize();
+  RETURN_IF_ERROR(p.Finalize());
   p.Initialize(1);
   Tensor x = Tensor::Empty({n, c.h, c.w, c.c}), y = Tensor::Empty({n, c.h, c.w, c.k});
   Tensor dy = Tensor::Empty(y.shape()), dx = Tensor::Empty(x.shape());
