@@ -418,13 +418,21 @@ int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err) {
 
   const auto deadline = Clock::now() + std::chrono::seconds(f.timeout_s);
   const std::string kListening = "listening on ";
-  std::string address;
+  // Printed before the gRPC line when the coordinator serves /metrics and
+  // the dashboard (absent when that port was taken).
+  const std::string kHttp = "yoke-coordinator http on ";
+  std::string address, http_address;
   while (address.empty()) {
     std::string text = ReadFrom(daemons[0].log, daemons[0].log_offset);
     if (size_t p = text.find(kListening); p != std::string::npos) {
       size_t b = p + kListening.size();
       size_t e = text.find_first_of(" \t\r\n", b);
       if (e != std::string::npos) address = text.substr(b, e - b);
+      if (size_t h = text.find(kHttp); h != std::string::npos && h < p) {
+        size_t hb = h + kHttp.size();
+        size_t he = text.find_first_of(" \t\r\n", hb);
+        if (he != std::string::npos) http_address = text.substr(hb, he - hb);
+      }
       if (!address.empty()) break;
     }
     int status;
@@ -524,10 +532,16 @@ int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err) {
   } else {
     std::fprintf(out,
                  "yoke up: coordinator at %s, %d worker%s with %d cpu replica%s each\n"
-                 "  store, logs and work dirs in %s\n"
-                 "export YOKE_COORDINATOR=%s\n",
+                 "  store, logs and work dirs in %s\n",
                  address.c_str(), f.workers, f.workers == 1 ? "" : "s", f.devices,
-                 f.devices == 1 ? "" : "s", f.dir.c_str(), address.c_str());
+                 f.devices == 1 ? "" : "s", f.dir.c_str());
+    if (!http_address.empty()) {
+      std::fprintf(out, "  dashboard and /metrics at http://%s/ (%s)\n", http_address.c_str(),
+                   f.insecure ? "no authentication"
+                              : "sign in once at /login?token=TOKEN, with a token from "
+                                "`yoke token create --role viewer --name NAME`");
+    }
+    std::fprintf(out, "export YOKE_COORDINATOR=%s\n", address.c_str());
   }
   std::fflush(out);
   if (f.detach) {
@@ -607,8 +621,9 @@ int RunDown(const std::vector<std::string>& args, FILE* out, FILE* err) {
                  st->address.c_str());
     return 1;
   }
-  std::fprintf(out, "yoke down: stopped the cluster at %s (%zu workers); logs are in %s\n",
-               st->address.c_str(), st->worker_pids.size(), st->dir.c_str());
+  std::fprintf(out, "yoke down: stopped the cluster at %s (%zu worker%s); logs are in %s\n",
+               st->address.c_str(), st->worker_pids.size(),
+               st->worker_pids.size() == 1 ? "" : "s", st->dir.c_str());
   return 0;
 }
 

@@ -388,6 +388,23 @@ TEST(SecurityE2ETest, TokensKeepTheirRoleAndDieWhenRevoked) {
   const std::string ci = create("submitter", "ci");
   const std::string grafana = create("viewer", "grafana");
   ASSERT_EQ(ci.rfind("yoke_", 0), 0u) << ci;
+
+  // `yoke up` printed where the dashboard and /metrics are; a viewer's token
+  // opens /metrics there, and nothing opens it without one.
+  const std::string kDashboard = "dashboard and /metrics at http://";
+  const size_t at = cluster.up_output().find(kDashboard);
+  ASSERT_NE(at, std::string::npos) << cluster.up_output();
+  std::string http = cluster.up_output().substr(at + kDashboard.size());
+  http = http.substr(0, http.find('/'));
+  if (Sh("command -v curl >/dev/null").exit_code == 0) {
+    const std::string get = "curl -s --max-time 10 -o /dev/null -w '%{http_code}' ";
+    EXPECT_EQ(Sh(get + "-H 'Authorization: Bearer " + grafana + "' http://" + http + "/metrics").out,
+              "200")
+        << http;
+    EXPECT_EQ(Sh(get + "http://" + http + "/metrics").out, "401") << http;
+  } else {
+    std::fprintf(stderr, "curl is not installed: the printed dashboard address is not fetched\n");
+  }
   auto as = [&](const std::string& token, const std::string& args) {
     return cluster.Yoke(args + " --tls-dir " + ca_only + " --token " + token, true);
   };
