@@ -12,14 +12,14 @@
 #include "common/status.h"
 
 namespace yoke::common {
-namespace {
 
-// Kept in step with engine/model_zoo.cc; common/ may not depend on the engine.
-const std::vector<std::string>& ZooModels() {
+const std::vector<std::string>& KnownZooModels() {
   static const std::vector<std::string> k = {"cnn",      "mlp",      "resnet18", "resnet20", "resnet32",
                                              "resnet34", "resnet44", "resnet50", "resnet56"};
   return k;
 }
+
+namespace {
 
 bool IsResnet(const std::string& zoo) { return absl::StartsWith(zoo, "resnet"); }
 
@@ -180,10 +180,10 @@ void CheckModel(Checker& c, const v1::JobSpec& spec) {
     c.Add(absl::StrCat("model: set either zoo or layers, not both (zoo is ", Quote(m.zoo()),
                        ", layers has ", m.layers_size(), " entries)"));
   } else if (!zoo && m.layers_size() == 0) {
-    c.Add("model: set zoo (one of " + absl::StrJoin(ZooModels(), ", ") +
+    c.Add("model: set zoo (one of " + absl::StrJoin(KnownZooModels(), ", ") +
           ") or a non-empty layers list");
   }
-  if (zoo) c.OneOf("model.zoo", m.zoo(), ZooModels(), "model", false);
+  if (zoo) c.OneOf("model.zoo", m.zoo(), KnownZooModels(), "model", false);
 
   // Zoo knobs: each applies to some entries only; elsewhere it would be ignored.
   for (int i = 0; i < m.hidden_size(); ++i) c.Positive(absl::StrCat("model.hidden[", i, "]"), m.hidden(i));

@@ -34,6 +34,11 @@ inline constexpr int kMaxTrainingThreads = 1024;
 // INVALID_ARGUMENT listing all violations.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 
+// The model.zoo names validation accepts. common/ may not depend on the
+// engine, so this is a copy of engine::ZooNames(); engine/model_zoo_test
+// fails when the two differ.
+const std::vector<std::string>& KnownZooModels();
+
 // Confines the files a job may touch (dataset files, checkpoint dir) to
 // `allowed_roots`, absolute directories. Paths and roots are compared in
 // canonical form: symlinks are resolved as far as the path exists on this

@@ -1,6 +1,9 @@
 #include "engine/model_zoo.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "common/job_validate.h"
 
 #include "engine/losses/softmax_cross_entropy.h"
 #include "engine/model.h"
@@ -29,6 +32,16 @@ int64_t Params(const std::string& name, const Shape& in, int k, int width = 0) {
 
 // Published torchvision counts (trainable parameters, batch-norm gamma/beta
 // included, running statistics not).
+// Job validation (common/, which may not depend on the engine) keeps its own
+// list of zoo names; a model added here must be added there too.
+TEST(ModelZooTest, ValidationKnowsExactlyTheZoo) {
+  std::vector<std::string> engine_names = ZooNames();
+  std::vector<std::string> validated = common::KnownZooModels();
+  std::sort(engine_names.begin(), engine_names.end());
+  std::sort(validated.begin(), validated.end());
+  EXPECT_EQ(validated, engine_names);
+}
+
 TEST(ModelZooTest, ResNetsHaveTorchvisionParameterCounts) {
   EXPECT_EQ(Params("resnet18", {224, 224, 3}, 1000), 11689512);
   EXPECT_EQ(Params("resnet34", {224, 224, 3}, 1000), 21797672);
