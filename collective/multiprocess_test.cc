@@ -4,7 +4,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <dirent.h>
 
 #include <climits>
 #include <set>
@@ -13,9 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "collective/coordinator_store.h"
-#include "absl/strings/match.h"
 #include "collective/gloo_communicator.h"
 #include "collective/shm_communicator.h"
+#include "collective/testing/shm_segments.h"
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -26,6 +25,7 @@ namespace yoke::collective {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::ShmSegments;
 
 std::string HelperPath() {
   char self[PATH_MAX];
@@ -120,17 +120,6 @@ TEST_F(MultiProcessTest, KilledPeerProcessFailsTheOpWithoutHanging) {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr("allreduce #2 on rank 0 of 2 failed"));
   EXPECT_THAT(s.message(), HasSubstr("ranks 1 did not answer"));
-}
-
-std::set<std::string> ShmSegments() {
-  std::set<std::string> names;
-  if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d)) {
-      if (absl::StartsWith(e->d_name, "yoke-shm-")) names.insert(e->d_name);
-    }
-    closedir(d);
-  }
-  return names;
 }
 
 TEST_F(MultiProcessTest, TwoProcessesOnOneHostAllreduceThroughSharedMemory) {

@@ -4,7 +4,6 @@
 // peer).
 #include "collective/shm_communicator.h"
 
-#include <dirent.h>
 #include <stdlib.h>
 
 #include <cmath>
@@ -15,9 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "collective/testing/gloo_ranks.h"
+#include "collective/testing/shm_segments.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -27,17 +26,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::ConnectGloo;
 using testing::OnEveryRank;
-
-std::set<std::string> ShmSegments() {
-  std::set<std::string> names;
-  if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d)) {
-      if (absl::StartsWith(e->d_name, "yoke-shm-")) names.insert(e->d_name);
-    }
-    closedir(d);
-  }
-  return names;
-}
+using testing::ShmSegments;
 
 // `hosts[r]` is rank r's host; each rank listens on it.
 std::vector<std::unique_ptr<Communicator>> ConnectShm(const std::vector<std::string>& hosts,
