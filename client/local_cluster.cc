@@ -421,19 +421,21 @@ int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err) {
   // Printed before the gRPC line when the coordinator serves /metrics and
   // the dashboard (absent when that port was taken).
   const std::string kHttp = "yoke-coordinator http on ";
+  // The whitespace-ended word after `prefix` in `text`, or "".
+  auto word_after = [](const std::string& text, const std::string& prefix) -> std::string {
+    size_t p = text.find(prefix);
+    if (p == std::string::npos) return "";
+    size_t b = p + prefix.size();
+    size_t e = text.find_first_of(" \t\r\n", b);
+    return e == std::string::npos ? "" : text.substr(b, e - b);
+  };
   std::string address, http_address;
   while (address.empty()) {
     std::string text = ReadFrom(daemons[0].log, daemons[0].log_offset);
-    if (size_t p = text.find(kListening); p != std::string::npos) {
-      size_t b = p + kListening.size();
-      size_t e = text.find_first_of(" \t\r\n", b);
-      if (e != std::string::npos) address = text.substr(b, e - b);
-      if (size_t h = text.find(kHttp); h != std::string::npos && h < p) {
-        size_t hb = h + kHttp.size();
-        size_t he = text.find_first_of(" \t\r\n", hb);
-        if (he != std::string::npos) http_address = text.substr(hb, he - hb);
-      }
-      if (!address.empty()) break;
+    address = word_after(text, kListening);
+    if (!address.empty()) {
+      http_address = word_after(text, kHttp);
+      break;
     }
     int status;
     if (Exited(daemons[0], &status)) {
