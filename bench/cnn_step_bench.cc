@@ -218,11 +218,11 @@ absl::StatusOr<double> BenchModel(int64_t n) {
   m->set_profiling(false);
   std::printf("\nstep breakdown (mean of %d steps, %.3f ms each):\n", iters,
               1000 * total_s / iters);
-  std::printf("  %-12s %-16s %10s %10s %7s\n", "layer", "type", "fwd ms", "bwd ms", "share");
+  std::printf("  %-12s %-18s %10s %10s %7s\n", "layer", "type", "fwd ms", "bwd ms", "share");
   double accounted = sgd_s + loss_s;
   for (const Model::LayerTime& t : m->layer_times()) {
     accounted += t.forward_s + t.backward_s;
-    std::printf("  %-12s %-16s %10.3f %10.3f %6.1f%%\n", t.name.c_str(), t.type.c_str(),
+    std::printf("  %-12s %-18s %10.3f %10.3f %6.1f%%\n", t.name.c_str(), t.type.c_str(),
                 1000 * t.forward_s / iters, 1000 * t.backward_s / iters,
                 100 * (t.forward_s + t.backward_s) / total_s);
   }

@@ -106,6 +106,18 @@ class Layer {
   // positive. The model then skips the ReLU's backward.
   virtual bool FuseReluBackward() { return false; }
 
+  // True for a max pool of 2x2 windows, stride 2 and no padding: the one
+  // pool a producer may absorb (below).
+  virtual bool IsTiledMaxPool2x2() const { return false; }
+
+  // Asked when this layer applies a ReLU (FuseRelu) that feeds only such a
+  // max pool, and this layer's input needs no gradient. A layer that can
+  // pool its own activation in registers returns true; from then on Forward
+  // writes the pool's output (its `out` is the pool's), Backward receives the
+  // pool's output and gradient as `out` and `dout`, and its din[0] is null.
+  // The model then runs neither the ReLU nor the pool.
+  virtual bool AbsorbMaxPool2x2() { return false; }
+
  protected:
   ParamSet* params_ = nullptr;  // set by Build() implementations that need it
 

@@ -130,6 +130,25 @@ void Model::FuseActivations() {
       break;
     }
   }
+  // producer -> ReLU (applied by the producer, its backward run by the pool)
+  // -> 2x2 max pool: the producer may compute the pool too, when nothing
+  // needs the gradient of its input (it would need the full-size gradient).
+  for (size_t p = 0; p < nodes_.size(); ++p) {
+    Node& pool = nodes_[p];
+    if (!pool.layer->IsTiledMaxPool2x2() || pool.inputs.size() != 1 || pool.inputs[0] < 0) {
+      continue;
+    }
+    const Node& relu = nodes_[pool.inputs[0]];
+    if (!relu.fused || !relu.backward_fused || relu.consumers != 1) continue;
+    Node& producer = nodes_[relu.inputs[0]];
+    if (producer.inputs.size() != 1) continue;
+    const int src = producer.inputs[0];
+    if (src >= 0 && nodes_[src].needs_grad) continue;
+    if (producer.layer->AbsorbMaxPool2x2()) {
+      producer.writes_into = static_cast<int>(p);
+      pool.absorbed = true;
+    }
+  }
 }
 
 int Model::GradTarget(int src) const {
@@ -148,6 +167,7 @@ absl::Status Model::EnsureBuffers(int64_t n) {
       node.out = nodes_[node.inputs[0]].out;  // an earlier node: already sized
       continue;
     }
+    if (node.writes_into >= 0) continue;  // it writes the pool's buffer
     ASSIGN_OR_RETURN(node.out, Tensor::Allocate(s, DType::kF32, Device::CPU(),
                                                 absl::StrCat("layer ", node.layer->name())));
   }
@@ -166,11 +186,12 @@ absl::StatusOr<Tensor> Model::Forward(const Tensor& x, const LayerContext& ctx) 
   input_ = x;
   std::vector<const Tensor*> in;
   for (Node& node : nodes_) {
-    if (node.fused) continue;  // its producer wrote the activation
+    if (node.fused || node.absorbed) continue;  // its producer wrote the output
     in.clear();
     for (int src : node.inputs) in.push_back(src < 0 ? &input_ : &nodes_[src].out);
+    Tensor* out = node.writes_into >= 0 ? &nodes_[node.writes_into].out : &node.out;
     const auto t0 = profiling_ ? Clock::now() : Clock::time_point();
-    absl::Status s = node.layer->Forward(in, &node.out, ctx);
+    absl::Status s = node.layer->Forward(in, out, ctx);
     if (!s.ok()) return common::Annotate(s, node.layer->name());
     if (profiling_) node.forward_s += std::chrono::duration<double>(Clock::now() - t0).count();
   }
@@ -183,7 +204,9 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
   if (!last.grad.defined()) {
     // Evaluation-only Forwards never pay for gradient buffers.
     for (Node& node : nodes_) {
-      if ((node.needs_grad && !node.backward_fused) || &node == &last) {
+      // A producer that absorbed a pool reads the pool's gradient instead.
+      if ((node.needs_grad && !node.backward_fused && node.writes_into < 0) ||
+          &node == &last) {
         ASSIGN_OR_RETURN(
             node.grad,
             Tensor::Allocate(node.out.shape(), DType::kF32, Device::CPU(),
@@ -209,6 +232,7 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
     Node& node = nodes_[i];
     if (!node.needs_grad) continue;  // nothing upstream learns
     if (node.backward_fused) continue;  // its consumer ran its backward
+    if (node.absorbed) continue;        // its producer runs its backward
     in.clear();
     din.clear();
     scratch.clear();
@@ -230,8 +254,9 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
       }
     }
     const auto t0 = profiling_ ? Clock::now() : Clock::time_point();
-    RETURN_IF_ERROR(common::Annotate(node.layer->Backward(in, node.out, node.grad, din, ctx),
-                             node.layer->name()));
+    const Node& outs = node.writes_into >= 0 ? nodes_[node.writes_into] : node;
+    RETURN_IF_ERROR(common::Annotate(node.layer->Backward(in, outs.out, outs.grad, din, ctx),
+                                     node.layer->name()));
     if (profiling_) node.backward_s += std::chrono::duration<double>(Clock::now() - t0).count();
     if (on_grad_ready) {
       for (int p = node.param_begin; p < node.param_end; ++p) on_grad_ready(p);
@@ -255,6 +280,8 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
 }
 
 std::string Model::TypeLabel(const Node& n) {
+  if (n.absorbed) return absl::StrCat(n.layer->type(), " (fused)");
+  if (n.writes_into >= 0) return absl::StrCat(n.layer->type(), " (+pool)");
   if (n.fused && n.backward_fused) return absl::StrCat(n.layer->type(), " (fused)");
   if (n.fused) return absl::StrCat(n.layer->type(), " (fused fwd)");
   if (n.backward_fused) return absl::StrCat(n.layer->type(), " (fused bwd)");
@@ -289,7 +316,7 @@ std::string Model::Summary() const {
     for (const auto& e : params_.entries()) {
       if (e.name.rfind(n.layer->name() + "/", 0) == 0) count += NumElements(e.shape);
     }
-    absl::StrAppendFormat(&s, "  %-20s %-16s %-18s %10d\n", n.layer->name(),
+    absl::StrAppendFormat(&s, "  %-20s %-18s %-18s %10d\n", n.layer->name(),
                           TypeLabel(n), ShapeString(n.shape), count);
   }
   absl::StrAppendFormat(&s, "  total parameters: %d\n", params_.num_parameters());

@@ -95,18 +95,26 @@ class Model {
     // (Layer::FuseReluBackward): Backward skips the node, which needs no
     // gradient buffer, and the consumer writes the ReLU input's gradient.
     bool backward_fused = false;
+    // A layer that writes a later max pool's output (Layer::AbsorbMaxPool2x2):
+    // the pool's index, else -1. Its own output buffer is never allocated,
+    // and its Backward gets the pool's output and gradient.
+    int writes_into = -1;
+    // A max pool whose producer computes it (see writes_into): Forward and
+    // Backward skip the node; its gradient buffer is the producer's dout.
+    bool absorbed = false;
     double forward_s = 0, backward_s = 0;  // with profiling_
   };
 
   // Lets each ReLU's producer apply it (Layer::FuseRelu) and its consumer
-  // run its backward (Layer::FuseReluBackward). Off when the environment sets
-  // YOKE_FUSE=0, to compare against the unfused graph.
+  // run its backward (Layer::FuseReluBackward), then lets a producer absorb
+  // the 2x2 max pool after its ReLU (Layer::AbsorbMaxPool2x2). Off when the
+  // environment sets YOKE_FUSE=0, to compare against the unfused graph.
   void FuseActivations();
   // The node whose gradient a consumer of node `src` writes: `src`, or the
   // input of `src` when `src` is a ReLU whose backward that consumer runs.
   int GradTarget(int src) const;
   // The type with its fusion: "relu (fused)" (both passes), "(fused fwd)",
-  // "(fused bwd)".
+  // "(fused bwd)"; "conv2d (+pool)" for a producer that absorbed a pool.
   static std::string TypeLabel(const Node& n);
 
   Model() = default;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "engine/kernels/cpu/conv_c1.h"
 #include "engine/kernels/cpu/padding.h"
 #include "engine/registry.h"
 
@@ -52,6 +53,16 @@ int64_t Conv2dLayer::ForwardMacsPerExample() const {
 
 bool Conv2dLayer::FuseRelu() {
   geom_.relu = true;
+  plans_.clear();
+  return true;
+}
+
+bool Conv2dLayer::AbsorbMaxPool2x2() {
+  cpu::Conv2dGeometry g = geom_;
+  g.n = 1;
+  g.pool = true;
+  if (!g.relu || !cpu::SingleChannelConv::Supported(g)) return false;
+  geom_.pool = true;
   plans_.clear();
   return true;
 }

@@ -49,6 +49,12 @@ absl::Status Pool2dLayer::Forward(const std::vector<const Tensor*>& in, Tensor* 
   return plan->Forward(x.data<float>(), out->data<float>());
 }
 
+bool Pool2dLayer::IsTiledMaxPool2x2() const {
+  return max_ && geom_.kh == 2 && geom_.kw == 2 && geom_.stride_h == 2 &&
+         geom_.stride_w == 2 && geom_.pad_top == 0 && geom_.pad_left == 0 &&
+         geom_.pad_bottom == 0 && geom_.pad_right == 0;
+}
+
 bool Pool2dLayer::FuseReluBackward() {
   relu_backward_ = max_;
   return relu_backward_;

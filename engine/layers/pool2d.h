@@ -33,6 +33,7 @@ class Pool2dLayer final : public Layer {
   // dy: (N, H', W', C) -> dx: (N, H, W, C)
   // Max pooling takes over the backward of the ReLU it reads.
   bool FuseReluBackward() override;
+  bool IsTiledMaxPool2x2() const override;
   absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out,
                         const Tensor& dout, const std::vector<Tensor*>& din,
                         const LayerContext& ctx) override;

@@ -14,7 +14,7 @@ std::string Conv2dGeometry::DebugString() const {
   return absl::StrCat("conv x(", n, ",", h, ",", w, ",", c, ") k=", k, " window ", kh,
                       "x", kw, " stride ", stride_h, "x", stride_w, " pad t", pad_top,
                       " l", pad_left, " b", pad_bottom, " r", pad_right, " -> (", oh,
-                      ",", ow, ")", relu ? " +relu" : "");
+                      ",", ow, ")", relu ? " +relu" : "", pool ? " +maxpool2x2" : "");
 }
 
 Conv2dPlan::~Conv2dPlan() = default;
@@ -26,6 +26,16 @@ absl::StatusOr<std::unique_ptr<Conv2dPlan>> Conv2dPlan::Create(const Conv2dGeome
   p->g_ = g;
   if (own_kernels && SingleChannelConv::Supported(g)) {
     p->c1_ = std::make_unique<SingleChannelConv>(g);
+  }
+  if (g.pool) {
+    // The direct kernels do all of it; no oneDNN primitive is needed.
+    if (p->c1_ == nullptr || need_backward_data) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "conv2d: a pooled output needs the one-channel direct kernels and no "
+          "backward-data; not available for ",
+          g.DebugString()));
+    }
+    return p;
   }
   absl::Status s;
   try {

@@ -42,6 +42,13 @@ struct Conv2dGeometry {
   // Backward is unchanged: the caller masks dy before BackwardData and
   // BackwardWeights, as a ReLU layer would.
   bool relu = false;
+  // Forward also max-pools its ReLU'd output in 2x2 windows of stride 2
+  // (a last odd row or column is dropped, as Pool2dPlan does): y is
+  // (N, OH/2, OW/2, K), and BackwardWeights takes that pooled output's
+  // gradient, passing it to each window's first maximum where positive, bit
+  // for bit as the max-pool's backward through the ReLU would. Only the
+  // direct kernels do this (conv_c1.h); the plan has no BackwardData.
+  bool pool = false;
 
   std::string DebugString() const;
 };
@@ -52,7 +59,9 @@ class Conv2dPlan {
   // backward-data (the layer reading the model input never needs dx).
   // `own_kernels` lets Forward and BackwardWeights run Yoke's direct kernels
   // where they apply (one input channel: conv_c1.h); tests turn it off to
-  // compare them with oneDNN. INTERNAL when oneDNN rejects the geometry.
+  // compare them with oneDNN. INTERNAL when oneDNN rejects the geometry;
+  // INVALID_ARGUMENT for g.pool where the direct kernels do not apply, or
+  // with `need_backward_data`.
   static absl::StatusOr<std::unique_ptr<Conv2dPlan>> Create(const Conv2dGeometry& g,
                                                             bool need_backward_data,
                                                             bool own_kernels = true);

@@ -2,10 +2,12 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
 
+#include "engine/kernels/cpu/pool.h"
 #include "engine/rng.h"
 #include "gtest/gtest.h"
 
@@ -173,6 +175,117 @@ TEST(SingleChannelConvDeterminism, WeightGradientDoesNotDependOnThreads) {
       ASSERT_EQ(dws[0][i], dws[t][i]) << "threads variant " << t << " element " << i;
     }
   }
+}
+
+// The fused pool (Conv2dGeometry::pool) against the layers it replaces: the
+// direct kernels' ReLU'd output, Pool2dPlan's 2x2 max pool, its backward
+// through the ReLU, and the direct backward-weights of the full-size
+// gradient. Both must give the same bits. `ties`: zero weights and a positive
+// bias, so every window's four inputs are equal and the first must win.
+struct PooledCase {
+  Case conv;
+  bool ties;
+};
+
+class PooledConvTest : public ::testing::TestWithParam<PooledCase> {};
+
+TEST_P(PooledConvTest, EqualsConvThenPoolBitForBit) {
+  const PooledCase pc = GetParam();
+  const Conv2dGeometry g = Geometry(pc.conv);
+  Conv2dGeometry pooled_g = g;
+  pooled_g.pool = true;
+  if (!SingleChannelConv::Supported(pooled_g)) {
+    GTEST_SKIP() << "this CPU has no AVX-512F: the direct kernels do not run";
+  }
+  auto fused = Conv2dPlan::Create(pooled_g, false, true);
+  auto conv = Conv2dPlan::Create(g, false, true);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ASSERT_TRUE(conv.ok()) << conv.status();
+  Pool2dGeometry pg;
+  pg.n = g.n;
+  pg.h = g.oh;
+  pg.w = g.ow;
+  pg.c = g.k;
+  pg.oh = g.oh / 2;
+  pg.ow = g.ow / 2;
+  auto pool = Pool2dPlan::Create(pg);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+
+  const std::vector<float> x = Random(g.n * g.h * g.w, 7);
+  std::vector<float> w = Random(g.k * g.kh * g.kw, 8);
+  std::vector<float> b = Random(g.k, 9);
+  if (pc.ties) {
+    std::fill(w.begin(), w.end(), 0.0f);
+    std::fill(b.begin(), b.end(), 0.5f);
+  }
+  const int64_t full = g.n * g.oh * g.ow * g.k, pooled = g.n * pg.oh * pg.ow * g.k;
+  const std::vector<float> dy = Random(pooled, 10);
+
+  std::vector<float> y_full(full, NAN), y_ref(pooled, NAN), y(pooled, NAN);
+  ASSERT_TRUE((*conv)->Forward(x.data(), w.data(), b.data(), y_full.data()).ok());
+  ASSERT_TRUE((*pool)->Forward(y_full.data(), y_ref.data()).ok());
+  ASSERT_TRUE((*fused)->Forward(x.data(), w.data(), b.data(), y.data()).ok());
+  for (int64_t i = 0; i < pooled; ++i) ASSERT_EQ(y[i], y_ref[i]) << "pooled output " << i;
+
+  std::vector<float> dy_full(full, NAN);
+  ASSERT_TRUE((*pool)->BackwardThroughRelu(y_full.data(), y_ref.data(), dy.data(),
+                                           dy_full.data()).ok());
+  const size_t nw = w.size();
+  std::vector<float> dw_ref(nw, NAN), db_ref(g.k, NAN), dw(nw, NAN), db(g.k, NAN);
+  ASSERT_TRUE(
+      (*conv)->BackwardWeights(x.data(), dy_full.data(), dw_ref.data(), db_ref.data()).ok());
+  ASSERT_TRUE((*fused)->BackwardWeights(x.data(), dy.data(), dw.data(), db.data()).ok());
+  for (size_t i = 0; i < nw; ++i) ASSERT_EQ(dw[i], dw_ref[i]) << "dw " << i;
+  if (g.bias) {
+    for (int64_t i = 0; i < g.k; ++i) ASSERT_EQ(db[i], db_ref[i]) << "db " << i;
+  }
+  // Not vacuous: some gradient flowed, and (but for ties) the ReLU clipped
+  // some windows.
+  double norm = 0;
+  for (float v : dw_ref) norm += std::fabs(v);
+  EXPECT_GT(norm, 0.0);
+  if (!pc.ties) {
+    EXPECT_NE(std::count(y.begin(), y.end(), 0.0f), 0) << "no window was clipped";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Geometries, PooledConvTest,
+    ::testing::Values(
+        // The zoo CNN's first layer and pool.
+        PooledCase{Case{8, 28, 28, 32, 5, 2, 2, 2, 2, true, true}, false},
+        // 17 x 27 outputs: an odd row and column no window reads; pooled
+        // rows of 13 windows run blocks of 14, 8 and 4 outputs.
+        PooledCase{Case{3, 17, 27, 16, 3, 1, 1, 1, 1, true, true}, false},
+        // 11 wide: blocks of 8 and 2; no bias; 48 filters; unequal padding.
+        PooledCase{Case{2, 9, 11, 48, 5, 0, 3, 2, 1, false, true}, false},
+        // 7 wide ("valid", 9 - 3 + 1): blocks of 4 and 2; 18 rows for 14.
+        PooledCase{Case{2, 14, 9, 16, 3, 0, 0, 0, 0, true, true}, false},
+        // Every window tied: the first input must win, as Pool2dPlan's.
+        PooledCase{Case{2, 10, 10, 16, 3, 1, 1, 1, 1, true, true}, true}));
+
+TEST(SingleChannelConvSupport, PoolNeedsTheReluTheKernelsAndNoBackwardData) {
+  Conv2dGeometry g = Geometry(Case{2, 8, 8, 16, 3, 1, 1, 1, 1, true, true});
+  g.pool = true;
+  if (!SingleChannelConv::Supported(g)) {
+    GTEST_SKIP() << "this CPU has no AVX-512F: the direct kernels do not run";
+  }
+  auto with_dx = Conv2dPlan::Create(g, true, true);
+  EXPECT_EQ(with_dx.status().code(), absl::StatusCode::kInvalidArgument);
+  auto dnnl = Conv2dPlan::Create(g, false, false);
+  EXPECT_EQ(dnnl.status().code(), absl::StatusCode::kInvalidArgument);
+  Conv2dGeometry no_relu = g;
+  no_relu.relu = false;
+  EXPECT_FALSE(SingleChannelConv::Supported(no_relu));
+  EXPECT_FALSE(Conv2dPlan::Create(no_relu, false, true).ok());
+  Conv2dGeometry one_row = g;
+  one_row.oh = 1;
+  EXPECT_FALSE(SingleChannelConv::Supported(one_row));
+  auto plan = Conv2dPlan::Create(g, false, true);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::vector<float> dy(g.n * 4 * 4 * g.k), w(g.k * 9), dx(g.n * g.h * g.w);
+  EXPECT_EQ((*plan)->BackwardData(dy.data(), w.data(), dx.data()).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(SingleChannelConvSupport, TakesOnlyItsShapes) {
