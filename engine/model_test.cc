@@ -7,9 +7,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/rng.h"
 #include "engine/losses/softmax_cross_entropy.h"
 #include "gmock/gmock.h"
+#include "engine/testing/random.h"
 #include "gtest/gtest.h"
 
 namespace yoke::engine {
@@ -54,8 +54,7 @@ TEST(ModelTest, ResidualGraphGradientsMatchFiniteDifferences) {
   model.params().Initialize(3);
   const int n = 4;
   Tensor x = Tensor::Empty({n, 6});
-  common::Philox rng(5, 0);
-  for (int i = 0; i < x.numel(); ++i) x.data<float>()[i] = 2 * rng.NextFloat() - 1;
+  testing::FillUniform(x, 5, 0);
   Tensor y = Tensor::Empty({n}, DType::kI32);
   for (int i = 0; i < n; ++i) y.data<int32_t>()[i] = i % 3;
   SoftmaxCrossEntropy loss;
@@ -187,7 +186,7 @@ TEST(ModelTest, ParametersThatCannotBeAllocatedAreAnErrorNamingTheLayer) {
   EXPECT_EQ(m.status().code(), absl::StatusCode::kResourceExhausted) << m.status();
   const int64_t bytes = (in * units + units) * 4;  // kernel and bias, f32
   EXPECT_THAT(std::string(m.status().message()),
-              testing::StartsWith(absl::StrCat("out of memory: ", bytes,
+              ::testing::StartsWith(absl::StrCat("out of memory: ", bytes,
                                                " bytes for the parameters (largest: layer huge, ",
                                                in * units, " values) (")));
   EXPECT_GE(InUse(m.status().message()), 0) << m.status();
@@ -209,7 +208,7 @@ TEST(ModelTest, ActivationsThatCannotBeAllocatedAreAnErrorNamingTheLayer) {
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted) << out.status();
   EXPECT_THAT(std::string(out.status().message()),
-              testing::StartsWith(absl::StrCat("out of memory: ", n * units * 4,
+              ::testing::StartsWith(absl::StrCat("out of memory: ", n * units * 4,
                                                " bytes for layer wide (")));
   const int64_t params_bytes = 2 * (units + units) * 4;  // values and gradients
   EXPECT_GE(InUse(out.status().message()), params_bytes + x.bytes()) << out.status();
@@ -253,8 +252,7 @@ std::string ExpectFusionChangesNoBit(const v1::ModelSpec& spec, const Shape& inp
   Shape xs = input;
   xs.insert(xs.begin(), n);
   Tensor x = Tensor::Empty(xs);
-  common::Philox rng(3, 0);
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 2 * rng.NextFloat() - 1;
+  testing::FillUniform(x, 3, 0);
   Tensor y = Tensor::Empty({n}, DType::kI32);
   for (int i = 0; i < n; ++i) y.data<int32_t>()[i] = i % 3;
   SoftmaxCrossEntropy loss;

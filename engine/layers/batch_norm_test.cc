@@ -7,17 +7,15 @@
 #include "absl/synchronization/mutex.h"
 
 #include "engine/registry.h"
-#include "engine/rng.h"
 #include "engine/testing/grad_check.h"
+#include "engine/testing/random.h"
 #include "gtest/gtest.h"
 
 namespace yoke::engine {
 namespace {
 
 void Fill(const Tensor& t, uint64_t seed, float lo, float hi) {
-  common::Philox rng(seed, 9);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = lo + (hi - lo) * rng.NextFloat();
+  testing::FillUniform(t, seed, 9, lo, hi);
 }
 
 struct Stats {

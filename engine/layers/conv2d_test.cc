@@ -4,8 +4,8 @@
 
 #include "engine/kernels/cpu/padding.h"
 #include "engine/registry.h"
-#include "engine/rng.h"
 #include "engine/testing/grad_check.h"
+#include "engine/testing/random.h"
 #include "gtest/gtest.h"
 
 namespace yoke::engine {
@@ -17,9 +17,7 @@ struct Cfg {
 };
 
 void Fill(const Tensor& t, uint64_t seed) {
-  common::Philox rng(seed, 7);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = 2.0f * rng.NextFloat() - 1.0f;
+  testing::FillUniform(t, seed, 7);
 }
 
 // Direct convolution with explicit zero padding, written independently of the

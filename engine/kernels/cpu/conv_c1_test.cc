@@ -8,17 +8,14 @@
 #include <vector>
 
 #include "engine/kernels/cpu/pool.h"
-#include "engine/rng.h"
+#include "engine/testing/random.h"
 #include "gtest/gtest.h"
 
 namespace yoke::engine::cpu {
 namespace {
 
 std::vector<float> Random(int64_t n, uint64_t seed) {
-  common::Philox rng(seed, 3);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = 2.0f * rng.NextFloat() - 1.0f;
-  return v;
+  return testing::UniformVector(n, seed, 3);
 }
 
 struct Case {

@@ -3,17 +3,14 @@
 #include <cmath>
 #include <vector>
 
-#include "engine/rng.h"
+#include "engine/testing/random.h"
 #include "gtest/gtest.h"
 
 namespace yoke::engine::cpu {
 namespace {
 
 std::vector<float> Random(int64_t n, uint64_t seed) {
-  common::Philox rng(seed, 1);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = 2.0f * rng.NextFloat() - 1.0f;
-  return v;
+  return testing::UniformVector(n, seed, 1);
 }
 
 // C = op(A) op(B) in double, from the definitions of the layouts in gemm.h.

@@ -13,17 +13,14 @@
 #include "engine/layers/activation.h"
 #include "engine/optim/sgd.h"
 #include "engine/kernels/cuda/testing/cuda_test_util.h"
-#include "engine/rng.h"
+#include "engine/testing/random.h"
 #include "gtest/gtest.h"
 
 namespace yoke::engine::cuda {
 namespace {
 
 std::vector<float> Random(int64_t n, uint64_t stream, float lo, float hi) {
-  common::Philox rng(77, stream);
-  std::vector<float> v(n);
-  for (float& x : v) x = lo + (hi - lo) * rng.NextFloat();
-  return v;
+  return testing::UniformVector(n, 77, stream, lo, hi);
 }
 
 // A device buffer freed on scope exit.
@@ -97,7 +94,7 @@ TEST(CudaElementwiseTest, SgdMomentumStepMatchesCpu) {
   for (bool nesterov : {false, true}) {
     for (float momentum : {0.0f, 0.9f}) {
       if (nesterov && momentum == 0.0f) continue;
-      SCOPED_TRACE(testing::Message() << "nesterov " << nesterov << " momentum " << momentum);
+      SCOPED_TRACE(::testing::Message() << "nesterov " << nesterov << " momentum " << momentum);
       std::vector<float> p = Random(n, 2, -1.0f, 1.0f), v(n, 0.0f);
       DeviceBuffer dp(p), dv(v), dg(std::vector<float>(n, 0.0f));
       SgdOptions o;
