@@ -27,16 +27,15 @@ absl::StatusOr<std::unique_ptr<Conv2dPlan>> Conv2dPlan::Create(const Conv2dGeome
   if (own_kernels && SingleChannelConv::Supported(g)) {
     p->c1_ = std::make_unique<SingleChannelConv>(g);
   }
-  if (g.pool) {
-    // The direct kernels do all of it; no oneDNN primitive is needed.
-    if (p->c1_ == nullptr || need_backward_data) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "conv2d: a pooled output needs the one-channel direct kernels and no "
-          "backward-data; not available for ",
-          g.DebugString()));
-    }
-    return p;
+  if (g.pool && (p->c1_ == nullptr || need_backward_data)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "conv2d: a pooled output needs the one-channel direct kernels and no "
+        "backward-data; not available for ",
+        g.DebugString()));
   }
+  // The direct kernels do all the work a plan without backward-data has; its
+  // oneDNN primitives would never run.
+  if (p->c1_ != nullptr && !need_backward_data) return p;
   absl::Status s;
   try {
     s = p->Build(need_backward_data);

@@ -56,7 +56,8 @@ struct Conv2dGeometry {
 class Conv2dPlan {
  public:
   // Builds the three primitives. `need_backward_data` false skips building
-  // backward-data (the layer reading the model input never needs dx).
+  // backward-data (the layer reading the model input never needs dx), and
+  // all of them when the direct kernels run Forward and BackwardWeights.
   // `own_kernels` lets Forward and BackwardWeights run Yoke's direct kernels
   // where they apply (one input channel: conv_c1.h); tests turn it off to
   // compare them with oneDNN. INTERNAL when oneDNN rejects the geometry;
