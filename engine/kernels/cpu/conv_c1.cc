@@ -33,14 +33,15 @@ void PadImage(const Conv2dGeometry& g, const float* x, int64_t i, float* pad) {
   }
 }
 
-// PW output pixels of one row and 16 channels: y[p] = b + sum over taps of
-// x(row + i, q + p + j) * w(i, j). `xp` points at the padded input of the
-// block's first pixel, `wt` at the (KH*KW, K) weights' first channel of the
-// group, `y` at the block's first output of the group.
+// PW output pixels of one row and 16 channels, in registers: acc[p] = b +
+// sum over taps of x(row + i, q + p + j) * w(i, j), then the ReLU if `relu`.
+// `xp` points at the padded input of the block's first pixel, `wt` at the
+// (KH*KW, K) weights' first channel of the group.
 template <int KH, int KW, int PW>
-YOKE_AVX512 inline void ForwardBlock(const float* xp, int64_t pad_w, const float* wt,
-                                     int64_t k, __m512 bias, bool relu, float* y) {
-  __m512 acc[PW];
+YOKE_AVX512 __attribute__((always_inline)) inline void ConvRow(const float* xp, int64_t pad_w,
+                                                               const float* wt, int64_t k,
+                                                               __m512 bias, bool relu,
+                                                               __m512* acc) {
 #pragma GCC unroll 16
   for (int p = 0; p < PW; ++p) acc[p] = bias;
 #pragma GCC unroll 8
@@ -61,6 +62,14 @@ YOKE_AVX512 inline void ForwardBlock(const float* xp, int64_t pad_w, const float
 #pragma GCC unroll 16
     for (int p = 0; p < PW; ++p) acc[p] = _mm512_maskz_max_ps(0xFFFF, acc[p], _mm512_setzero_ps());
   }
+}
+
+// ConvRow stored to `y`, the block's first output of the group.
+template <int KH, int KW, int PW>
+YOKE_AVX512 inline void ForwardBlock(const float* xp, int64_t pad_w, const float* wt,
+                                     int64_t k, __m512 bias, bool relu, float* y) {
+  __m512 acc[PW];
+  ConvRow<KH, KW, PW>(xp, pad_w, wt, k, bias, relu, acc);
 #pragma GCC unroll 16
   for (int p = 0; p < PW; ++p) _mm512_storeu_ps(y + p * k, acc[p]);
 }
@@ -108,29 +117,6 @@ YOKE_AVX512 void ForwardImage(const Conv2dGeometry& g, const float* pad, const f
 // and is positive, to `masks` (stride 4 * groups). Strict '>' in raster
 // order keeps the first maximum, as Pool2dPlan does, and after the ReLU no
 // value is NaN, so both pick the same winner.
-template <int KH, int KW, int P>
-YOKE_AVX512 __attribute__((always_inline)) inline void ReluRow(const float* xp, int64_t pad_w,
-                                                               const float* wt, int64_t k,
-                                                               __m512 bias, __m512* acc) {
-#pragma GCC unroll 16
-  for (int p = 0; p < P; ++p) acc[p] = bias;
-#pragma GCC unroll 8
-  for (int i = 0; i < KH; ++i) {
-    const float* row = xp + i * pad_w;
-#pragma GCC unroll 8
-    for (int j = 0; j < KW; ++j) {
-      const __m512 wv = _mm512_loadu_ps(wt + (i * KW + j) * k);
-#pragma GCC unroll 16
-      for (int p = 0; p < P; ++p) {
-        acc[p] = _mm512_fmadd_ps(_mm512_set1_ps(row[p + j]), wv, acc[p]);
-      }
-    }
-  }
-  // The ReLU exactly as ForwardBlock applies it.
-#pragma GCC unroll 16
-  for (int p = 0; p < P; ++p) acc[p] = _mm512_maskz_max_ps(0xFFFF, acc[p], _mm512_setzero_ps());
-}
-
 // P output pixels (P even) of 16 channels in two output rows, ReLU'd, then
 // max-pooled in 2x2 windows: writes P/2 pooled vectors to `y` (stride k)
 // and, per window, four 16-lane masks to `masks` (stride mask_stride): for
@@ -144,13 +130,13 @@ YOKE_AVX512 inline void PooledBlock(const float* xp, int64_t pad_w, const float*
   static_assert(P % 2 == 0, "a block covers whole windows");
   __m512 acc[P], top[P / 2];
   __mmask16 top_right[P / 2];
-  ReluRow<KH, KW, P>(xp, pad_w, wt, k, bias, acc);
+  ConvRow<KH, KW, P>(xp, pad_w, wt, k, bias, /*relu=*/true, acc);
 #pragma GCC unroll 8
   for (int q = 0; q < P / 2; ++q) {
     top_right[q] = _mm512_cmp_ps_mask(acc[2 * q + 1], acc[2 * q], _CMP_GT_OQ);
     top[q] = _mm512_mask_blend_ps(top_right[q], acc[2 * q], acc[2 * q + 1]);
   }
-  ReluRow<KH, KW, P>(xp + pad_w, pad_w, wt, k, bias, acc);
+  ConvRow<KH, KW, P>(xp + pad_w, pad_w, wt, k, bias, /*relu=*/true, acc);
 #pragma GCC unroll 8
   for (int q = 0; q < P / 2; ++q) {
     const __mmask16 right = _mm512_cmp_ps_mask(acc[2 * q + 1], acc[2 * q], _CMP_GT_OQ);
@@ -215,6 +201,24 @@ YOKE_AVX512 void PooledImage(const Conv2dGeometry& g, const float* pad, const fl
   }
 }
 
+// One output pixel's share of backward-weights for 16 channels: its
+// gradient d times each tap's input (`xq`: the padded input at the pixel's
+// first tap) into acc[tap], and d into the bias accumulator.
+template <int KH, int KW>
+YOKE_AVX512 __attribute__((always_inline)) inline void AccumulateTaps(const float* xq,
+                                                                      int64_t pad_w, __m512 d,
+                                                                      __m512* acc,
+                                                                      __m512* accb) {
+  *accb = _mm512_add_ps(*accb, d);
+#pragma GCC unroll 8
+  for (int i = 0; i < KH; ++i) {
+#pragma GCC unroll 8
+    for (int j = 0; j < KW; ++j) {
+      acc[i * KW + j] = _mm512_fmadd_ps(_mm512_set1_ps(xq[i * pad_w + j]), d, acc[i * KW + j]);
+    }
+  }
+}
+
 // One image's dw (KH*KW, K) and db (K) for 16 channels: an accumulator per
 // tap and one for the bias, over every output pixel.
 // GCC's predictive commoning would carry each input across the q loop (the
@@ -235,15 +239,7 @@ YOKE_AVX512 __attribute__((optimize("no-predictive-commoning"))) void BackwardWe
       const float* dr = dyi + r * g.ow * k + grp;
       for (int64_t q = 0; q < g.ow; ++q) {
         const __m512 d = _mm512_loadu_ps(dr + q * k);
-        accb = _mm512_add_ps(accb, d);
-#pragma GCC unroll 8
-        for (int i = 0; i < KH; ++i) {
-#pragma GCC unroll 8
-          for (int j = 0; j < KW; ++j) {
-            acc[i * KW + j] =
-                _mm512_fmadd_ps(_mm512_set1_ps(xr[i * pad_w + q + j]), d, acc[i * KW + j]);
-          }
-        }
+        AccumulateTaps<KH, KW>(xr + q, pad_w, d, acc, &accb);
       }
     }
 #pragma GCC unroll 32
@@ -280,16 +276,7 @@ YOKE_AVX512 __attribute__((optimize("no-predictive-commoning"))) void BackwardWe
         for (int h = 0; h < 2; ++h) {
           // dy + 0.0f, as the pool's backward writes it (-0.0 becomes +0.0).
           const __m512 d = _mm512_maskz_add_ps(m[h], dv, _mm512_setzero_ps());
-          const float* xq = xr + 2 * c + h;
-          accb = _mm512_add_ps(accb, d);
-#pragma GCC unroll 8
-          for (int i = 0; i < KH; ++i) {
-#pragma GCC unroll 8
-            for (int j = 0; j < KW; ++j) {
-              acc[i * KW + j] =
-                  _mm512_fmadd_ps(_mm512_set1_ps(xq[i * pad_w + j]), d, acc[i * KW + j]);
-            }
-          }
+          AccumulateTaps<KH, KW>(xr + 2 * c + h, pad_w, d, acc, &accb);
         }
       }
     }
