@@ -4,8 +4,8 @@
 
 #include "common/clock.h"
 #include "gtest/gtest.h"
-#include "server/grpc_service.h"
-#include "server/job_store.h"
+#include "coordinator/grpc_service.h"
+#include "coordinator/job_store.h"
 #include "yoke/yoke.h"
 
 namespace {

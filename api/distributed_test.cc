@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "common/temp_dir.h"
+#include "common/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "yoke/yoke.h"
 

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/internal.h"
-#include "common/config.h"
+#include "config/config.h"
 #include "common/status.h"
 #include "engine/model_zoo.h"
 

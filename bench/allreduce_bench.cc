@@ -37,8 +37,8 @@
 #include "collective/gloo_communicator.h"
 #include "collective/shm_communicator.h"
 #include "common/clock.h"
-#include "server/grpc_service.h"
-#include "server/job_store.h"
+#include "coordinator/grpc_service.h"
+#include "coordinator/job_store.h"
 
 ABSL_FLAG(int, ranks, 2, "number of ranks (processes)");
 ABSL_FLAG(int64_t, min_bytes, 1024, "smallest message");

@@ -49,16 +49,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/certs.h"
-#include "common/config.h"
+#include "security/certs.h"
+#include "config/config.h"
 #include "common/logging.h"
-#include "common/tls_credentials.h"
+#include "security/tls_credentials.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/yoke/v1/coordinator.grpc.pb.h"
-#include "server/auth_store.h"
-#include "server/coordinator.h"
-#include "server/grpc_service.h"
-#include "server/sqlite_job_store.h"
+#include "coordinator/auth_store.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/grpc_service.h"
+#include "coordinator/sqlite_job_store.h"
 
 namespace v1 = yoke::v1;
 

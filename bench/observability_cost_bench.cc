@@ -46,12 +46,12 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/http_server.h"
-#include "common/tensorboard.h"
-#include "common/train_metrics.h"
+#include "net/http_server.h"
+#include "telemetry/tensorboard.h"
+#include "telemetry/train_metrics.h"
 #include "proto/yoke/v1/coordinator.pb.h"
 #include "proto/yoke/v1/metrics.pb.h"
-#include "server/coordinator_metrics.h"
+#include "coordinator/coordinator_metrics.h"
 #include "worker/worker_metrics.h"
 
 ABSL_FLAG(double, step_ms, 10, "the job's step time, ms (the MLP's is about 10 on 2 cores)");

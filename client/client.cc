@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cluster_state.h"
-#include "common/certs.h"
-#include "common/grpc_status.h"
-#include "common/tls_credentials.h"
+#include "security/certs.h"
+#include "net/grpc_status.h"
+#include "security/tls_credentials.h"
 
 namespace yoke::client {
 

@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
-#include "common/file_contents.h"
+#include "common/testing/file_contents.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 

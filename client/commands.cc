@@ -11,9 +11,9 @@
 #include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "client/render.h"
-#include "common/config.h"
+#include "config/config.h"
 #include "common/flags.h"
-#include "common/job_state.h"
+#include "jobspec/job_state.h"
 
 namespace yoke::client {
 

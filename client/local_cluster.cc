@@ -25,11 +25,11 @@
 #include "absl/strings/str_join.h"
 #include "client/client.h"
 #include "client/cluster_state.h"
-#include "common/certs.h"
+#include "security/certs.h"
 #include "common/flags.h"
 #include "common/self_dir.h"
 #include "common/status.h"
-#include "common/tls_credentials.h"
+#include "security/tls_credentials.h"
 
 extern char** environ;
 

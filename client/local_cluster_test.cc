@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "client/cluster_state.h"
-#include "common/file_contents.h"
+#include "common/testing/file_contents.h"
 #include "gtest/gtest.h"
 
 namespace yoke::client {

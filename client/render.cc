@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "common/train_metrics.h"
+#include "telemetry/train_metrics.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace yoke::client {

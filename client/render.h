@@ -4,7 +4,7 @@
 // form every command prints with --output json (proto field names, as in
 // the .proto files, so scripts can rely on them).
 //
-// The progress bar is the trainer's (common/progress_bar.h).
+// The progress bar is the trainer's (telemetry/progress_bar.h).
 //
 // Thread-safety: the free functions are pure; a WatchView is used by one
 // thread.
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "common/progress_bar.h"
+#include "telemetry/progress_bar.h"
 #include "google/protobuf/message.h"
 #include "proto/yoke/v1/coordinator.pb.h"
 

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "common/file_contents.h"
+#include "common/testing/file_contents.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -4,7 +4,7 @@
 #include "absl/time/time.h"
 #include "client/client.h"
 #include "client/commands.h"
-#include "common/certs.h"
+#include "security/certs.h"
 #include "common/flags.h"
 
 namespace yoke::client {

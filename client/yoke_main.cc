@@ -21,10 +21,10 @@
 #include "client/commands.h"
 #include "client/local_cluster.h"
 #include "client/security_commands.h"
-#include "common/config.h"
+#include "config/config.h"
 #include "common/flags.h"
-#include "common/job_data_check.h"
-#include "common/job_validate.h"
+#include "jobspec/job_data_check.h"
+#include "jobspec/job_validate.h"
 #include "common/omp_env.h"
 #include "common/self_dir.h"
 

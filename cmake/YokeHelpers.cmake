@@ -19,10 +19,36 @@ function(yoke_cc_test)
   add_executable(${Y_NAME} ${Y_SRCS})
   target_link_libraries(${Y_NAME} PRIVATE ${Y_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
   add_test(NAME ${Y_NAME} COMMAND ${Y_NAME})
-  set(labels unit ${Y_LABELS})
+  # Labels say what a test is: `unit` (in one process, or with the project's
+  # own binaries as children), `e2e` (whole daemons and the CLI), `slow`,
+  # `gpu` (needs a CUDA device; skips visibly without), `root` (network
+  # namespaces), `parity` (against PyTorch), `multihost`, `deploy`. A test is
+  # `unit` unless it is labelled e2e or parity.
+  set(labels ${Y_LABELS})
+  if(NOT ("e2e" IN_LIST labels OR "parity" IN_LIST labels))
+    list(PREPEND labels unit)
+  endif()
   set_tests_properties(${Y_NAME} PROPERTIES LABELS "${labels}"
     # Tests share the cores (ctest -j): spinning OpenMP workers would starve
     # each other, so they sleep when idle. Benchmarks keep the default.
-    ENVIRONMENT "YOKE_SOURCE_DIR=${PROJECT_SOURCE_DIR};OMP_NUM_THREADS=2;OMP_WAIT_POLICY=passive"
+    # GTEST_OUTPUT: each test's XML report, where scripts/test_summary.py
+    # finds the cases that skipped (GTEST_SKIP) and says why.
+    ENVIRONMENT "YOKE_SOURCE_DIR=${PROJECT_SOURCE_DIR};OMP_NUM_THREADS=2;OMP_WAIT_POLICY=passive;GTEST_OUTPUT=xml:${PROJECT_BINARY_DIR}/test-results/${Y_NAME}.xml"
     TIMEOUT 600)
+endfunction()
+
+# yoke_cc_folder(NAME name TEST_PREFIX prefix DEPS ... [TEST_DEPS ...])
+# A folder that is one library: every *.cc of the calling directory but the
+# tests and *_main.cc is the library NAME, and every *_test.cc is a test named
+# <prefix>_<file> that links NAME and TEST_DEPS. A new file needs no edit here.
+function(yoke_cc_folder)
+  cmake_parse_arguments(Y "" "NAME;TEST_PREFIX" "DEPS;TEST_DEPS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cc)
+  list(FILTER srcs EXCLUDE REGEX "(_test|_main)\\.cc$")
+  yoke_cc_library(NAME ${Y_NAME} SRCS ${srcs} DEPS ${Y_DEPS})
+  file(GLOB tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cc)
+  foreach(t ${tests})
+    get_filename_component(n ${t} NAME_WE)
+    yoke_cc_test(NAME ${Y_TEST_PREFIX}_${n} SRCS ${t} DEPS ${Y_NAME} ${Y_TEST_DEPS})
+  endforeach()
 endfunction()

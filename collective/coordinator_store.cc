@@ -6,7 +6,7 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
+#include "net/grpc_status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 

@@ -6,8 +6,8 @@
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/grpc_service.h"
-#include "server/job_store.h"
+#include "coordinator/grpc_service.h"
+#include "coordinator/job_store.h"
 
 namespace yoke::collective {
 namespace {

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "collective/testing/gloo_ranks.h"
-#include "common/temp_dir.h"
+#include "common/testing/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace yoke::collective {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "common/file_contents.h"
+#include "common/testing/file_contents.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
-#include "common/job_validate.h"
+#include "config/config.h"
+#include "jobspec/job_validate.h"
 #include "data/open_dataset.h"
 #include "data/pipeline.h"
 #include "data/transforms.h"
@@ -133,7 +133,7 @@ void StandInForMissingCifar(const std::string& dir, v1::DatasetSpec* d) {
 }
 
 // Builds, for every example, what the trainer builds before its first step
-// (worker/trainer.cc): the datasets, the transform for their example shape,
+// (trainer/trainer.cc): the datasets, the transform for their example shape,
 // the model for that shape and their number of classes, the loss, the
 // optimizer and the schedule; then runs one test example through the model.
 // Catches an example whose model does not fit its data (wrong head, a zoo

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/image_folder_list.h"
+#include "data/listing/image_folder_list.h"
 #include "common/read_file.h"
 #include "common/status.h"
 #include "common/rng.h"

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "common/temp_dir.h"
+#include "common/testing/temp_dir.h"
 
 namespace yoke::data::testing {
 
-// A fresh directory under $TMPDIR, removed on destruction (common/temp_dir.h).
+// A fresh directory under $TMPDIR, removed on destruction (common/testing/temp_dir.h).
 using common::TempDir;
 
 // Overwriting a file by truncation makes ext4 flush it to disk on close

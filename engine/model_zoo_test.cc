@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "common/job_validate.h"
+#include "jobspec/job_validate.h"
 
 #include "engine/losses/softmax_cross_entropy.h"
 #include "engine/model.h"

@@ -27,7 +27,7 @@ BENCH_TORCH='torch>=2,<3'
 # The schema validator tests/k8s_manifests_test.sh runs (pinned: its bundled
 # schemas are what the test validates against).
 KUBERNETES_VALIDATE=kubernetes-validate==1.37.0
-# The real reader of the event files common/tensorboard.cc writes
+# The real reader of the event files telemetry/tensorboard.cc writes
 # (tests/tensorboard_read_test.py); pinned so the test reads with one known
 # parser.
 TENSORBOARD=tensorboard==2.21.0

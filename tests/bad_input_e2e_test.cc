@@ -15,7 +15,7 @@
 
 #include "absl/strings/numbers.h"
 #include "client/client.h"
-#include "common/config.h"
+#include "config/config.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "tests/e2e_util.h"

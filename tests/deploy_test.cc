@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/config.h"
+#include "config/config.h"
 #include "gtest/gtest.h"
 #include "proto/yoke/v1/config.pb.h"
 #include "tests/e2e_util.h"

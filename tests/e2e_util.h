@@ -29,8 +29,8 @@
 
 #include "client/client.h"
 #include "client/cluster_state.h"
-#include "common/certs.h"
-#include "common/tls_credentials.h"
+#include "security/certs.h"
+#include "security/tls_credentials.h"
 #include "client/local_cluster.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"

@@ -3,11 +3,13 @@
 # function that two libraries define. Included from tests/CMakeLists.txt.
 if(YOKE_BUILD_TESTS)
   # Every library target of the project, found once all directories are read
-  # (server/, worker/ and client/ are configured after tests/ may be).
+  # (coordinator/, worker/ and client/ are configured after tests/ may be).
   function(yoke_add_odr_check)
     set(libs)
-    foreach(t yoke_proto yoke_grpc_proto yoke_common yoke_grpc_util yoke_engine_lib yoke_cuda_kernels
-              yoke_data yoke_collective yoke_worker yoke_worker_daemon yoke_server
+    foreach(t yoke_proto yoke_grpc_proto yoke_common yoke_config yoke_jobspec yoke_security
+              yoke_grpc_util yoke_http yoke_telemetry yoke_image_folder_list yoke_engine_lib
+              yoke_cuda_kernels yoke_data yoke_collective yoke_nccl yoke_trainer yoke_worker_daemon
+              yoke_coordinator
               yoke_client yoke_api)
       if(TARGET ${t})
         list(APPEND libs "$<TARGET_FILE:${t}>")

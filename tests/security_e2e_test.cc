@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/certs.h"
-#include "common/tls_credentials.h"
+#include "security/certs.h"
+#include "security/tls_credentials.h"
 #include "gtest/gtest.h"
 #include "proto/yoke/v1/coordinator.grpc.pb.h"
 #include "tests/e2e_util.h"

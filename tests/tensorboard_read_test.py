@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Event files from common/tensorboard.cc, read by TensorBoard itself.
+"""Event files from telemetry/tensorboard.cc, read by TensorBoard itself.
 
 tests/tensorboard_write_tool writes 100,000 scalars over four tags and one
 text summary; TensorBoard's EventAccumulator (size_guidance 0: keep every

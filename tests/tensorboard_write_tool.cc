@@ -1,4 +1,4 @@
-// tensorboard_write_tool: writes an event file with common/tensorboard.h for
+// tensorboard_write_tool: writes an event file with telemetry/tensorboard.h for
 // tests/tensorboard_read_test.py, which reads it with TensorBoard itself.
 //
 //   tensorboard_write_tool DIR SCALARS TAGS
@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "common/tensorboard.h"
+#include "telemetry/tensorboard.h"
 
 namespace {
 

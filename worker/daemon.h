@@ -66,7 +66,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/yoke/v1/coordinator.pb.h"
-#include "worker/trainer_process.h"
+#include "worker/trainer_launcher.h"
 
 namespace yoke::worker {
 
@@ -84,7 +84,7 @@ class CoordinatorClient {
 // A CoordinatorClient over a gRPC channel to `address` (host:port); each RPC
 // fails with DEADLINE_EXCEEDED after `rpc_timeout`. The channel reconnects
 // within ~2 s of the coordinator coming back, not gRPC's default minutes.
-// `credentials`: TLS (common/tls_credentials.h) or insecure.
+// `credentials`: TLS (security/tls_credentials.h) or insecure.
 std::unique_ptr<CoordinatorClient> NewGrpcCoordinatorClient(
     const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials,
     absl::Duration rpc_timeout = absl::Seconds(5));

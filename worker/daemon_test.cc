@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "common/job_spec_binary.h"
+#include "jobspec/job_spec_binary.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 

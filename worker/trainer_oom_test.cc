@@ -11,10 +11,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/config.h"
+#include "config/config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/trainer_process.h"
+#include "worker/trainer_launcher.h"
 
 namespace yoke::worker {
 namespace {

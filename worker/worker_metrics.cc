@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "common/train_metrics.h"
+#include "telemetry/train_metrics.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"

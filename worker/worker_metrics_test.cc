@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "common/train_metrics.h"
+#include "telemetry/train_metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "common/clock.h"
-#include "server/coordinator.h"
-#include "server/job_store.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/job_store.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace yoke;

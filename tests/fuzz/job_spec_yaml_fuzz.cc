@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string>
 
-#include "common/config.h"
-#include "common/job_validate.h"
+#include "config/config.h"
+#include "jobspec/job_validate.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -29,11 +29,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/config.h"
+#include "config/config.h"
 #include "common/flags.h"
 #include "engine/param_set.h"
 #include "google/protobuf/util/json_util.h"
-#include "worker/trainer.h"
+#include "trainer/trainer.h"
 
 namespace {
 

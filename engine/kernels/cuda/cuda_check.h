@@ -10,7 +10,7 @@
 //
 // Header-only; include it only from code compiled with the CUDA headers: the
 // kernels here, and collective/'s NCCL backend. cuBLAS has its own macro in
-// cublas_check.h next to this file, NCCL in collective/nccl_check.h.
+// cublas_check.h next to this file, NCCL in collective/nccl/nccl_check.h.
 // Thread-safe (pure functions).
 #ifndef YOKE_ENGINE_KERNELS_CUDA_CUDA_CHECK_H_
 #define YOKE_ENGINE_KERNELS_CUDA_CUDA_CHECK_H_

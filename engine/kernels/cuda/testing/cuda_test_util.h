@@ -3,7 +3,7 @@
 //   TEST(Foo, Bar) { SKIP_WITHOUT_CUDA_DEVICE(); ... }
 //
 // Header-only; include it only from tests compiled with the CUDA headers (the
-// kernels' tests here, collective/nccl_communicator_test.cc).
+// kernels' tests here, collective/nccl/nccl_communicator_test.cc).
 #ifndef YOKE_ENGINE_KERNELS_CUDA_TESTING_CUDA_TEST_UTIL_H_
 #define YOKE_ENGINE_KERNELS_CUDA_TESTING_CUDA_TEST_UTIL_H_
 

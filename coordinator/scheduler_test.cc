@@ -1,0 +1,156 @@
+#include "coordinator/scheduler.h"
+
+#include "gtest/gtest.h"
+
+namespace yoke::server {
+namespace {
+
+WorkerCapacity Worker(const std::string& id, int cpus, int gpus = 0) {
+  WorkerCapacity w;
+  w.id = id;
+  for (int i = 0; i < cpus; ++i) {
+    v1::Device* d = &w.devices.emplace_back();
+    d->set_kind("cpu");
+    d->set_index(i);
+  }
+  for (int i = 0; i < gpus; ++i) {
+    v1::Device* d = &w.devices.emplace_back();
+    d->set_kind("cuda");
+    d->set_index(i);
+  }
+  return w;
+}
+
+PendingJob Job(const std::string& id, int workers, int per_worker, const std::string& kind = "cpu",
+               int priority = 0, int64_t t = 0) {
+  PendingJob j;
+  j.id = id;
+  j.shape.workers = workers;
+  j.shape.devices_per_worker = per_worker;
+  j.shape.kind = kind;
+  j.priority = priority;
+  j.create_time_ms = t;
+  return j;
+}
+
+TEST(SchedulerTest, ShapeDefaultsToOneCpuReplica) {
+  GangShape s = ShapeOf(v1::JobSpec());
+  EXPECT_EQ(s.workers, 1);
+  EXPECT_EQ(s.devices_per_worker, 1);
+  EXPECT_EQ(s.kind, "cpu");
+  v1::JobSpec spec;
+  spec.mutable_distribution()->set_workers(3);
+  spec.mutable_distribution()->set_devices_per_worker(2);
+  spec.mutable_distribution()->set_device("cuda");
+  s = ShapeOf(spec);
+  EXPECT_EQ(s.world_size(), 6);
+  EXPECT_EQ(s.kind, "cuda");
+}
+
+TEST(SchedulerTest, GangGetsContiguousRanksAndLowestFreeDevices) {
+  WorkerCapacity w1 = Worker("w-1", 4);
+  w1.allocated["cpu"] = {0, 2};  // free: 1, 3
+  WorkerCapacity w2 = Worker("w-2", 2);
+  ScheduleResult r = Schedule({Job("job-1", 2, 2)}, {w2, w1});
+  ASSERT_EQ(r.placed.size(), 1u);
+  const Placement& p = r.placed[0];
+  EXPECT_EQ(p.world_size, 4);
+  ASSERT_EQ(p.assignments.size(), 2u);
+  // Workers in id order; ranks 0-1 on w-1 (its free devices 1 and 3), 2-3 on w-2.
+  EXPECT_EQ(p.assignments[0].worker_id(), "w-1");
+  EXPECT_EQ(p.assignments[0].first_rank(), 0);
+  EXPECT_EQ(p.assignments[0].num_replicas(), 2);
+  ASSERT_EQ(p.assignments[0].devices_size(), 2);
+  EXPECT_EQ(p.assignments[0].devices(0), 1);
+  EXPECT_EQ(p.assignments[0].devices(1), 3);
+  EXPECT_EQ(p.assignments[1].worker_id(), "w-2");
+  EXPECT_EQ(p.assignments[1].first_rank(), 2);
+  EXPECT_EQ(p.assignments[1].devices(0), 0);
+  EXPECT_EQ(p.assignments[1].devices(1), 1);
+  EXPECT_TRUE(r.pending.empty());
+}
+
+TEST(SchedulerTest, AllOrNothingWithAReason) {
+  ScheduleResult r = Schedule({Job("job-1", 2, 1)}, {Worker("w-1", 1)});
+  EXPECT_TRUE(r.placed.empty());
+  ASSERT_EQ(r.pending.count("job-1"), 1u);
+  EXPECT_EQ(r.pending["job-1"],
+            "needs 2 workers with 1 cpu device each; free: 1 worker (w-1: 1 cpu)");
+}
+
+TEST(SchedulerTest, PlacedJobsUseUpDevicesWithinOnePass) {
+  ScheduleResult r = Schedule({Job("job-1", 1, 1, "cpu", 0, 1), Job("job-2", 1, 1, "cpu", 0, 2),
+                               Job("job-3", 1, 1, "cpu", 0, 3)},
+                              {Worker("w-1", 1), Worker("w-2", 1)});
+  ASSERT_EQ(r.placed.size(), 2u);
+  EXPECT_EQ(r.placed[0].job_id, "job-1");
+  EXPECT_EQ(r.placed[1].job_id, "job-2");
+  EXPECT_NE(r.placed[0].assignments[0].worker_id(), r.placed[1].assignments[0].worker_id());
+  EXPECT_EQ(r.pending["job-3"],
+            "needs 1 worker with 1 cpu device; free: no worker has a free cpu device");
+}
+
+TEST(SchedulerTest, PriorityFirstThenFifo) {
+  ScheduleResult r = Schedule({Job("job-1", 1, 1, "cpu", 0, 1), Job("job-2", 1, 1, "cpu", 5, 2),
+                               Job("job-3", 1, 1, "cpu", 5, 3)},
+                              {Worker("w-1", 2)});
+  ASSERT_EQ(r.placed.size(), 2u);
+  EXPECT_EQ(r.placed[0].job_id, "job-2");
+  EXPECT_EQ(r.placed[1].job_id, "job-3");
+  EXPECT_EQ(r.pending.count("job-1"), 1u);
+}
+
+TEST(SchedulerTest, NoBackfillPastABlockedJobOfTheSameKind) {
+  // job-1 needs 2 cpus; only 1 is free. job-2 (1 cpu) would fit, but taking
+  // the device could delay job-1 forever, so it waits too.
+  WorkerCapacity w = Worker("w-1", 2);
+  w.allocated["cpu"] = {0};
+  ScheduleResult r = Schedule({Job("job-1", 1, 2, "cpu", 0, 1), Job("job-2", 1, 1, "cpu", 0, 2)},
+                              {w});
+  EXPECT_TRUE(r.placed.empty());
+  EXPECT_EQ(r.pending["job-2"],
+            "needs 1 worker with 1 cpu device; queued behind job-1 (priority 0), which starts "
+            "first");
+}
+
+TEST(SchedulerTest, OtherKindsAndOversizedJobsDoNotBlock) {
+  WorkerCapacity w = Worker("w-1", 1, 2);
+  w.allocated["cuda"] = {0};
+  ScheduleResult r = Schedule({Job("big-gpu", 1, 2, "cuda", 0, 1),   // blocked: 1 cuda busy
+                               Job("huge", 3, 1, "cpu", 0, 2),       // more workers than exist
+                               Job("small-cpu", 1, 1, "cpu", 0, 3),  // may start
+                               Job("small-gpu", 1, 1, "cuda", 0, 4)},
+                              {w});
+  ASSERT_EQ(r.placed.size(), 1u);
+  EXPECT_EQ(r.placed[0].job_id, "small-cpu");
+  EXPECT_EQ(r.pending.count("big-gpu"), 1u);
+  EXPECT_EQ(r.pending.count("huge"), 1u);
+  EXPECT_NE(r.pending["small-gpu"].find("queued behind big-gpu"), std::string::npos);
+}
+
+TEST(SchedulerTest, BestFitKeepsTheBigWorkerFree) {
+  ScheduleResult r = Schedule({Job("small", 1, 1, "cpu", 0, 1), Job("big", 1, 4, "cpu", 0, 2)},
+                              {Worker("w-1", 4), Worker("w-2", 1)});
+  ASSERT_EQ(r.placed.size(), 2u);
+  EXPECT_EQ(r.placed[0].assignments[0].worker_id(), "w-2");
+  EXPECT_EQ(r.placed[1].assignments[0].worker_id(), "w-1");
+}
+
+TEST(SchedulerTest, CouldEverFit) {
+  GangShape two_gpus;
+  two_gpus.kind = "cuda";
+  two_gpus.devices_per_worker = 2;
+  EXPECT_EQ(CouldEverFit(two_gpus, {}), "");  // no fleet yet: accept
+  WorkerCapacity busy = Worker("w-2", 0, 2);
+  busy.allocated["cuda"] = {0, 1};  // busy devices still count
+  EXPECT_EQ(CouldEverFit(two_gpus, {Worker("w-1", 8), busy}), "");
+  EXPECT_EQ(CouldEverFit(two_gpus, {Worker("w-1", 8), Worker("w-3", 0, 1)}),
+            "needs 1 worker with 2 cuda devices; registered: 1 worker (w-3: 1 cuda)");
+  GangShape three;
+  three.workers = 3;
+  EXPECT_EQ(CouldEverFit(three, {Worker("w-1", 8)}),
+            "needs 3 workers with 1 cpu device each; registered: 1 worker (w-1: 8 cpu)");
+}
+
+}  // namespace
+}  // namespace yoke::server

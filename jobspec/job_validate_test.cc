@@ -1,0 +1,546 @@
+#include "jobspec/job_validate.h"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "config/config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace yoke::common {
+namespace {
+
+using testing::HasSubstr;
+
+// A small valid job on each model form; the cases below break one rule each
+// through a --set override.
+const char kZooJob[] = R"(
+model: {zoo: mlp}
+data:
+  train: {format: synthetic, shape: [28, 28, 1], num_classes: 10, num_examples: 100}
+training:
+  epochs: 1
+  batch_size: 8
+  optimizer: {type: sgd, lr: 0.1}
+)";
+
+const char kLayersJob[] = R"(
+model:
+  layers:
+    - flatten
+    - {name: d1, dense: {units: 4}}
+    - relu
+    - {name: d2, dense: {units: 4}, inputs: [d1]}
+    - {name: sum, add: {}, inputs: [d2, relu_2]}
+    - dense: {units: 10}
+data:
+  train: {format: synthetic, shape: [28, 28, 1], num_classes: 10, num_examples: 100}
+training:
+  epochs: 1
+  batch_size: 8
+  optimizer: {type: sgd, lr: 0.1}
+)";
+
+v1::JobSpec Load(const std::string& yaml, const std::vector<std::string>& overrides) {
+  auto s = LoadJobSpecString(yaml, overrides, "test.yaml");
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *s : v1::JobSpec();
+}
+
+struct Case {
+  const char* base;                    // kZooJob or kLayersJob
+  std::vector<std::string> overrides;  // what breaks the job
+  std::string expected;                // a substring of the error
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << testing::PrintToString(c.overrides);
+}
+
+class ValidateRejects : public testing::TestWithParam<Case> {};
+
+TEST_P(ValidateRejects, NamesFieldAndValue) {
+  const Case& c = GetParam();
+  v1::JobSpec spec = Load(c.base, c.overrides);
+  absl::Status s = ValidateJobSpec(spec);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
+      << "accepted with " << testing::PrintToString(c.overrides);
+  EXPECT_THAT(std::string(s.message()), HasSubstr(c.expected));
+}
+
+const Case kCases[] = {
+    // ---- model
+    {kZooJob, {"model={}"}, "model: set zoo (one of cnn, mlp, resnet18, resnet20, resnet32, resnet34, resnet44, resnet50, resnet56)"},
+    {kZooJob, {"model.zoo=resnet51"},
+     "model.zoo: unknown model 'resnet51' (known: cnn, mlp, resnet18, resnet20, resnet32, resnet34, resnet44, resnet50, resnet56)"},
+    {kZooJob, {"model.layers=[relu]"}, "model: set either zoo or layers, not both"},
+    {kZooJob, {"model.hidden=[256, 0]"}, "model.hidden[1]: must be > 0, got 0"},
+    {kZooJob, {"model.hidden=[-3]"}, "model.hidden[0]: must be > 0, got -3"},
+    {kZooJob, {"model.zoo=cnn", "model.hidden=[3]"}, "model.hidden: not used"},
+    {kZooJob, {"model.dropout=1"}, "model.dropout: must be in [0, 1), got 1"},
+    {kZooJob, {"model.dropout=-0.25"}, "model.dropout: must be in [0, 1), got -0.25"},
+    {kZooJob, {"model.zoo=resnet18", "model.dropout=0.5"}, "model.dropout: not used"},
+    {kZooJob, {"model.zoo=resnet18", "model.width=-1"}, "model.width: must be >= 0, got -1"},
+    {kZooJob, {"model.width=16"}, "model.width: not used"},
+    // ---- layers
+    {kLayersJob, {"model.layers[0]={name: x}"}, "model.layers[0]: no layer kind set (one of dense"},
+    {kLayersJob, {"model.layers[1].dense.units=0"}, "model.layers[1].dense.units: must be > 0, got 0"},
+    {kLayersJob, {"model.layers[0]={conv2d: {filters: 0, kernel: 3}}"},
+     "model.layers[0].conv2d.filters: must be > 0, got 0"},
+    {kLayersJob, {"model.layers[0]={conv2d: {filters: 8, kernel: -1}}"},
+     "model.layers[0].conv2d.kernel: must be > 0, got -1"},
+    {kLayersJob, {"model.layers[0]={conv2d: {filters: 8, kernel: 3, stride: -2}}"},
+     "model.layers[0].conv2d.stride: must be >= 0, got -2"},
+    {kLayersJob, {"model.layers[0]={conv2d: {filters: 8, kernel: 3, padding: full}}"},
+     "model.layers[0].conv2d.padding: unknown padding 'full' (known: same, valid)"},
+    {kLayersJob, {"model.layers[0]={max_pool2d: {size: -1}}"},
+     "model.layers[0].max_pool2d.size: must be >= 0, got -1"},
+    {kLayersJob, {"model.layers[0]={avg_pool2d: {stride: -1}}"},
+     "model.layers[0].avg_pool2d.stride: must be >= 0, got -1"},
+    {kLayersJob, {"model.layers[0]={max_pool2d: {padding: SAME}}"},
+     "model.layers[0].max_pool2d.padding: unknown padding 'SAME'"},
+    {kLayersJob, {"model.layers[0]={dropout: {rate: 1}}"},
+     "model.layers[0].dropout.rate: must be in [0, 1), got 1"},
+    {kLayersJob, {"model.layers[0]={batch_norm: {momentum: 1.5}}"},
+     "model.layers[0].batch_norm.momentum: must be in [0, 1], got 1.5"},
+    {kLayersJob, {"model.layers[0]={batch_norm: {epsilon: -1e-5}}"},
+     "model.layers[0].batch_norm.epsilon: must be finite and >= 0, got -1e-05"},
+    {kLayersJob, {"model.layers[0]={leaky_relu: {alpha: .nan}}"},
+     "model.layers[0].leaky_relu.alpha: must be finite"},
+    {kLayersJob, {"model.layers[3].name=d1"},
+     "model.layers[3].name: 'd1' is already used by an earlier layer"},
+    {kLayersJob, {"model.layers[1].name=relu_2"},
+     "model.layers[2].name: 'relu_2' is already used by an earlier layer (it is this "
+     "layer's default name)"},
+    {kLayersJob, {"model.layers[1].name=input"}, "model.layers[1].name: 'input' is reserved"},
+    {kLayersJob, {"model.layers[3].inputs=[sum]"},
+     "model.layers[3].inputs[0]: no earlier layer named 'sum'"},
+    {kLayersJob, {"model.layers[3].inputs=[d2]"},
+     "model.layers[3].inputs[0]: no earlier layer named 'd2'"},
+    {kLayersJob, {"model.layers[4].inputs=[d2]"}, "model.layers[4].inputs: add needs at least 2 inputs, got 1"},
+    {kLayersJob, {"model.layers[2]={relu: {}, inputs: [d1, input]}"}, "model.layers[2].inputs: relu takes 1 input, got 2"},
+    // ---- data
+    {kZooJob, {"data={}"}, "data.train: required"},
+    {kZooJob, {"data.train.format="}, "data.train.format: required (one of idx, cifar10, csv, image_folder, synthetic)"},
+    {kZooJob, {"data.train.format=png"},
+     "data.train.format: unknown format 'png' (known: idx, cifar10, csv, image_folder, synthetic)"},
+    {kZooJob, {"data.train={format: image_folder, image_size: [28, 28]}"},
+     "data.train.root: required by format 'image_folder'"},
+    {kZooJob, {"data.train={format: image_folder, root: /d}"},
+     "data.train.image_size: format 'image_folder' needs [height, width], got 0 values"},
+    {kZooJob, {"data.train={format: image_folder, root: /d, image_size: [28, 0]}"},
+     "data.train.image_size[1]: must be > 0, got 0"},
+    {kZooJob, {"data.train={format: image_folder, root: /d, image_size: [28, 28], channels: 2}"},
+     "data.train.channels: must be 1 (grayscale) or 3 (RGB), got 2"},
+    {kZooJob, {"data.train={format: image_folder, root: /d, image_size: [28, 28], crop: middle}"},
+     "data.train.crop: unknown crop 'middle' (known: none, center, random)"},
+    {kZooJob, {"data.train={format: image_folder, root: /d, image_size: [28, 28], crop: random}"},
+     "data.train.crop_size: crop 'random' needs [height, width], got 0 values"},
+    {kZooJob,
+     {"data.train={format: image_folder, root: /d, image_size: [28, 28], crop: center, "
+      "crop_size: [24, 30]}"},
+     "data.train.crop_size[1]: must be <= image_size[1] (28), got 30"},
+    {kZooJob, {"data.train={format: image_folder, root: /d, image_size: [28, 28], crop_size: [2, 2]}"},
+     "data.train.crop_size: not used without crop: center or random"},
+    {kZooJob,
+     {"data.train={format: image_folder, root: /d, image_size: [28, 28], validation_split: 0.2}"},
+     "data.train.subset: required (one of training, validation)"},
+    {kZooJob,
+     {"data.train={format: image_folder, root: /d, image_size: [28, 28], validation_split: 1}"},
+     "data.train.validation_split: must be in [0, 1), got 1"},
+    {kZooJob, {"data.train={format: image_folder, root: /d, image_size: [28, 28], subset: training}"},
+     "data.train.subset: not used without validation_split > 0"},
+    {kZooJob,
+     {"data.train={format: image_folder, root: /d, image_size: [28, 28], on_bad_image: ignore}"},
+     "data.train.on_bad_image: unknown on_bad_image 'ignore' (known: fail, skip)"},
+    {kZooJob, {"data.train.root=/d"}, "data.train.root: not used by format 'synthetic' (only image_folder)"},
+    {kZooJob, {"data.train.cache=true"}, "data.train.cache: not used by format 'synthetic' (only image_folder)"},
+    {kZooJob, {"data.train.cache_file=/c/x"},
+     "data.train.cache_file: not used by format 'synthetic' (only image_folder)"},
+    {kZooJob,
+     {"data.train={format: image_folder, root: /d, image_size: [28, 28], cache: true, "
+      "cache_file: /c/x}"},
+     "data.train.cache_file: set cache (memory) or cache_file, not both"},
+    {kZooJob,
+     {"data.train={format: image_folder, root: /d, image_size: [28, 28], cache_file: /c/x}",
+      "data.test={format: image_folder, root: /d, image_size: [28, 28], cache_file: /c/./x}"},
+     "data.test.cache_file: '/c/./x' is data.train's cache file too"},
+    {kZooJob, {"data.train={format: idx, labels: /l}"}, "data.train.images: required by format 'idx'"},
+    {kZooJob, {"data.train={format: idx, images: /i}"}, "data.train.labels: required by format 'idx'"},
+    {kZooJob, {"data.train={format: idx, images: /i, labels: /l, files: [/f]}"},
+     "data.train.files: not used by format 'idx'"},
+    {kZooJob, {"data.train={format: idx, images: /i, labels: /l, shape: [28, 28]}"},
+     "data.train.shape: not used by format 'idx'"},
+    {kZooJob, {"data.train={format: cifar10}"}, "data.train.files: format 'cifar10' needs at least one"},
+    {kZooJob, {"data.train={format: cifar10, files: [/a, '']}"}, "data.train.files[1]: must not be empty"},
+    {kZooJob, {"data.train={format: cifar10, files: [/a], images: /i}"},
+     "data.train.images: not used by format 'cifar10'"},
+    {kZooJob, {"data.train={format: csv, files: [/a, /b]}"},
+     "data.train.files: format 'csv' needs exactly 1 file, got 2"},
+    {kZooJob, {"data.train={format: csv, files: [/a], label_column: -2}"},
+     "data.train.label_column: must be >= -1 (-1 = last column), got -2"},
+    {kZooJob, {"data.train={format: cifar10, files: [/a], header: true}"},
+     "data.train.header: not used by format 'cifar10'"},
+    {kZooJob, {"data.train.shape=[]"}, "data.train.shape: needs 1 to 3 dimensions (H, W, C), got 0"},
+    {kZooJob, {"data.train.shape=[1, 2, 3, 4]"}, "data.train.shape: needs 1 to 3 dimensions"},
+    {kZooJob, {"data.train.shape=[28, 0, 1]"}, "data.train.shape[1]: must be > 0, got 0"},
+    {kZooJob, {"data.train.num_classes=1"}, "data.train.num_classes: must be >= 2, got 1"},
+    {kZooJob, {"data.train.num_examples=0"}, "data.train.num_examples: must be > 0, got 0"},
+    {kZooJob, {"data.train.files=[/a]"}, "data.train.files: not used by format 'synthetic'"},
+    {kZooJob, {"data.test={format: idx, images: /i}"}, "data.test.labels: required by format 'idx'"},
+    {kZooJob, {"data.test={format: synthetic, shape: [28, 28, 1], num_classes: 0, num_examples: 5}"},
+     "data.test.num_classes: must be >= 2, got 0"},
+    {kZooJob, {"data.test={format: cifar10, files: [/a], num_examples: -1}"},
+     "data.test.num_examples: must be >= 0, got -1"},
+    {kZooJob, {"data.transform.divisor=-255"}, "data.transform.divisor: must be finite and >= 0, got -255"},
+    {kZooJob, {"data.transform.std=[0.5, 0]"}, "data.transform.std[1]: must be finite and > 0, got 0"},
+    {kZooJob, {"data.transform.mean=[0.5, 0.5]", "data.transform.std=[0.25]"},
+     "data.transform.std: has 1 entries but data.transform.mean has 2"},
+    {kZooJob, {"data.transform.mean=[.inf]"}, "data.transform.mean[0]: must be finite"},
+    {kZooJob, {"data.transform.random_crop_padding=-4"},
+     "data.transform.random_crop_padding: must be >= 0, got -4"},
+    {kZooJob, {"data.prefetch=-1"}, "data.prefetch: must be >= 0, got -1"},
+    // ---- training
+    {kZooJob, {"training={}"}, "training.epochs: must be > 0, got 0"},
+    {kZooJob, {"training.epochs=-1"}, "training.epochs: must be > 0, got -1"},
+    {kZooJob, {"training.batch_size=-64"}, "training.batch_size: must be > 0, got -64"},
+    {kZooJob, {"training.loss=hinge"},
+     "training.loss: unknown loss 'hinge' (known: softmax_cross_entropy, mse)"},
+    {kZooJob, {"training={epochs: 1, batch_size: 8}"}, "training.optimizer: required"},
+    {kZooJob, {"training.optimizer.type=rmsprop"},
+     "training.optimizer.type: unknown optimizer 'rmsprop' (known: sgd, adam, adamw)"},
+    {kZooJob, {"training.optimizer.type="}, "training.optimizer.type: required (one of sgd, adam, adamw)"},
+    {kZooJob, {"training.optimizer.lr=0"}, "training.optimizer.lr: must be finite and > 0, got 0"},
+    {kZooJob, {"training.optimizer.lr=-0.1"}, "training.optimizer.lr: must be finite and > 0, got -0.1"},
+    {kZooJob, {"training.optimizer.lr=.inf"}, "training.optimizer.lr: must be finite and > 0, got inf"},
+    {kZooJob, {"training.optimizer.lr=.nan"}, "training.optimizer.lr: must be finite and > 0, got nan"},
+    {kZooJob, {"training.optimizer.momentum=1"}, "training.optimizer.momentum: must be in [0, 1), got 1"},
+    {kZooJob, {"training.optimizer.momentum=-0.5"}, "training.optimizer.momentum: must be in [0, 1), got -0.5"},
+    {kZooJob, {"training.optimizer.nesterov=true"},
+     "training.optimizer.nesterov: needs momentum > 0, got momentum 0"},
+    {kZooJob, {"training.optimizer.weight_decay=-1e-4"},
+     "training.optimizer.weight_decay: must be finite and >= 0, got -0.0001"},
+    {kZooJob, {"training.optimizer.type=adam", "training.optimizer.beta1=1"},
+     "training.optimizer.beta1: must be in [0, 1), got 1"},
+    {kZooJob, {"training.optimizer.type=adamw", "training.optimizer.beta2=-0.1"},
+     "training.optimizer.beta2: must be in [0, 1), got -0.1"},
+    {kZooJob, {"training.optimizer.type=adam", "training.optimizer.epsilon=-1"},
+     "training.optimizer.epsilon: must be finite and >= 0, got -1"},
+    {kZooJob, {"training.optimizer.beta1=0.9"}, "training.optimizer.beta1: not used by sgd"},
+    {kZooJob, {"training.optimizer.type=adam", "training.optimizer.momentum=0.9"},
+     "training.optimizer.momentum: not used by adam"},
+    {kZooJob, {"training.schedule.type=linear"},
+     "training.schedule.type: unknown schedule 'linear' (known: constant, step, cosine)"},
+    {kZooJob, {"training.schedule.warmup_steps=-10"}, "training.schedule.warmup_steps: must be >= 0, got -10"},
+    {kZooJob, {"training.schedule.type=step"}, "training.schedule.step_size: must be > 0, got 0"},
+    {kZooJob, {"training.schedule={type: step, step_size: 10, gamma: 1.5}"},
+     "training.schedule.gamma: must be in (0, 1] (0 = default 0.1), got 1.5"},
+    {kZooJob, {"training.schedule={type: step, step_size: 10, gamma: -0.5}"},
+     "training.schedule.gamma: must be in (0, 1]"},
+    {kZooJob, {"training.schedule={type: cosine, step_size: 10}"},
+     "training.schedule.step_size: not used"},
+    {kZooJob, {"training.schedule={min_lr: 0.01}"}, "training.schedule.min_lr: not used"},
+    {kZooJob, {"training.schedule={type: cosine, min_lr: -0.01}"},
+     "training.schedule.min_lr: must be finite and >= 0, got -0.01"},
+    {kZooJob, {"training.schedule={type: cosine, min_lr: 0.5}"},
+     "training.schedule.min_lr: must be below training.optimizer.lr (0.1), got 0.5"},
+    {kZooJob, {"training.max_steps=-1"}, "training.max_steps: must be >= 0, got -1"},
+    {kZooJob, {"training.eval_batch_size=-1"}, "training.eval_batch_size: must be >= 0, got -1"},
+    {kZooJob, {"training.log_every_steps=-1"}, "training.log_every_steps: must be >= 0, got -1"},
+    {kZooJob, {"training.threads=-2"}, "training.threads: must be >= 0, got -2"},
+    {kZooJob, {"training.threads=2147483647"},
+     "training.threads: at most 1024 (the trainer caps it at the worker's cores), got 2147483647"},
+    // ---- placement, checkpoints, restarts
+    {kZooJob, {"distribution.workers=-1"}, "distribution.workers: must be >= 0, got -1"},
+    {kZooJob, {"distribution.devices_per_worker=-1"},
+     "distribution.devices_per_worker: must be >= 0, got -1"},
+    {kZooJob, {"distribution.device=tpu"}, "distribution.device: unknown device 'tpu' (known: cpu, cuda)"},
+    {kZooJob, {"distribution.device=cuda"},
+     "distribution.device: 'cuda' is not supported: this build trains on CPU replicas only"},
+    {kZooJob, {"distribution={workers: 3, devices_per_worker: 4}"},
+     "training.batch_size: the global batch (8) must be at least the number of replicas (12"},
+    {kZooJob, {"distribution.bucket_cap_mb=-1"},
+     "distribution.bucket_cap_mb: must be finite and >= 0, got -1"},
+    {kZooJob, {"distribution.first_bucket_mb=-0.5"},
+     "distribution.first_bucket_mb: must be finite and >= 0, got -0.5"},
+    {kZooJob, {"distribution.gradient_compression=int8"},
+     "distribution.gradient_compression: unknown compression 'int8' (known: none, fp16, bf16)"},
+    {kZooJob, {"distribution.collective_timeout_s=-3"},
+     "distribution.collective_timeout_s: must be >= 0, got -3"},
+    {kZooJob, {"checkpoint={dir: /c, every_steps: -5}"}, "checkpoint.every_steps: must be >= 0, got -5"},
+    {kZooJob, {"checkpoint={dir: /c, keep: -1}"}, "checkpoint.keep: must be >= 0, got -1"},
+    {kZooJob, {"checkpoint.keep=2"}, "checkpoint.dir: required when"},
+    {kZooJob, {"restart.max_restarts=-1"}, "restart.max_restarts: must be >= 0, got -1"},
+    // ---- training options: accumulation, clipping, smoothing, early stopping
+    {kZooJob, {"training.accumulation_steps=-2"},
+     "training.accumulation_steps: must be >= 0, got -2"},
+    {kZooJob, {"training.accumulation_steps=3"},
+     "training.accumulation_steps: training.batch_size (8, the global batch of one optimizer "
+     "step) must be divisible by it, got 3"},
+    {kZooJob, {"training.accumulation_steps=4", "distribution.workers=4"},
+     "training.accumulation_steps: a micro-batch of training.batch_size / 4 = 2 samples leaves "
+     "some of the 4 replicas without samples"},
+    {kZooJob, {"training.accumulation_steps=2", "distribution.sync_batch_norm=true"},
+     "training.accumulation_steps: not supported with distribution.sync_batch_norm"},
+    {kZooJob, {"training.clip_grad_norm=-1"},
+     "training.clip_grad_norm: must be finite and >= 0, got -1"},
+    {kZooJob, {"training.label_smoothing=1"}, "training.label_smoothing: must be in [0, 1), got 1"},
+    {kZooJob, {"training.label_smoothing=-0.1"},
+     "training.label_smoothing: must be in [0, 1), got -0.1"},
+    {kZooJob, {"training.loss=mse", "training.label_smoothing=0.1"},
+     "training.label_smoothing: not used by loss 'mse'"},
+    {kZooJob, {"training.early_stopping={monitor: val_loss, patience: 2}"},
+     "training.early_stopping.monitor: unknown metric 'val_loss' (known: validation_loss, "
+     "validation_accuracy, test_loss, test_accuracy)"},
+    {kZooJob, {"training.early_stopping={monitor: test_loss, patience: 2}"},
+     "training.early_stopping.monitor: 'test_loss' needs data.test"},
+    {kZooJob, {"training.early_stopping={monitor: validation_accuracy, patience: 2}"},
+     "training.early_stopping.monitor: 'validation_accuracy' needs a validation set: set "
+     "data.validation_split"},
+    {kZooJob, {"data.validation_split=0.1", "training.early_stopping={monitor: validation_loss}"},
+     "training.early_stopping.patience: must be > 0, got 0"},
+    {kZooJob,
+     {"data.validation_split=0.1",
+      "training.early_stopping={monitor: validation_loss, patience: 1, min_delta: -1}"},
+     "training.early_stopping.min_delta: must be finite and >= 0, got -1"},
+    {kZooJob, {"training.early_stopping={patience: 3}"},
+     "training.early_stopping.patience: not used without a monitor"},
+    {kZooJob, {"checkpoint={dir: /c, keep_best: true}"},
+     "checkpoint.keep_best: needs training.early_stopping.monitor"},
+    {kZooJob,
+     {"data.validation_split=0.1", "training.early_stopping={monitor: validation_loss, patience: 1}",
+      "checkpoint.keep_best=true"},
+     "checkpoint.keep_best: needs checkpoint.dir"},
+    // ---- validation split
+    {kZooJob, {"data.validation_split=1"}, "data.validation_split: must be in [0, 1), got 1"},
+    {kZooJob, {"data.validation_split=-0.2"}, "data.validation_split: must be in [0, 1), got -0.2"},
+    {kZooJob,
+     {"data.train={format: image_folder, root: /d, image_size: [8, 8], validation_split: 0.2, "
+      "subset: training}",
+      "data.validation_split=0.1"},
+     "data.validation_split: cannot be combined with data.train.validation_split"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Rules, ValidateRejects, testing::ValuesIn(kCases));
+
+TEST(ValidateJobSpecTest, ValidJobsPass) {
+  EXPECT_TRUE(ValidateJobSpec(Load(kZooJob, {})).ok()) << ValidateJobSpec(Load(kZooJob, {}));
+  EXPECT_TRUE(ValidateJobSpec(Load(kLayersJob, {})).ok()) << ValidateJobSpec(Load(kLayersJob, {}));
+  // The boundary values each rule allows.
+  const std::vector<std::vector<std::string>> ok = {
+      {"model.dropout=0.99", "model.hidden=[1]"},
+      {"model.zoo=resnet34", "model.width=16"},
+      {"training.optimizer={type: sgd, lr: 1e-6, momentum: 0.99, nesterov: true, weight_decay: 0}"},
+      {"training.optimizer={type: adamw, lr: 3e-4, beta1: 0, beta2: 0.999, epsilon: 0, "
+       "weight_decay: 0.01}"},
+      {"training.schedule={type: step, step_size: 1, gamma: 1, warmup_steps: 0}"},
+      {"training.schedule={type: step, step_size: 100}"},  // gamma 0 = default
+      {"training.schedule={type: cosine, min_lr: 0.001}"},
+      {"training.loss=mse", "training.max_steps=1", "training.threads=0"},
+      {"distribution={workers: 2, devices_per_worker: 4, device: cpu}"},
+      {"distribution={bucket_cap_mb: 0.5, first_bucket_mb: 0, gradient_compression: bf16, "
+       "sync_batch_norm: true, collective_timeout_s: 5}"},
+      {"distribution={bucket_cap_mb: 0, gradient_compression: none, collective_timeout_s: 0}"},
+      {"checkpoint={dir: /c, every_steps: 0, keep: 0}"},
+      {"data.train={format: csv, files: [/a.csv], label_column: -1, header: true}"},
+      {"data.train={format: csv, files: [/a.csv], shape: [4], num_classes: 3}"},
+      {"data.train={format: cifar10, files: [/a, /b], num_examples: 0}"},
+      {"data.train.shape=[5]", "data.train.num_classes=2"},
+      {"data.transform={divisor: 0, mean: [0.5, 0.5, 0.5], std: [1, 1, 1]}"},
+      {"data.transform={mean: [0.5]}"},
+      {"training.accumulation_steps=8", "training.clip_grad_norm=0"},
+      {"training.accumulation_steps=4", "distribution.workers=2", "training.clip_grad_norm=1.5",
+       "training.label_smoothing=0.1"},
+      {"data.validation_split=0.5",
+       "training.early_stopping={monitor: validation_accuracy, patience: 1, min_delta: 0}",
+       "checkpoint={dir: /c, keep_best: true}"},
+  };
+  for (const auto& o : ok) {
+    absl::Status s = ValidateJobSpec(Load(kZooJob, o));
+    EXPECT_TRUE(s.ok()) << testing::PrintToString(o) << ": " << s;
+  }
+  const std::vector<std::vector<std::string>> ok_layers = {
+      {"model.layers[0]={conv2d: {filters: 8, kernel: 3, stride: 0, padding: valid}}"},
+      {"model.layers[0]={conv2d: {filters: 8, kernel: 1, padding: same}}"},
+      {"model.layers[0]={max_pool2d: {size: 0, stride: 0, padding: same}}"},
+      {"model.layers[0]={batch_norm: {momentum: 1, epsilon: 0}}"},
+      {"model.layers[0]={batch_norm: {momentum: 0}}"},
+      {"model.layers[0]={leaky_relu: {alpha: -0.5}}"},
+      {"model.layers[0]={dropout: {rate: 0}}"},
+      {"model.layers[3].inputs=[input]"},
+      {"model.layers[4].inputs=[d2, d1, relu_2]"},
+  };
+  for (const auto& o : ok_layers) {
+    absl::Status s = ValidateJobSpec(Load(kLayersJob, o));
+    EXPECT_TRUE(s.ok()) << testing::PrintToString(o) << ": " << s;
+  }
+}
+
+TEST(ValidateJobSpecTest, MissingSections) {
+  absl::Status s = ValidateJobSpec(v1::JobSpec());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("model: required"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("data: required"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("training: required"));
+}
+
+TEST(ValidateJobSpecTest, ReportsEveryViolationJoined) {
+  absl::Status s = ValidateJobSpec(
+      Load(kZooJob, {"training.epochs=0", "training.batch_size=-64", "model.zoo=resnet51"}));
+  EXPECT_EQ(std::string(s.message()),
+            "model.zoo: unknown model 'resnet51' (known: cnn, mlp, resnet18, resnet20, resnet32, resnet34, resnet44, resnet50, resnet56); "
+            "training.epochs: must be > 0, got 0; training.batch_size: must be > 0, got -64");
+}
+
+// ------------------------------------------------------------ ValidatePathsUnder
+
+TEST(NormalizePathTest, Lexical) {
+  EXPECT_EQ(NormalizePath("/a/./b/../c"), "/a/c");
+  EXPECT_EQ(NormalizePath("//a//b/"), "/a/b");
+  EXPECT_EQ(NormalizePath("/../../x"), "/x");
+  EXPECT_EQ(NormalizePath("/"), "/");
+  EXPECT_EQ(NormalizePath("/a/b/../../.."), "/");
+  EXPECT_EQ(NormalizePath("a/../../b"), "../b");
+  EXPECT_EQ(NormalizePath("./a"), "a");
+  EXPECT_EQ(NormalizePath(""), ".");
+}
+
+v1::JobSpec PathJob() {
+  return Load(R"(
+data:
+  train: {format: cifar10, files: [/data/cifar/a.bin, /data/cifar/b.bin]}
+  test: {format: idx, images: /datasets/t-images.gz, labels: /datasets/t-labels.gz}
+checkpoint: {dir: /ckpt/job1}
+)",
+              {});
+}
+
+const std::vector<std::string> kRoots = {"/data", "/datasets/", "/ckpt"};
+
+TEST(ValidatePathsUnderTest, AcceptsPathsUnderTheRoots) {
+  EXPECT_TRUE(ValidatePathsUnder(PathJob(), kRoots).ok()) << ValidatePathsUnder(PathJob(), kRoots);
+  EXPECT_TRUE(ValidatePathsUnder(PathJob(), {"/"}).ok());
+  // A root itself is allowed (a checkpoint dir may be the root).
+  EXPECT_TRUE(ValidatePathsUnder(Load("checkpoint: {dir: /ckpt/}", {}), kRoots).ok());
+  // "/data/x/../y" stays under /data.
+  EXPECT_TRUE(
+      ValidatePathsUnder(Load("data: {train: {images: /data/x/../y}}", {}), kRoots).ok());
+}
+
+TEST(ValidatePathsUnderTest, NoRootsMeansNoRestriction) {
+  EXPECT_TRUE(ValidatePathsUnder(Load("data: {train: {images: rel/x}}", {}), {}).ok());
+}
+
+void ExpectPathRejected(const std::vector<std::string>& overrides, const std::string& expected) {
+  absl::Status s = ValidatePathsUnder(Load("", overrides), kRoots);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << testing::PrintToString(overrides);
+  EXPECT_THAT(std::string(s.message()), HasSubstr(expected));
+}
+
+TEST(ValidatePathsUnderTest, RejectsEscapesAndRelativePaths) {
+  ExpectPathRejected({"data.train.images=/data/../etc/passwd"},
+                     "data.train.images: '/data/../etc/passwd' is outside the allowed "
+                     "directories (/data, /datasets, /ckpt)");
+  ExpectPathRejected({"data.train.labels=/database/labels"}, "data.train.labels: '/database/labels'");
+  ExpectPathRejected({"data.train.files=[/data/a, /tmp/b]"}, "data.train.files[1]: '/tmp/b'");
+  ExpectPathRejected({"data.test.images=/etc/shadow"}, "data.test.images");
+  ExpectPathRejected({"data.train.root=/home/me/photos"}, "data.train.root: '/home/me/photos'");
+  ExpectPathRejected({"data.test.files=[/data/../../../root]"}, "data.test.files[0]");
+  ExpectPathRejected({"checkpoint.dir=/ckpt/../var/lib"}, "checkpoint.dir: '/ckpt/../var/lib'");
+  ExpectPathRejected({"data.train.images=data/x.gz"},
+                     "data.train.images: 'data/x.gz' must be an absolute path");
+  ExpectPathRejected({"checkpoint.dir=./ckpt"}, "checkpoint.dir: './ckpt' must be an absolute path");
+}
+
+// The trainer writes cache files: they go under the checkpoint roots, and a
+// data root does not admit them.
+TEST(ValidateJobPathsTest, CacheFilesBelongUnderTheCheckpointRoots) {
+  const v1::JobSpec under_ckpt = Load(
+      "data: {train: {format: image_folder, root: /data/img, cache_file: /ckpt/c/train.cache}, "
+      "test: {format: image_folder, root: /data/img, cache_file: /ckpt/c/test.cache}}",
+      {});
+  EXPECT_TRUE(ValidateJobPaths(under_ckpt, {"/data"}, {"/ckpt"}).ok())
+      << ValidateJobPaths(under_ckpt, {"/data"}, {"/ckpt"});
+  const v1::JobSpec under_data =
+      Load("data: {train: {format: image_folder, root: /data/img, cache_file: /data/c}}", {});
+  absl::Status s = ValidateJobPaths(under_data, {"/data"}, {"/ckpt"});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("data.train.cache_file: '/data/c' is outside the allowed directories "
+                        "(/ckpt)"));
+  const v1::JobSpec test_outside = Load(
+      "data: {train: {format: image_folder, root: /data/img}, "
+      "test: {format: image_folder, root: /data/img, cache_file: /tmp/t.cache}}",
+      {});
+  EXPECT_THAT(std::string(ValidateJobPaths(test_outside, {"/data"}, {"/ckpt"}).message()),
+              HasSubstr("data.test.cache_file: '/tmp/t.cache'"));
+}
+
+// A symlink inside a root that points outside it is an escape: paths are
+// compared with symlinks resolved.
+TEST(ValidatePathsUnderTest, RejectsEscapesThroughSymlinks) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(testing::TempDir()) / "validate_symlinks";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "root" / "real");
+  fs::create_directories(dir / "outside");
+  fs::create_directory_symlink(dir / "outside", dir / "root" / "escape");
+  fs::create_directory_symlink(dir / "root" / "real", dir / "root" / "inside");
+  const std::vector<std::string> roots = {(dir / "root").string()};
+  auto check = [&](const std::string& images) {
+    return ValidatePathsUnder(Load("", {"data.train.images=" + images}), roots);
+  };
+  const absl::Status escaped = check((dir / "root" / "escape" / "secret").string());
+  EXPECT_EQ(escaped.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(escaped.message()), HasSubstr("is outside the allowed directories"));
+  // A file that does not exist yet under a symlinked directory is resolved too.
+  EXPECT_FALSE(check((dir / "root" / "escape" / "new" / "file").string()).ok());
+  // A symlink that stays inside the root is fine, and so is the real path.
+  EXPECT_TRUE(check((dir / "root" / "inside" / "x").string()).ok());
+  EXPECT_TRUE(check((dir / "root" / "real" / "x").string()).ok());
+  // A root that is itself a symlink is resolved the same way.
+  fs::create_directory_symlink(dir / "root", dir / "root-link");
+  EXPECT_TRUE(ValidatePathsUnder(Load("", {"data.train.images=" + (dir / "root" / "real" / "x").string()}),
+                                 {(dir / "root-link").string()})
+                  .ok());
+  fs::remove_all(dir);
+}
+
+TEST(ValidateJobSpecTest, SpecOver1MiBIsRefusedWithItsSize) {
+  v1::JobSpec spec = Load(kZooJob, {});
+  spec.set_name(std::string(1 << 20, 'd'));  // a 4 MB name is refused by its size
+  const absl::Status s = ValidateJobSpec(spec);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("job spec: ", spec.ByteSizeLong(), " bytes serialized")));
+  EXPECT_LT(s.message().size(), 200u);
+}
+
+TEST(ValidateJobSpecTest, NamesOver256CharactersAreRefusedAndNotEchoedWhole) {
+  v1::JobSpec spec = Load(kZooJob, {});
+  spec.set_name(std::string(256, 'n'));
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  spec.set_name(std::string(400'000, 'n'));
+  const absl::Status s = ValidateJobSpec(spec);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("name: at most 256 characters, got 400000"));
+  EXPECT_LT(s.message().size(), 300u);
+}
+
+TEST(ValidateJobSpecTest, UnknownValuesAreQuotedAtMost200Bytes) {
+  const absl::Status s = ValidateJobSpec(Load(kZooJob, {"model.zoo=" + std::string(100000, 'z')}));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("(+99800 bytes)"));
+  EXPECT_LT(s.message().size(), 400u);
+}
+
+TEST(ValidatePathsUnderTest, RootsMustBeAbsolute) {
+  absl::Status s = ValidatePathsUnder(PathJob(), {"/data", "data"});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("allowed root 'data'"));
+}
+
+}  // namespace
+}  // namespace yoke::common

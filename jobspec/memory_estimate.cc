@@ -1,0 +1,105 @@
+#include "jobspec/memory_estimate.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace yoke::common {
+namespace {
+
+// What is known of a layer's output per example: channels (features for a
+// flat tensor) and the spatial size; unknown sizes stay 1 (a lower bound).
+struct Dims {
+  double channels = 1;
+  double spatial = 1;  // height x width
+};
+
+int OptimizerCopies(const v1::OptimizerSpec& o) {
+  if (o.type() == "adam" || o.type() == "adamw") return 2;
+  return o.momentum() > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
+  MemoryEstimate est;
+  const v1::ModelSpec& m = spec.model();
+  if (!m.zoo().empty()) return est;
+  const int replicas = std::max(1, spec.distribution().workers()) *
+                       std::max(1, spec.distribution().devices_per_worker());
+  const double batch = std::max(1.0, static_cast<double>(spec.training().batch_size()) / replicas);
+  // Parameters are stored with their gradient and the optimizer's copies.
+  const double per_param = 4.0 * (2 + OptimizerCopies(spec.training().optimizer()));
+  // Activations are kept for backward and have a gradient of their own.
+  const double per_activation = 4.0 * 2 * batch;
+
+  std::map<std::string, Dims> outputs;  // by layer name, for explicit inputs
+  Dims cur;                             // the previous layer's output
+  outputs["input"] = cur;
+  for (int i = 0; i < m.layers_size(); ++i) {
+    const v1::LayerSpec& l = m.layers(i);
+    Dims in = cur;
+    if (l.inputs_size() > 0) {
+      auto it = outputs.find(l.inputs(0));
+      in = it != outputs.end() ? it->second : Dims{};
+    }
+    Dims out = in;
+    double params = 0;
+    switch (l.kind_case()) {
+      case v1::LayerSpec::kDense: {
+        const double units = std::max(0, l.dense().units());
+        params = units * (in.channels * in.spatial) + (l.dense().no_bias() ? 0 : units);
+        out = {units, 1};
+        break;
+      }
+      case v1::LayerSpec::kConv2D: {
+        const v1::Conv2dSpec& c = l.conv2d();
+        const double filters = std::max(0, c.filters());
+        const double k = std::max(0, c.kernel());
+        params = filters * in.channels * k * k + (c.no_bias() ? 0 : filters);
+        const double stride = std::max(1, c.stride());
+        out = {filters, std::max(1.0, in.spatial / (stride * stride))};
+        break;
+      }
+      case v1::LayerSpec::kMaxPool2D:
+      case v1::LayerSpec::kAvgPool2D: {
+        const v1::Pool2dSpec& p =
+            l.has_max_pool2d() ? l.max_pool2d() : l.avg_pool2d();
+        const double stride = p.stride() > 0 ? p.stride() : (p.size() > 0 ? p.size() : 2);
+        out.spatial = std::max(1.0, in.spatial / (stride * stride));
+        break;
+      }
+      case v1::LayerSpec::kGlobalAvgPool:
+        out.spatial = 1;
+        break;
+      case v1::LayerSpec::kBatchNorm:
+        params = 2 * in.channels;  // plus running statistics, not trained
+        break;
+      case v1::LayerSpec::kFlatten:
+        out = {in.channels * in.spatial, 1};
+        break;
+      default:  // elementwise layers keep the shape
+        break;
+    }
+    const double bytes = params * per_param + out.channels * out.spatial * per_activation;
+    est.bytes += bytes;
+    if (bytes > est.largest_layer_bytes) {
+      est.largest_layer_bytes = bytes;
+      est.largest_layer = l.name().empty() ? absl::StrCat("model.layers[", i, "]")
+                                           : absl::StrCat("model.layers[", i, "] (", l.name(), ")");
+    }
+    cur = out;
+    outputs[l.name().empty() ? absl::StrCat("layer_", i) : l.name()] = out;
+  }
+  return est;
+}
+
+std::string FormatBytes(double bytes) {
+  if (bytes >= (1ull << 30)) return absl::StrFormat("%.1f GiB", bytes / (1ull << 30));
+  if (bytes >= (1ull << 20)) return absl::StrFormat("%.1f MiB", bytes / (1ull << 20));
+  return absl::StrFormat("%.0f KiB", bytes / 1024);
+}
+
+}  // namespace yoke::common

@@ -1,0 +1,43 @@
+// EstimateReplicaMemory: a lower bound on the memory one replica of a job
+// needs, from its spec alone, so the coordinator can refuse at submit a job
+// that no worker could ever hold (a dense layer of 10^9 units) instead of
+// letting its trainers fail, or exhaust a worker, after scheduling.
+//
+// The spec does not say the input's shape (an IDX file's header does), so
+// every size the spec leaves open is taken as 1: an image's height, width
+// and channels before the first layer that fixes them. What is counted:
+//   parameters, their gradients and the optimizer's state (sgd with momentum
+//   and adam(w) keep 1 and 2 more copies), 4 bytes each (fp32);
+//   each layer's output for the replica's share of the batch, kept for the
+//   backward pass, and its gradient.
+// The true need is at least this, so a refusal is never wrong; a job that
+// passes may still not fit, and fails in its trainer with a message saying
+// how much memory it needed.
+//
+// Zoo models have known, moderate sizes and are not estimated (0 bytes).
+//
+// Thread-safety: a pure function.
+#ifndef YOKE_JOBSPEC_MEMORY_ESTIMATE_H_
+#define YOKE_JOBSPEC_MEMORY_ESTIMATE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "proto/yoke/v1/job.pb.h"
+
+namespace yoke::common {
+
+struct MemoryEstimate {
+  double bytes = 0;            // the lower bound for one replica
+  std::string largest_layer;   // the layer that contributes most ("" if none)
+  double largest_layer_bytes = 0;
+};
+
+MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec);
+
+// "3.2 GiB", "512 MiB": for messages.
+std::string FormatBytes(double bytes);
+
+}  // namespace yoke::common
+
+#endif  // YOKE_JOBSPEC_MEMORY_ESTIMATE_H_

@@ -1,0 +1,273 @@
+// Trainer: runs one job's training loop in this process.
+//
+// This is where the engine, the data pipeline and the collectives meet.
+// `yoke train` runs it directly; the worker daemon runs it in a child process
+// per attempt.
+//
+// A step: take the next batch from the prefetching pipeline (prepared on a
+// background thread while the previous step computed), forward, loss,
+// backward, optimizer update with the scheduled learning rate. The gradient
+// of the loss is scaled by 1 / (samples in the global step), so a short last
+// batch averages exactly. After each epoch the test split is evaluated (if
+// the spec has one) and a checkpoint is written (if the spec names a
+// directory); with checkpoint.every_steps, also every that many steps.
+//
+// Resume: a checkpoint holds the parameters, the state buffers, the optimizer
+// state, the global step and the position in the epoch. Data order,
+// augmentation and dropout masks are pure functions of (seed, epoch, step),
+// so training N steps, saving, resuming and training M more is bit-identical
+// to training N + M steps straight.
+//
+// Data parallelism. A job has world_size ranks (replicas); this Trainer runs
+// the num_replicas consecutive ranks from first_rank on, each a thread with
+// its own Model, loss, optimizer, data pipeline and Gloo communicator rank in
+// the global group (local replica 0 runs on the thread that calls Run()).
+// training.batch_size is the GLOBAL batch: each rank reads its disjoint slice
+// of every global batch (data/sampler.h), so a per-replica batch B on N
+// replicas means batch_size N·B, and the run equals one replica with batch
+// N·B up to float summation order. Before the first step every rank takes
+// global rank 0's parameters, state buffers and optimizer state (broadcast;
+// on resume every rank also restores the same checkpoint). Every step:
+// forward, loss as a per-sample SUM, backward with each finished gradient
+// handed to the Reducer (collective/reducer.h, buckets overlap backward),
+// Finish (the allreduced sample count and gradient sums), then the optimizer
+// step with gradient scale 1 / global count: the exact mean over the samples
+// of the step, however they were spread. The stop request travels with the
+// count, so every rank stops after the same step. BatchNorm uses each
+// replica's batch statistics (as DDP does); its running statistics are rank
+// 0's (the ones evaluated and checkpointed). With
+// distribution.sync_batch_norm, every BatchNorm normalises over all ranks'
+// samples of the step instead (engine/layers/batch_norm.h: three small
+// allreduces per layer and step on the rank's communicator), so the run
+// equals one replica with the global batch even for models with BatchNorm;
+// every rank must then get samples in every step (checked in Create). Only global rank 0 evaluates, checkpoints and
+// reports epochs and the final result; every process reports steps, with the
+// communicator's sequence numbers for hang attribution. A failed or timed-out
+// collective fails Run() with the communicator's message, and aborts this
+// process's other replicas so that they fail at once instead of timing out.
+// With world_size 1 there is no communicator and no reducer: the loss scale
+// 1 / batch is folded into dlogits, as always.
+//
+// Gradient accumulation (training.accumulation_steps = k): each optimizer
+// step still covers the same global batch of training.batch_size samples
+// (the same sampler slices), but a rank runs its slice as k micro-batches,
+// forward and backward one after another, so activation memory is that of a
+// micro-batch. Backward overwrites the gradients, so the first k-1
+// micro-batches' gradients are summed into an accumulation buffer with no
+// communication (like DDP's no_sync); in the last micro-batch's backward each
+// parameter's accumulated sum is added back into its gradient just before
+// the reducer is told it is ready, so the one allreduce per step still
+// overlaps backward. The scale is still 1 / (samples of the whole step). A
+// micro-batch j of step s draws dropout masks from stream s·k + j.
+//
+// Options applied after the allreduce, identically on every rank:
+// training.clip_grad_norm scales the mean gradient down to that global L2
+// norm (folded into the optimizer's gradient scale, like the 1 / count).
+//
+// Validation split and early stopping: data.validation_split holds out a
+// fixed part of data.train (data/validation_split.h), evaluated like the test
+// split after every epoch. training.early_stopping watches one of the epoch
+// metrics; the decision is global rank 0's (it alone evaluates) and reaches
+// the other ranks by a one-value broadcast at the end of each epoch, so all
+// ranks stop after the same step. It is a pure function of the epoch history
+// a checkpoint carries, so it survives a restart. checkpoint.keep_best writes
+// the best epoch's checkpoint to <checkpoint.dir>/best.ckpt.
+//
+// CPU threads: training.threads (0 = all cores) is the process's budget. Each
+// local replica's thread gets its own OpenMP pool (the nthreads ICV is per
+// thread) of max(1, threads / num_replicas) threads, so the replicas together
+// never oversubscribe the cores.
+//
+// Code: setup in trainer.cc, Run and the step loop in trainer_step.cc,
+// Evaluate in trainer_eval.cc, checkpoints in trainer_checkpoint.cc, progress
+// reports in trainer_report.cc (Replica and shared helpers:
+// trainer_internal.h).
+//
+// Thread-safety: a Trainer is used from one thread; RequestStop() may be
+// called from any thread (a signal handler's helper thread).
+#ifndef YOKE_TRAINER_TRAINER_H_
+#define YOKE_TRAINER_TRAINER_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "collective/store.h"
+#include "telemetry/tensorboard.h"
+#include "data/dataset.h"
+#include "engine/losses/loss.h"
+#include "engine/model.h"
+#include "engine/optim/optimizer.h"
+#include "engine/optim/schedule.h"
+#include "proto/yoke/v1/job.pb.h"
+#include "proto/yoke/v1/metrics.pb.h"
+#include "trainer/progress.h"
+
+namespace yoke::worker {
+
+struct TrainerOptions {
+  // Checkpoint file to continue from ("" starts fresh from the spec's seed).
+  std::string resume;
+  // The spec already passed common::ValidateJobSpec (yoke-trainer validates
+  // a YAML spec itself; a --spec-file spec was validated at submit): Create
+  // then checks only what depends on this machine (files, the checkpoint).
+  bool spec_validated = false;
+  // Receives progress; may be null.
+  ProgressSink* progress = nullptr;
+
+  // Data-parallel placement: the job's ranks, and the ones this Trainer runs,
+  // [first_rank, first_rank + num_replicas).
+  int world_size = 1;
+  int first_rank = 0;
+  int num_replicas = 1;
+  // Rendezvous, needed when world_size > 1: a store shared by all ranks (not
+  // owned; e.g. an InMemoryStore for threads of one test), or else the
+  // coordinator's address ("host:port"), the job id and the attempt, for a
+  // CoordinatorStore.
+  collective::Store* store = nullptr;
+  std::string coordinator;
+  std::string job_id;
+  int attempt = 0;
+  // The address this process's Gloo pairs listen on.
+  std::string hostname = "127.0.0.1";
+  // Who runs each global rank, "worker@address" (`--rank-hosts`); empty if
+  // unknown. Only for messages about peers.
+  std::vector<std::string> rank_hosts;
+  // Per-collective timeout (and rendezvous deadline); zero takes the spec's
+  // distribution.collective_timeout_s (default 300 s).
+  absl::Duration collective_timeout = absl::ZeroDuration();
+  // Called on local replica 0 right after each optimizer step; may be empty.
+  // For checks that compare the math step by step with another framework
+  // (tests/parity): the step's dataset indices, its mean loss, and the
+  // parameters (after the update) and gradients (as the optimizer applied
+  // them, times its grad_scale: the batch mean when world_size is 1).
+  struct StepRecord {
+    int64_t step = 0;  // global, 0-based
+    const std::vector<int64_t>* indices = nullptr;
+    double mean_loss = 0;
+    const engine::ParamSet* params = nullptr;
+    const engine::Optimizer* optimizer = nullptr;  // its state after the update
+  };
+  std::function<void(const StepRecord&)> on_step;
+};
+
+class Trainer {
+ public:
+  // Validates the spec (ValidateJobSpec), opens the datasets, builds the
+  // model, the loss and the optimizer, and restores `options.resume` if set.
+  // (With options.spec_validated the spec itself is not validated again.)
+  // Everything that can be wrong with the spec or the files fails here,
+  // before any training: INVALID_ARGUMENT / NOT_FOUND naming the field or
+  // file.
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const v1::JobSpec& spec,
+                                                         const TrainerOptions& options);
+  ~Trainer();
+
+  // Trains to the end of the spec (epochs, or training.max_steps), or until
+  // RequestStop(); evaluates and checkpoints as the spec says.
+  absl::StatusOr<v1::TrainResult> Run();
+
+  // Asks Run() to stop after the current step (it then writes a checkpoint
+  // if the spec has a directory, and returns the result so far).
+  void RequestStop() { stop_.store(true); }
+
+  // Evaluates the model on the test split: (mean loss, accuracy); (0, 0)
+  // without one.
+  absl::StatusOr<std::pair<double, double>> Evaluate();
+  // The same on the held-out validation split (data.validation_split).
+  absl::StatusOr<std::pair<double, double>> EvaluateValidation();
+
+  // The data.train examples trained on, and the held-out ones (null without
+  // a validation split).
+  const data::Dataset& train_set() const { return *train_; }
+  const data::Dataset* validation_set() const { return validation_.get(); }
+
+  // Local replica i's model (global rank first_rank + i).
+  engine::Model& model(int i = 0);
+  int64_t global_step() const { return step_; }
+  // Writes a checkpoint of the current state to `path`.
+  absl::Status SaveCheckpoint(const std::string& path);
+
+ private:
+  struct Replica;  // one rank's model, optimizer, communicator, reducer
+
+  Trainer() = default;
+  bool distributed() const { return options_.world_size > 1; }
+  absl::Status Restore(const std::string& path);
+  // Mean loss and accuracy of local replica 0's model on `set` (null: 0, 0).
+  absl::StatusOr<std::pair<double, double>> EvaluateOn(const std::shared_ptr<data::Dataset>& set);
+  // Early stopping, from the epoch history alone (so a restart agrees).
+  struct EarlyStop {
+    int best_epoch = 0;  // 1-based; 0 before the first epoch or when off
+    bool stop = false;   // patience ran out
+  };
+  EarlyStop EarlyStopping() const;
+  absl::Status MaybeCheckpoint(bool end_of_epoch);
+  // TensorBoard (trainer_tensorboard.cc): opens the event file and writes the
+  // spec as text; scalars of a log step and of an epoch. Failures are logged
+  // and end the event file, never the training.
+  void OpenEventFile();
+  void WriteStepEvents(const v1::StepProgress& p);
+  void WriteEpochEvents(int64_t step, const v1::EpochResult& e);
+  // Rendezvous, reducer and broadcast of rank 0's state, on r's thread.
+  absl::Status Connect(Replica& r);
+  // Replica r's training loop from the Trainer's position at Run(). Local
+  // replica 0 keeps the Trainer's position and reports progress into
+  // `result`; global rank 0 also evaluates and checkpoints.
+  absl::Status RunLoop(Replica& r, v1::TrainResult* result);
+  // A replica failed with `why`: aborts the other local communicators.
+  void AbortOthers(const Replica* failed, const absl::Status& why);
+  // Progress lines before the first step (model, data, placement), and the
+  // final report after the last (OnFinish on global rank 0).
+  void ReportStart() const;
+  void ReportEnd(const v1::TrainResult& result) const;
+
+  v1::JobSpec spec_;
+  TrainerOptions options_;
+  std::shared_ptr<data::Dataset> train_, test_;
+  std::shared_ptr<data::Dataset> validation_;  // held out of data.train, or null
+  // The stores must outlive the communicators (in replicas_), which they do
+  // by being declared first: members are destroyed in reverse order.
+  std::unique_ptr<collective::Store> owned_store_;  // a CoordinatorStore
+  std::unique_ptr<collective::Store> group_store_;  // our prefix of the store
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  absl::Duration collective_timeout_;
+  absl::Mutex comm_mu_;  // guards the replicas' `comm` while they connect
+  bool aborted_ ABSL_GUARDED_BY(comm_mu_) = false;
+  std::unique_ptr<engine::LrSchedule> schedule_;
+  int threads_ = 1;  // per replica
+  int64_t steps_per_epoch_ = 0;
+  int64_t total_steps_ = 0;
+  // Position: the next step runs batch `step_in_epoch_` of epoch `epoch_`.
+  int64_t step_ = 0;
+  int64_t epoch_ = 0;
+  int64_t step_in_epoch_ = 0;
+  double train_seconds_ = 0;  // restored from checkpoints, for throughput
+  int64_t samples_seen_ = 0;
+  std::string last_checkpoint_;
+  std::string best_checkpoint_;  // checkpoint.keep_best: <dir>/best.ckpt once written
+  // Results of the epochs completed so far, restored ones included; they go
+  // into every checkpoint (rank 0 only).
+  std::vector<v1::EpochResult> history_;
+  // Global rank 0's TensorBoard event file (trainer_tensorboard.cc); null
+  // when the spec asks for none, or after a write failed (logged once).
+  std::unique_ptr<common::EventFileWriter> events_;
+  std::string resumed_from_;  // the checkpoint Restore() read, or ""
+  // Set by Run() before the replicas start: the restored history already
+  // ended the run by early stopping.
+  bool stopped_before_ = false;
+  std::atomic<bool> stop_{false};
+};
+
+// Peak resident set size of this process, in bytes.
+int64_t PeakRssBytes();
+
+}  // namespace yoke::worker
+
+#endif  // YOKE_TRAINER_TRAINER_H_

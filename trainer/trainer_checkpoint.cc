@@ -1,0 +1,110 @@
+// Trainer checkpoints: save, restore at Create, and the epoch/step cadence.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status.h"
+#include "engine/checkpoint.h"
+#include "trainer/trainer.h"
+#include "trainer/trainer_internal.h"
+
+namespace yoke::worker {
+
+absl::Status Trainer::SaveCheckpoint(const std::string& path) {
+  v1::CheckpointHeader h;
+  h.set_step(step_);
+  h.set_epoch(epoch_);
+  h.set_step_in_epoch(step_in_epoch_);
+  h.set_seed(spec_.training().seed());
+  *h.mutable_spec() = spec_;
+  const Replica& r = *replicas_[0];
+  h.set_optimizer_step(r.optimizer->step_count());
+  h.set_world_size(options_.world_size);
+  h.set_wall_seconds(train_seconds_);
+  h.set_samples_seen(samples_seen_);
+  *h.mutable_history() = {history_.begin(), history_.end()};
+  for (const std::string& name : train_->class_names()) h.add_class_names(name);
+  engine::NamedTensors tensors = {{"params", r.model->params().flat_values()},
+                          {"state", r.model->params().flat_state()}};
+  for (auto& [name, t] : r.optimizer->State()) tensors.emplace_back("optim/" + name, t);
+  return engine::WriteCheckpoint(path, h, tensors);
+}
+
+absl::Status Trainer::Restore(const std::string& path) {
+  ASSIGN_OR_RETURN(engine::Checkpoint ck, engine::ReadCheckpoint(path));
+  // Labels are indices into the class list: another list would relabel them.
+  const std::vector<std::string> classes = train_->class_names();
+  if (ck.header.class_names_size() > 0 && !classes.empty() &&
+      !std::equal(classes.begin(), classes.end(), ck.header.class_names().begin(),
+                  ck.header.class_names().end())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint ", path, " was trained on classes [",
+        absl::StrJoin(ck.header.class_names(), ", "), "] but data.train has [",
+        absl::StrJoin(classes, ", "), "]"));
+  }
+  auto restore = [&](const std::string& name, const engine::Tensor& dst) -> absl::Status {
+    const engine::Tensor* src = ck.Find(name);
+    if (src == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint ", path, " has no '", name, "' tensor"));
+    }
+    if (src->numel() != dst.numel() || src->dtype() != dst.dtype()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint ", path, ": '", name, "' holds ", src->numel(),
+          " values but this model needs ", dst.numel(),
+          " (was it written for a different model?)"));
+    }
+    dst.CopyFrom(*src);
+    return absl::OkStatus();
+  };
+  // Every local replica restores the same checkpoint (and Connect() then
+  // broadcasts rank 0's copy anyway).
+  for (auto& r : replicas_) {
+    RETURN_IF_ERROR(restore("params", r->model->params().flat_values()));
+    RETURN_IF_ERROR(restore("state", r->model->params().flat_state()));
+    for (auto& [name, t] : r->optimizer->State()) {
+      RETURN_IF_ERROR(restore("optim/" + name, t));
+    }
+    r->optimizer->set_step_count(ck.header.optimizer_step());
+  }
+  step_ = ck.header.step();
+  epoch_ = ck.header.epoch();
+  step_in_epoch_ = ck.header.step_in_epoch();
+  train_seconds_ = ck.header.wall_seconds();
+  samples_seen_ = ck.header.samples_seen();
+  if (step_in_epoch_ >= steps_per_epoch_) {
+    epoch_ += step_in_epoch_ / steps_per_epoch_;
+    step_in_epoch_ %= steps_per_epoch_;
+  }
+  history_.assign(ck.header.history().begin(), ck.header.history().end());
+  resumed_from_ = path;
+  if (options_.progress) {
+    options_.progress->OnInfo(absl::StrFormat(
+        "resumed from %s (written by %d replicas): step %d, epoch %d, batch %d of %d", path,
+        std::max<int64_t>(ck.header.world_size(), 1), step_, epoch_ + 1, step_in_epoch_,
+        steps_per_epoch_));
+    // The epochs before the checkpoint, reported again: one whose report
+    // died with a crashed worker reaches the job's history now, and the
+    // coordinator keeps each epoch once.
+    if (options_.first_rank == 0) {
+      for (const v1::EpochResult& e : history_) options_.progress->OnEpoch(e);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::MaybeCheckpoint(bool end_of_epoch) {
+  const v1::CheckpointSpec& c = spec_.checkpoint();
+  if (c.dir().empty()) return absl::OkStatus();
+  bool due = end_of_epoch || (c.every_steps() > 0 && step_ % c.every_steps() == 0);
+  if (!due) return absl::OkStatus();
+  std::string path = engine::CheckpointPath(c.dir(), step_);
+  RETURN_IF_ERROR(SaveCheckpoint(path));
+  last_checkpoint_ = path;
+  return engine::PruneCheckpoints(c.dir(), c.keep() > 0 ? c.keep() : 3);
+}
+
+}  // namespace yoke::worker

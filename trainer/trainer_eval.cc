@@ -1,0 +1,87 @@
+// Trainer evaluation: the test and validation splits on local replica 0's
+// model, and the early-stopping decision drawn from the epoch history.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "common/status.h"
+#include "data/pipeline.h"
+#include "trainer/trainer.h"
+#include "trainer/trainer_internal.h"
+
+namespace yoke::worker {
+
+using trainer_internal::BatchInput;
+using trainer_internal::BatchLabels;
+
+absl::StatusOr<std::pair<double, double>> Trainer::Evaluate() { return EvaluateOn(test_); }
+
+absl::StatusOr<std::pair<double, double>> Trainer::EvaluateValidation() {
+  return EvaluateOn(validation_);
+}
+
+Trainer::EarlyStop Trainer::EarlyStopping() const {
+  EarlyStop out;
+  const v1::EarlyStoppingSpec& es = spec_.training().early_stopping();
+  if (es.monitor().empty()) return out;
+  // Loss: lower is better; accuracy: higher. An epoch improves on the best
+  // so far only by more than min_delta (as Keras' EarlyStopping counts).
+  const bool loss = absl::EndsWith(es.monitor(), "_loss");
+  const double sign = loss ? 1.0 : -1.0;
+  double best = 0;
+  int since = 0;
+  for (const v1::EpochResult& e : history_) {
+    double v = 0;
+    if (es.monitor() == "validation_loss") v = e.validation_loss();
+    if (es.monitor() == "validation_accuracy") v = e.validation_accuracy();
+    if (es.monitor() == "test_loss") v = e.test_loss();
+    if (es.monitor() == "test_accuracy") v = e.test_accuracy();
+    if (out.best_epoch == 0 || sign * (best - v) > es.min_delta()) {
+      best = v;
+      out.best_epoch = e.epoch();
+      since = 0;
+    } else {
+      ++since;
+    }
+  }
+  out.stop = out.best_epoch > 0 && since >= es.patience();
+  return out;
+}
+
+absl::StatusOr<std::pair<double, double>> Trainer::EvaluateOn(
+    const std::shared_ptr<data::Dataset>& set) {
+  if (!set) return std::make_pair(0.0, 0.0);
+  int64_t bs = spec_.training().eval_batch_size() > 0 ? spec_.training().eval_batch_size()
+                                                      : 500;
+  data::SamplerOptions so;
+  so.batch_size = bs;
+  so.seed = spec_.training().seed();
+  so.shuffle = false;
+  data::PipelineOptions po;
+  po.prefetch = 2;
+  ASSIGN_OR_RETURN(auto pipe, data::Pipeline::Create(set, so, spec_.data().transform(),
+                                                     /*train=*/false, po));
+  engine::LayerContext ctx;
+  ctx.training = false;
+  ctx.seed = spec_.training().seed();
+  ctx.step = step_;
+  double loss_sum = 0;
+  int64_t correct = 0, n = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(auto batch, pipe->Next());
+    if (!batch.has_value()) break;
+    if (batch->n == 0) continue;
+    Replica& rep = *replicas_[0];
+    ASSIGN_OR_RETURN(engine::Tensor logits, rep.model->Forward(BatchInput(*batch), ctx));
+    ASSIGN_OR_RETURN(engine::LossResult r,
+                     rep.loss->Compute(logits, BatchLabels(*batch), 0.0f, nullptr));
+    loss_sum += r.loss_sum;
+    correct += r.correct;
+    n += batch->n;
+    pipe->Recycle(std::move(*batch));
+  }
+  return std::make_pair(loss_sum / std::max<int64_t>(n, 1),
+                        static_cast<double>(correct) / std::max<int64_t>(n, 1));
+}
+
+}  // namespace yoke::worker

@@ -1,0 +1,299 @@
+// yoke-trainer: trains one job in this process.
+//
+//   yoke-trainer JOB.yaml [--set path=value ...] [--resume CKPT]
+//                [--output text|json|events] [--log-level LEVEL]
+//                [--world-size N --rank R --replicas K
+//                 --coordinator HOST:PORT --job-id ID --attempt A
+//                 --gloo-hostname ADDR --rank-hosts W@ADDR,...
+//                 --data-ports FIRST-LAST]
+//                [--data-root DIR ... --checkpoint-root DIR ...]
+//   yoke-trainer --resume CKPT|DIR [...]  (spec taken from the checkpoint;
+//                                          DIR: its newest valid one)
+//   yoke-trainer --spec-file FILE|- [...] (a serialized v1::JobSpec)
+//
+// `yoke train` runs this binary on a YAML file, and the worker daemon runs
+// it once per attempt with --spec-file (the spec as the coordinator sent it,
+// serialized; "-" reads it from stdin). A YAML spec, or the one in a
+// checkpoint, is validated here (common::ValidateJobSpec); a --spec-file
+// spec was validated where it was submitted, so only what depends on this
+// machine is checked: that the file is a regular file of at most 16 MiB
+// holding a JobSpec, and the data and checkpoint files it names.
+//
+// Human-readable progress goes to stdout (a redrawn bar on a
+// terminal, log lines otherwise); with --output json or events it goes to
+// stderr instead. json: stdout's last line is the TrainResult as one JSON
+// object. events: stdout carries one v1::TrainerEvent per line as JSON
+// ({"info": ...}, {"step": ...}, {"epoch": ...}, {"result": ...}, and
+// {"error": "message"} before a non-zero exit), which is what the worker
+// daemon parses.
+//
+// Data parallelism: --world-size N is the job's number of ranks (replicas);
+// this process runs the --replicas K (default 1) consecutive ranks from
+// --rank R (its first global rank), one thread each. With N > 1 the ranks
+// rendezvous through the coordinator's per-attempt store (--coordinator,
+// --job-id, --attempt); --gloo-hostname is the address this process's Gloo
+// connections listen on (default 127.0.0.1: every rank on this machine),
+// and --data-ports the ports they may take (collective/listen_ports.h).
+// training.batch_size is the global batch. Only global
+// rank 0 evaluates, checkpoints and reports epochs and the result; a failed
+// collective exits 1 with the communicator's message (op, bucket, ranks).
+// Exit status: 0 on success, 2 for a bad command line, spec or input file
+// (also one found mid-training, such as a corrupt image), 1 when training
+// fails, 130/143 when stopped by SIGINT/SIGTERM.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "collective/listen_ports.h"
+#include "collective/store.h"
+#include "config/config.h"
+#include "common/flags.h"
+#include "jobspec/job_spec_binary.h"
+#include "jobspec/job_validate.h"
+#include "common/logging.h"
+#include "common/port_range.h"
+#include "engine/checkpoint.h"
+#include "google/protobuf/util/json_util.h"
+#include "trainer/progress.h"
+#include "trainer/trainer.h"
+
+namespace {
+
+std::atomic<yoke::worker::Trainer*> g_trainer{nullptr};
+std::atomic<int> g_signal{0};
+
+void OnSignal(int sig) {
+  g_signal.store(sig);
+  if (yoke::worker::Trainer* t = g_trainer.load()) t->RequestStop();
+}
+
+constexpr char kUsage[] =
+    "usage: yoke train JOB.yaml [--set path=value ...] [--resume CHECKPOINT]\n"
+    "                  [--output text|json|events] [--log-level debug|info|warn|error]\n"
+    "                  [--world-size N --rank R --replicas K\n"
+    "                   --coordinator HOST:PORT --job-id ID --attempt A\n"
+    "                   --gloo-hostname ADDR --rank-hosts W@ADDR,...\n"
+    "                   --data-ports FIRST-LAST]\n"
+    "                  [--data-root DIR ... --checkpoint-root DIR ...]\n"
+    "       yoke train --resume CHECKPOINT|DIR   (continue with the checkpoint's own\n"
+    "                                           spec; DIR: its newest valid one)\n"
+    "       yoke train --spec-file FILE|- [...]  (a serialized JobSpec, as the worker\n"
+    "                                           daemon writes it; - reads stdin)\n"
+    "       --resume-latest DIR  continue from the newest valid checkpoint in DIR, or\n"
+    "                            from step 0 if DIR has none (the worker's retries)\n";
+
+// Set with --output events: failures are reported on stdout too.
+yoke::worker::EventProgress* g_events = nullptr;
+
+int Fail(const std::string& message, int code) {
+  std::fprintf(stderr, "yoke train: %s\n", message.c_str());
+  if (g_events) g_events->OnError(message);
+  return code;
+}
+int Fail(const absl::Status& s, int code) { return Fail(std::string(s.message()), code); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string job_file, spec_file, resume, resume_latest, output = "text", log_level = "warn";
+  std::string coordinator, job_id, gloo_hostname = "127.0.0.1", rank_hosts, data_ports;
+  int rank = 0, world_size = 1, replicas = 1, attempt = 0;
+  std::vector<std::string> overrides, data_roots, checkpoint_roots;
+  // Ranks and counts: non-negative here, their relations checked below.
+  constexpr int kMaxCount = 1 << 30;
+  yoke::common::FlagParser flags("yoke train", kUsage);
+  flags.Strings("--set", &overrides)
+      .String("--resume", &resume)
+      .String("--resume-latest", &resume_latest)
+      .String("--spec-file", &spec_file)
+      .String("--output,-o", &output)
+      .String("--log-level", &log_level)
+      .Int("--rank", &rank, 0, kMaxCount)
+      .Int("--world-size", &world_size, 0, kMaxCount)
+      .Int("--replicas", &replicas, 0, kMaxCount)
+      .Int("--attempt", &attempt, 0, kMaxCount)
+      .String("--coordinator", &coordinator)
+      .String("--job-id", &job_id)
+      .String("--gloo-hostname", &gloo_hostname)
+      .String("--rank-hosts", &rank_hosts)
+      .String("--data-ports", &data_ports)
+      .Strings("--data-root", &data_roots)
+      .Strings("--checkpoint-root", &checkpoint_roots);
+  std::vector<std::string> positional;
+  if (auto code = flags.ParseOrExitCode(yoke::common::ArgsOf(argc, argv), &positional)) {
+    return *code;
+  }
+  if (positional.size() > 1) {
+    return flags.UsageError(stderr, absl::StrCat("more than one job file ('", positional[0],
+                                                 "', '", positional[1], "')"));
+  }
+  if (!positional.empty()) job_file = positional[0];
+  if (output != "text" && output != "json" && output != "events") {
+    std::fprintf(stderr, "yoke train: --output must be text, json or events, got '%s'\n",
+                 output.c_str());
+    return 2;
+  }
+  yoke::worker::EventProgress events(stdout);
+  if (output == "events") g_events = &events;
+  if (world_size < 1) return Fail(absl::StrCat("--world-size: must be >= 1, got ", world_size), 2);
+  if (replicas < 1) return Fail(absl::StrCat("--replicas: must be >= 1, got ", replicas), 2);
+  if (rank + replicas > world_size) {
+    return Fail(absl::StrCat("--rank: ranks ", rank, "..", rank + replicas - 1, " (--rank, ",
+                             "--replicas ", replicas, ") must be in [0, ", world_size, ")"),
+                2);
+  }
+  if (!data_ports.empty()) {
+    absl::StatusOr<yoke::common::PortRange> range = yoke::common::ParsePortRange(data_ports);
+    if (!range.ok()) return Fail(absl::StrCat("--data-ports: ", range.status().message()), 2);
+    yoke::collective::SetListenPortRange(*range);
+  }
+  if (world_size > 1 && replicas < world_size && (coordinator.empty() || job_id.empty())) {
+    return Fail(absl::StrCat("--world-size ", world_size, " with ranks in other processes ",
+                             "needs --coordinator HOST:PORT and --job-id to rendezvous"),
+                2);
+  }
+  if (!spec_file.empty() && !job_file.empty()) {
+    return Fail(absl::StrCat("give a job file ('", job_file, "') or --spec-file ('", spec_file,
+                             "'), not both"),
+                2);
+  }
+  if (!spec_file.empty() && !overrides.empty()) {
+    return Fail("--set needs a YAML job file; --spec-file takes the spec as it is", 2);
+  }
+  if (job_file.empty() && spec_file.empty() && resume.empty()) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  if (!resume.empty() && !resume_latest.empty()) {
+    return Fail("give --resume or --resume-latest, not both", 2);
+  }
+  if (!resume_latest.empty() && job_file.empty() && spec_file.empty()) {
+    return Fail("--resume-latest needs a job file or --spec-file", 2);
+  }
+  yoke::common::InitLogging("yoke-trainer", log_level);
+  // What the user (or the job's log, through the worker) should read.
+  auto note = [&](const std::string& line) {
+    if (g_events != nullptr) {
+      g_events->OnInfo(line);
+    } else {
+      std::fprintf(stderr, "yoke train: %s\n", line.c_str());
+    }
+  };
+
+  // --resume-latest DIR (a retry, from the worker daemon): the newest valid
+  // checkpoint in DIR if there is one, step 0 if DIR has none yet. Files
+  // that do not verify are passed over, each with a line in the log; a DIR
+  // whose every checkpoint is unreadable is an error, not a silent restart.
+  if (!resume_latest.empty()) {
+    std::vector<std::string> skipped;
+    auto newest = yoke::engine::NewestValidCheckpoint(resume_latest, &skipped);
+    for (const std::string& s : skipped) note(absl::StrCat("skipping checkpoint ", s));
+    if (newest.ok()) {
+      resume = *std::move(newest);
+    } else if (skipped.empty()) {
+      note(absl::StrCat("no checkpoint in ", resume_latest, " yet: starting from step 0"));
+    } else {
+      return Fail(absl::StrCat("--resume-latest: ", newest.status().message()), 2);
+    }
+  }
+
+  // --resume DIR: the newest checkpoint in DIR that verifies.
+  std::error_code ec;
+  if (!resume.empty() && std::filesystem::is_directory(resume, ec)) {
+    auto newest = yoke::engine::NewestValidCheckpoint(resume);
+    if (!newest.ok()) return Fail(absl::StrCat("--resume: ", newest.status().message()), 2);
+    std::fprintf(stderr, "yoke train: resuming from %s, the newest valid checkpoint in %s\n",
+                 newest->c_str(), resume.c_str());
+    resume = *std::move(newest);
+  }
+
+  yoke::v1::JobSpec spec;
+  if (!spec_file.empty()) {
+    auto spec_or = yoke::common::ReadJobSpecFile(spec_file);
+    if (!spec_or.ok()) return Fail(spec_or.status(), 2);
+    spec = *std::move(spec_or);
+  } else if (!job_file.empty()) {
+    auto spec_or = yoke::common::LoadJobSpecFile(job_file, overrides);
+    if (!spec_or.ok()) return Fail(spec_or.status(), 2);
+    spec = *std::move(spec_or);
+  } else {
+    auto ck = yoke::engine::ReadCheckpoint(resume);
+    if (!ck.ok()) return Fail(ck.status(), 2);
+    spec = ck->header.spec();
+    if (!overrides.empty()) {
+      std::fprintf(stderr, "yoke train: --set needs a job file (got only --resume)\n");
+      return 2;
+    }
+  }
+  if (spec_file.empty()) {
+    absl::Status valid = yoke::common::ValidateJobSpec(spec);
+    if (!valid.ok()) return Fail(valid, 2);
+  }
+  // The worker's copy of the coordinator's roots, checked again here, where
+  // the files are: a symlink made on this machine cannot lead out of them.
+  if (absl::Status s = yoke::common::ValidateJobPaths(spec, data_roots, checkpoint_roots);
+      !s.ok()) {
+    return Fail(s, 2);
+  }
+
+  FILE* human = output == "text" ? stdout : stderr;
+  yoke::worker::ConsoleProgress console(human, isatty(fileno(human)) != 0);
+  yoke::worker::TeeProgress tee(&console, &events);
+  // All ranks in this process: they rendezvous in memory.
+  yoke::collective::InMemoryStore local_store;
+  yoke::worker::TrainerOptions opts;
+  opts.spec_validated = true;  // above, or where it was submitted (--spec-file)
+  opts.resume = resume;
+  opts.world_size = world_size;
+  opts.first_rank = rank;
+  opts.num_replicas = replicas;
+  if (world_size > 1 && coordinator.empty()) opts.store = &local_store;
+  opts.coordinator = coordinator;
+  opts.job_id = job_id;
+  opts.attempt = attempt;
+  opts.hostname = gloo_hostname;
+  if (!rank_hosts.empty()) opts.rank_hosts = absl::StrSplit(rank_hosts, ',');
+  opts.progress = output == "events" ? static_cast<yoke::worker::ProgressSink*>(&tee) : &console;
+  auto trainer_or = yoke::worker::Trainer::Create(spec, opts);
+  if (!trainer_or.ok()) {
+    // Running out of memory is a training failure (1), not bad input (2).
+    return Fail(trainer_or.status(),
+                trainer_or.status().code() == absl::StatusCode::kResourceExhausted ? 1 : 2);
+  }
+  std::unique_ptr<yoke::worker::Trainer> trainer = *std::move(trainer_or);
+
+  g_trainer.store(trainer.get());
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  auto result = trainer->Run();
+  g_trainer.store(nullptr);
+  // Bad input found while training (a corrupt image under on_bad_image:
+  // fail) is INVALID_ARGUMENT: exit 2, which the coordinator never retries,
+  // since a retry would read the same file. Everything else is 1.
+  if (!result.ok()) {
+    return Fail(result.status(),
+                result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
+  }
+  if (output == "json") {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions jo;
+    jo.preserve_proto_field_names = true;
+    jo.always_print_primitive_fields = true;
+    (void)google::protobuf::util::MessageToJsonString(*result, &json, jo);
+    std::printf("%s\n", json.c_str());
+  }
+  int sig = g_signal.load();
+  return sig == 0 ? 0 : 128 + sig;
+}

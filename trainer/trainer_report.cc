@@ -1,0 +1,57 @@
+// Trainer reporting: what Run() tells the ProgressSink before the first
+// step and after the last, and the process's peak memory.
+#include <sys/resource.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "trainer/trainer.h"
+#include "trainer/trainer_internal.h"
+
+namespace yoke::worker {
+
+int64_t PeakRssBytes() {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return static_cast<int64_t>(ru.ru_maxrss) * 1024;
+}
+
+void Trainer::ReportStart() const {
+  const engine::Model& model0 = *replicas_[0]->model;
+  if (options_.progress) {
+    options_.progress->OnInfo(absl::StrFormat(
+        "model: %d parameters, %.1f MFLOP per example (forward+backward); "
+        "train %d examples, %s%d steps per epoch, %d threads",
+        model0.params().num_parameters(), 6.0 * model0.ForwardMacsPerExample() / 1e6,
+        train_->size(),
+        test_ ? absl::StrCat("test ", test_->size(), " examples, ") : std::string(),
+        steps_per_epoch_, threads_ * options_.num_replicas));
+    if (distributed()) {
+      options_.progress->OnInfo(absl::StrFormat(
+          "data parallel: ranks %d..%d of %d in this process (%d threads each); global "
+          "batch %d, about %d per replica",
+          options_.first_rank, options_.first_rank + options_.num_replicas - 1,
+          options_.world_size, threads_, spec_.training().batch_size(),
+          spec_.training().batch_size() / options_.world_size));
+    }
+  }
+}
+
+void Trainer::ReportEnd(const v1::TrainResult& result) const {
+  const bool root = options_.first_rank == 0;
+  if (stop_.load() && options_.progress) {
+    options_.progress->OnInfo(absl::StrCat("stopped at step ", step_, " on request"));
+  }
+  if (options_.progress) {
+    if (root) {
+      options_.progress->OnFinish(result);
+    } else {
+      options_.progress->OnInfo(absl::StrFormat(
+          "ranks %d..%d done after %d steps (rank 0 reports the result)", options_.first_rank,
+          options_.first_rank + options_.num_replicas - 1, step_));
+    }
+  }
+}
+
+}  // namespace yoke::worker

@@ -1,0 +1,402 @@
+#include "worker/trainer_launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/util/json_util.h"
+
+extern char** environ;
+
+namespace yoke::worker {
+namespace {
+
+// After the child exits, how long to keep reading output that something it
+// left behind (and that escaped its process group) still holds open.
+constexpr absl::Duration kDrainAfterExit = absl::Seconds(2);
+// How often the monitor checks for the child's exit and the kill deadline
+// when no output arrives.
+constexpr int kPollMillis = 50;
+
+std::string Errno(const char* what) { return absl::StrCat(what, ": ", std::strerror(errno)); }
+
+void CloseFd(int* fd) {
+  if (*fd >= 0) ::close(*fd);
+  *fd = -1;
+}
+
+// The environment for the child: ours, with `extra` ("NAME=value") added or
+// replacing entries of the same name.
+std::vector<std::string> ChildEnvironment(const std::vector<std::string>& extra) {
+  std::vector<std::string> env;
+  auto name_of = [](const std::string& kv) { return kv.substr(0, kv.find('=')); };
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    bool replaced = false;
+    for (const std::string& x : extra) replaced |= name_of(x) == name_of(kv);
+    if (!replaced) env.push_back(std::move(kv));
+  }
+  env.insert(env.end(), extra.begin(), extra.end());
+  return env;
+}
+
+std::vector<char*> CStrings(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (std::string& s : v) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(
+    const TrainerProcessOptions& options) {
+  if (options.binary.empty()) {
+    return absl::InvalidArgumentError("trainer binary: must be set");
+  }
+  FILE* log_file = nullptr;
+  if (!options.log_path.empty()) {
+    log_file = std::fopen(options.log_path.c_str(), "ae");
+    if (!log_file) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot open log file ", options.log_path, ": ", std::strerror(errno)));
+    }
+    setvbuf(log_file, nullptr, _IOLBF, 0);  // readable with tail -f as lines arrive
+  }
+  auto close_log = [&] {
+    if (log_file) std::fclose(log_file);
+  };
+  // Everything the child needs is prepared before fork: after it, only
+  // async-signal-safe calls are allowed (the daemon has other threads).
+  std::vector<std::string> argv_s = {options.binary};
+  argv_s.insert(argv_s.end(), options.args.begin(), options.args.end());
+  std::vector<std::string> env_s = ChildEnvironment(options.env);
+  std::vector<char*> argv = CStrings(argv_s);
+  std::vector<char*> envp = CStrings(env_s);
+  const char* work_dir = options.work_dir.empty() ? nullptr : options.work_dir.c_str();
+
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, exec_err[2] = {-1, -1}, wake[2] = {-1, -1};
+  auto close_all = [&] {
+    for (int* p : {out, err, exec_err, wake}) CloseFd(&p[0]), CloseFd(&p[1]);
+  };
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 ||
+      ::pipe2(exec_err, O_CLOEXEC) != 0 || ::pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+    std::string msg = Errno("pipe2");
+    close_all();
+    close_log();
+    return absl::InternalError(msg);
+  }
+  int dev_null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const pid_t parent = ::getpid();
+
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    std::string msg = Errno("fork");
+    close_all();
+    close_log();
+    CloseFd(&dev_null);
+    return absl::InternalError(msg);
+  }
+  if (pid == 0) {
+    // Child. Report a failure before exec through exec_err (errno as int).
+    auto fail = [&](int e) {
+      (void)!::write(exec_err[1], &e, sizeof(e));
+      ::_exit(127);
+    };
+    ::setpgid(0, 0);
+    if (options.kill_with_parent) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
+    }
+    // Signal masks and ignored signals survive exec; the daemon blocks
+    // SIGTERM in its threads, which would make the trainer unstoppable.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    struct sigaction dfl;
+    std::memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    for (int s : {SIGTERM, SIGINT, SIGPIPE, SIGHUP, SIGCHLD}) ::sigaction(s, &dfl, nullptr);
+    if (dev_null >= 0) ::dup2(dev_null, 0);
+    if (::dup2(out[1], 1) < 0 || ::dup2(err[1], 2) < 0) fail(errno);
+    if (work_dir && ::chdir(work_dir) != 0) fail(errno);
+    ::execve(argv[0], argv.data(), envp.data());
+    fail(errno);
+  }
+
+  // Parent. Set the group here too, so a Stop() right after Start() cannot
+  // race the child's own setpgid.
+  ::setpgid(pid, pid);
+  CloseFd(&dev_null);
+  CloseFd(&out[1]);
+  CloseFd(&err[1]);
+  CloseFd(&exec_err[1]);
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(exec_err[0], &child_errno, sizeof(child_errno));
+  } while (n < 0 && errno == EINTR);
+  CloseFd(&exec_err[0]);
+  if (n > 0) {
+    int status;
+    ::waitpid(pid, &status, 0);
+    close_all();
+    close_log();
+    bool in_dir = work_dir && child_errno == ENOENT && ::access(work_dir, X_OK) != 0;
+    return absl::FailedPreconditionError(
+        in_dir ? absl::StrCat("cannot enter working directory ", options.work_dir, ": ",
+                              std::strerror(child_errno))
+               : absl::StrCat("cannot run ", options.binary, ": ",
+                              std::strerror(child_errno)));
+  }
+
+  std::unique_ptr<TrainerProcess> p(new TrainerProcess());
+  p->options_ = options;
+  p->pid_ = pid;
+  p->out_fd_ = out[0];
+  p->err_fd_ = err[0];
+  p->wake_read_ = wake[0];
+  p->wake_write_ = wake[1];
+  for (int fd : {p->out_fd_, p->err_fd_}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  {
+    absl::MutexLock l(&p->mu_);
+    p->state_.pid = pid;
+    p->log_file_ = log_file;
+  }
+  p->monitor_ = std::thread([raw = p.get()] { raw->Monitor(); });
+  return p;
+}
+
+TrainerProcess::~TrainerProcess() {
+  {
+    absl::MutexLock l(&mu_);
+    shutting_down_ = true;
+    if (!reaped_) ::kill(-pid_, SIGKILL);
+  }
+  char c = 1;
+  (void)!::write(wake_write_, &c, 1);
+  if (monitor_.joinable()) monitor_.join();
+  for (int* fd : {&out_fd_, &err_fd_, &wake_read_, &wake_write_}) CloseFd(fd);
+  absl::MutexLock l(&mu_);
+  if (log_file_) std::fclose(log_file_);
+  log_file_ = nullptr;
+}
+
+TrainerState TrainerProcess::State() const {
+  absl::MutexLock l(&mu_);
+  return state_;
+}
+
+std::vector<TrainerLogLine> TrainerProcess::LogsSince(int64_t after_seq,
+                                                      size_t max_lines) const {
+  absl::MutexLock l(&mu_);
+  std::vector<TrainerLogLine> out;
+  if (logs_.empty()) return out;
+  // Sequence numbers are contiguous, so the first wanted line is found by
+  // arithmetic rather than a scan.
+  int64_t first = logs_.front().seq;
+  size_t i = after_seq < first ? 0 : static_cast<size_t>(after_seq - first + 1);
+  for (; i < logs_.size() && out.size() < max_lines; ++i) out.push_back(logs_[i]);
+  return out;
+}
+
+void TrainerProcess::Stop(absl::Duration grace) {
+  {
+    absl::MutexLock l(&mu_);
+    if (reaped_ || state_.exited) return;
+    if (!state_.stop_requested) {
+      state_.stop_requested = true;
+      grace_ = grace;
+      ::kill(-pid_, SIGTERM);
+    }
+    absl::Time deadline = absl::Now() + grace;
+    if (deadline < kill_deadline_) kill_deadline_ = deadline;
+  }
+  char c = 1;
+  (void)!::write(wake_write_, &c, 1);
+}
+
+bool TrainerProcess::WaitForExit(absl::Duration timeout) const {
+  absl::MutexLock l(&mu_);
+  auto exited = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return state_.exited; };
+  return mu_.AwaitWithTimeout(absl::Condition(&exited), timeout);
+}
+
+void TrainerProcess::AddLog(std::string text) {
+  TrainerLogLine line;
+  line.seq = ++state_.last_log_seq;
+  line.time_ms = absl::ToUnixMillis(absl::Now());
+  line.text = std::move(text);
+  if (log_file_) {
+    std::fwrite(line.text.data(), 1, line.text.size(), log_file_);
+    std::fputc('\n', log_file_);
+  }
+  logs_.push_back(std::move(line));
+  while (logs_.size() > options_.max_log_lines) logs_.pop_front();
+}
+
+void TrainerProcess::HandleLine(int which, std::string line) {
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (which == 0 && !line.empty() && line[0] == '{') {
+    v1::TrainerEvent ev;
+    google::protobuf::util::JsonParseOptions jo;
+    jo.ignore_unknown_fields = true;  // a newer trainer may add fields
+    if (google::protobuf::util::JsonStringToMessage(line, &ev, jo).ok() &&
+        ev.event_case() != v1::TrainerEvent::EVENT_NOT_SET) {
+      if (ev.event_case() == v1::TrainerEvent::kStep && options_.on_step) options_.on_step(ev.step());
+      absl::MutexLock l(&mu_);
+      state_.reported = true;
+      switch (ev.event_case()) {
+        case v1::TrainerEvent::kStep:
+          state_.has_progress = true;
+          state_.progress = ev.step();
+          break;
+        case v1::TrainerEvent::kEpoch:
+          state_.epochs.push_back(ev.epoch());
+          break;
+        case v1::TrainerEvent::kResult:
+          state_.has_result = true;
+          state_.result = ev.result();
+          break;
+        case v1::TrainerEvent::kError:
+          state_.error = ev.error();
+          break;
+        default:  // info: the trainer writes the same text to stderr
+          break;
+      }
+      return;
+    }
+  }
+  absl::MutexLock l(&mu_);
+  if (which == 1 && !line.empty()) last_stderr_ = line;
+  AddLog(std::move(line));
+}
+
+void TrainerProcess::Consume(int which, const char* data, size_t n) {
+  std::string& buf = partial_[which];
+  buf.append(data, n);
+  size_t start = 0;
+  while (true) {
+    size_t nl = buf.find('\n', start);
+    if (nl == std::string::npos) break;
+    HandleLine(which, buf.substr(start, nl - start));
+    start = nl + 1;
+  }
+  buf.erase(0, start);
+  while (buf.size() >= options_.max_line_bytes) {
+    HandleLine(which, buf.substr(0, options_.max_line_bytes));
+    buf.erase(0, options_.max_line_bytes);
+  }
+}
+
+std::string TrainerProcess::ExitReason(int status) const {
+  const bool signaled = WIFSIGNALED(status);
+  const int code = signaled ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+  if (code == 0) return "";
+  if (!state_.error.empty()) return state_.error;
+  if (killed_after_grace_) {
+    return absl::StrCat("did not exit within ", absl::FormatDuration(grace_),
+                        " of SIGTERM; killed with SIGKILL");
+  }
+  if (state_.stop_requested) {
+    return signaled ? absl::StrCat("stopped on request (signal ", WTERMSIG(status), ")")
+                    : absl::StrCat("stopped on request (exit code ", code, ")");
+  }
+  if (signaled) {
+    std::string r = absl::StrFormat("killed by signal %d (%s)", WTERMSIG(status),
+                                    strsignal(WTERMSIG(status)));
+    if (!last_stderr_.empty()) absl::StrAppend(&r, "; last output: ", last_stderr_);
+    return r;
+  }
+  if (!last_stderr_.empty()) return last_stderr_;
+  return absl::StrCat("exited with code ", code);
+}
+
+void TrainerProcess::Monitor() {
+  struct pollfd fds[3] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}, {wake_read_, POLLIN, 0}};
+  bool reaped = false;
+  int status = 0;
+  bool status_known = true;
+  absl::Time drain_deadline = absl::InfiniteFuture();
+  std::vector<char> buf(64 * 1024);
+  while (true) {
+    int rc = ::poll(fds, 3, kPollMillis);
+    if (rc < 0 && errno != EINTR) ::usleep(kPollMillis * 1000);
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || rc <= 0 || fds[i].revents == 0) continue;
+      while (true) {
+        ssize_t n = ::read(fds[i].fd, buf.data(), buf.size());
+        if (n > 0) {
+          Consume(i, buf.data(), static_cast<size_t>(n));
+          continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) break;
+        fds[i].fd = -1;  // EOF or a read error: this stream is done
+        break;
+      }
+    }
+    if (rc > 0 && (fds[2].revents & POLLIN)) {
+      char drain[64];
+      while (::read(wake_read_, drain, sizeof(drain)) > 0) {
+      }
+    }
+    if (!reaped) {
+      // Look without reaping first: while the zombie exists its pid (our
+      // process group id) cannot be reused, so killing the group is safe.
+      siginfo_t info;
+      std::memset(&info, 0, sizeof(info));
+      int w = ::waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT);
+      if ((w == 0 && info.si_pid == pid_) || (w < 0 && errno == ECHILD)) {
+        {
+          absl::MutexLock l(&mu_);
+          reaped_ = true;
+        }
+        if (w == 0) {
+          ::kill(-pid_, SIGKILL);  // whatever the trainer left in its group
+          ::waitpid(pid_, &status, 0);
+        } else {
+          status_known = false;  // someone else reaped it
+        }
+        reaped = true;
+        drain_deadline = absl::Now() + kDrainAfterExit;
+      } else {
+        absl::MutexLock l(&mu_);
+        if (absl::Now() >= kill_deadline_) {
+          ::kill(-pid_, SIGKILL);
+          if (state_.stop_requested && !shutting_down_) killed_after_grace_ = true;
+          kill_deadline_ = absl::InfiniteFuture();
+        }
+      }
+    }
+    if (reaped) {
+      bool done = fds[0].fd < 0 && fds[1].fd < 0;
+      absl::MutexLock l(&mu_);
+      if (done || shutting_down_ || absl::Now() >= drain_deadline) break;
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (!partial_[i].empty()) HandleLine(i, std::move(partial_[i]));
+    partial_[i].clear();
+  }
+  absl::MutexLock l(&mu_);
+  if (status_known) {
+    state_.exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+    state_.reason = ExitReason(status);
+  } else {
+    state_.exit_code = -1;
+    state_.reason = "exit status unknown: the process was reaped elsewhere";
+  }
+  state_.exited = true;
+  if (log_file_) std::fflush(log_file_);
+}
+
+}  // namespace yoke::worker
