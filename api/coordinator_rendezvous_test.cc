@@ -3,9 +3,9 @@
 #include <thread>
 
 #include "common/clock.h"
-#include "gtest/gtest.h"
 #include "coordinator/grpc_service.h"
 #include "coordinator/job_store.h"
+#include "gtest/gtest.h"
 #include "yoke/yoke.h"
 
 namespace {

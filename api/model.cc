@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/internal.h"
-#include "config/config.h"
 #include "common/status.h"
+#include "config/config.h"
 #include "engine/model_zoo.h"
 
 namespace yoke {

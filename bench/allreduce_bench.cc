@@ -78,8 +78,8 @@ std::vector<double> TimeAllreduce(Communicator& c, int rank, int n, int64_t coun
       float want = 0;
       for (int r = 0; r < n; ++r) want += static_cast<float>((i + r) % 17);
       if (buf[i] != want) {
-        s = absl::InternalError(absl::StrCat("element ", i, " of ", count, " is ", buf[i],
-                                             ", want ", want));
+        s = absl::InternalError(
+            absl::StrCat("element ", i, " of ", count, " is ", buf[i], ", want ", want));
       }
     }
   }
@@ -163,8 +163,8 @@ int RunRank(int rank, int n) {
       float want = 0;
       for (int r = 0; r < n; ++r) want += static_cast<float>((i + r) % 17);
       if (buf[i] != want) {
-        s = absl::InternalError(absl::StrCat("element ", i, " of ", count, " is ", buf[i],
-                                             ", want ", want));
+        s = absl::InternalError(
+            absl::StrCat("element ", i, " of ", count, " is ", buf[i], ", want ", want));
       }
     }
     if (!s.ok()) {
@@ -173,7 +173,8 @@ int RunRank(int rank, int n) {
       return 1;
     }
     const int iters = Iters(bytes);
-    for (int i = 0; i < std::max(3, iters / 10); ++i) c.Allreduce(Buffer{buf.data(), count}, o)->Wait().IgnoreError();
+    for (int i = 0; i < std::max(3, iters / 10); ++i)
+      c.Allreduce(Buffer{buf.data(), count}, o)->Wait().IgnoreError();
     std::vector<double> us;
     for (int i = 0; i < iters; ++i) {
       const absl::Time t0 = absl::Now();
@@ -189,7 +190,8 @@ int RunRank(int rank, int n) {
     const double algbw = bytes / median / 1e3;  // GB/s
     const double busbw = algbw * 2.0 * (n - 1) / n;
     if (rank == 0) {
-      std::printf("RESULT %lld %.1f %.3f %.3f\n", static_cast<long long>(bytes), median, algbw, busbw);
+      std::printf("RESULT %lld %.1f %.3f %.3f\n", static_cast<long long>(bytes), median, algbw,
+                  busbw);
       std::fflush(stdout);
     }
   }
@@ -211,10 +213,10 @@ int RunParent(const char* self) {
   }
   (*coord)->rendezvous()->Open("allreduce-bench", 1);
   if (absl::GetFlag(FLAGS_shm_count) > 0) {
-    std::printf("# yoke allreduce of %lld f32, %d ranks (processes) on one host: shared memory "
-                "against gloo over loopback, %d timed each\n",
-                static_cast<long long>(absl::GetFlag(FLAGS_shm_count)), n,
-                absl::GetFlag(FLAGS_shm_iters));
+    std::printf(
+        "# yoke allreduce of %lld f32, %d ranks (processes) on one host: shared memory "
+        "against gloo over loopback, %d timed each\n",
+        static_cast<long long>(absl::GetFlag(FLAGS_shm_count)), n, absl::GetFlag(FLAGS_shm_iters));
   } else {
     std::printf("# yoke gloo allreduce, %d ranks (processes) on loopback, f32 buffers, wire %s\n",
                 n, absl::GetFlag(FLAGS_wire).c_str());
@@ -223,7 +225,9 @@ int RunParent(const char* self) {
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     std::vector<std::string> args = {
-        self, absl::StrCat("--rank=", r), absl::StrCat("--ranks=", n),
+        self,
+        absl::StrCat("--rank=", r),
+        absl::StrCat("--ranks=", n),
         absl::StrCat("--coordinator=", (*server)->address()),
         absl::StrCat("--min_bytes=", absl::GetFlag(FLAGS_min_bytes)),
         absl::StrCat("--max_bytes=", absl::GetFlag(FLAGS_max_bytes)),

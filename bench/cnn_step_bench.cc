@@ -33,10 +33,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/rng.h"
 #include "common/status.h"
+#include "engine/kernels/cpu/gemm.h"
 #include "engine/layers/conv2d.h"
 #include "engine/losses/softmax_cross_entropy.h"
 #include "engine/model.h"
-#include "engine/kernels/cpu/gemm.h"
 #include "engine/optim/optimizer.h"
 
 ABSL_FLAG(int64_t, batch_size, 64, "examples per step");
@@ -67,9 +67,8 @@ absl::StatusOr<double> Time(const std::string& label, int64_t n,
   }
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
-  std::printf("%-40s batch %lld: median %8.3f ms, best %8.3f ms, %10.0f samples/s\n",
-              label.c_str(), static_cast<long long>(n), median, ms.front(),
-              n / (median / 1000.0));
+  std::printf("%-40s batch %lld: median %8.3f ms, best %8.3f ms, %10.0f samples/s\n", label.c_str(),
+              static_cast<long long>(n), median, ms.front(), n / (median / 1000.0));
   return median;
 }
 
@@ -81,8 +80,8 @@ constexpr int64_t kKernel = 5;
 
 // y(n, oy, ox, k) by a direct sum ("same" padding, stride 1: kKernel / 2
 // zero rows and columns on each side for an odd kernel).
-double DirectConv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvCase& c,
-                  int64_t n, int64_t oy, int64_t ox, int64_t k) {
+double DirectConv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvCase& c, int64_t n,
+                  int64_t oy, int64_t ox, int64_t k) {
   const float* xp = x.data<float>();
   const float* wp = w.data<float>();
   double s = b.data<float>()[k];
@@ -243,7 +242,7 @@ absl::StatusOr<double> GemmPeakGflops() {
   for (int64_t d : {512, 1024, 2048}) {
     std::vector<float> a(d * d), b(d * d), c(d * d);
     for (int64_t i = 0; i < d * d; ++i) {
-      a[i] = static_cast<float>(i % 7) - 3;   // small integers: the sums are exact
+      a[i] = static_cast<float>(i % 7) - 3;  // small integers: the sums are exact
       b[i] = static_cast<float>(i % 5) - 2;
     }
     RETURN_IF_ERROR(cpu::Sgemm(false, false, d, d, d, 1.0f, a.data(), b.data(), 0.0f, c.data()));
@@ -253,21 +252,20 @@ absl::StatusOr<double> GemmPeakGflops() {
       double want = 0;
       for (int64_t k = 0; k < d; ++k) want += double(a[i * d + k]) * b[k * d + j];
       if (c[i * d + j] != want) {
-        return absl::InternalError(absl::StrCat("sgemm ", d, ": c(", i, ",", j, ") = ",
-                                                c[i * d + j], ", want ", want));
+        return absl::InternalError(
+            absl::StrCat("sgemm ", d, ": c(", i, ",", j, ") = ", c[i * d + j], ", want ", want));
       }
     }
     double best = 1e300;
     for (int it = 0; it < 5 + absl::GetFlag(FLAGS_iters) / 3; ++it) {
       const auto t0 = std::chrono::steady_clock::now();
-      RETURN_IF_ERROR(
-          cpu::Sgemm(false, false, d, d, d, 1.0f, a.data(), b.data(), 0.0f, c.data()));
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-                                .count());
+      RETURN_IF_ERROR(cpu::Sgemm(false, false, d, d, d, 1.0f, a.data(), b.data(), 0.0f, c.data()));
+      best = std::min(best,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     const double rate = 2.0 * d * d * d / best / 1e9;
-    std::printf("%-40s %4lld^3: best %8.1f GFLOP/s\n", "sgemm (oneDNN)",
-                static_cast<long long>(d), rate);
+    std::printf("%-40s %4lld^3: best %8.1f GFLOP/s\n", "sgemm (oneDNN)", static_cast<long long>(d),
+                rate);
     best_rate = std::max(best_rate, rate);
   }
   return best_rate;
@@ -308,9 +306,10 @@ int Run() {
   const double limit_ms = step_gflop / *peak * 1000;
   std::printf("\ncompute limit: %.3f GFLOP per step at the sgemm peak of %.1f GFLOP/s = %.3f ms\n",
               step_gflop, *peak, limit_ms);
-  std::printf("step: %.3f ms = %.1f GFLOP/s = %.1f%% of the limit; the two convolutions "
-              "alone take %.3f ms of it\n",
-              *step_ms, step_gflop / (*step_ms / 1000), 100 * limit_ms / *step_ms, convs_ms);
+  std::printf(
+      "step: %.3f ms = %.1f GFLOP/s = %.1f%% of the limit; the two convolutions "
+      "alone take %.3f ms of it\n",
+      *step_ms, step_gflop / (*step_ms / 1000), 100 * limit_ms / *step_ms, convs_ms);
   return 0;
 }
 

@@ -49,16 +49,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "security/certs.h"
-#include "config/config.h"
 #include "common/logging.h"
-#include "security/tls_credentials.h"
-#include "grpcpp/grpcpp.h"
-#include "proto/yoke/v1/coordinator.grpc.pb.h"
+#include "config/config.h"
 #include "coordinator/auth_store.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_service.h"
 #include "coordinator/sqlite_job_store.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/yoke/v1/coordinator.grpc.pb.h"
+#include "security/certs.h"
+#include "security/tls_credentials.h"
 
 namespace v1 = yoke::v1;
 
@@ -108,9 +108,12 @@ std::string Report(const std::string& name, Samples& s) {
   std::vector<double>& v = s.us;
   if (v.empty()) return absl::StrCat(name, ": no samples\n");
   std::sort(v.begin(), v.end());
-  auto pct = [&](double p) { return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))] / 1000; };
+  auto pct = [&](double p) {
+    return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))] / 1000;
+  };
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "%-12s n=%-7zu p50=%7.2f ms  p99=%7.2f ms  max=%7.2f ms  errors=%lld\n",
+  std::snprintf(buf, sizeof(buf),
+                "%-12s n=%-7zu p50=%7.2f ms  p99=%7.2f ms  max=%7.2f ms  errors=%lld\n",
                 name.c_str(), v.size(), pct(0.50), pct(0.99), v.back() / 1000,
                 static_cast<long long>(s.errors.load()));
   return buf;
@@ -219,15 +222,24 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     bool ok = true;
-    if (a == "--workers") ok = absl::SimpleAtoi(v, &f.workers);
-    else if (a == "--seconds") ok = absl::SimpleAtoi(v, &f.seconds);
-    else if (a == "--threads") ok = absl::SimpleAtoi(v, &f.threads);
-    else if (a == "--submit-rate") ok = absl::SimpleAtod(v, &f.submit_rate);
-    else if (a == "--watchers") ok = absl::SimpleAtoi(v, &f.watchers);
-    else if (a == "--store") f.store = v;
-    else if (a == "--connect") f.connect = v;
-    else if (a == "--tls") f.tls = v == "1";
-    else ok = false;
+    if (a == "--workers")
+      ok = absl::SimpleAtoi(v, &f.workers);
+    else if (a == "--seconds")
+      ok = absl::SimpleAtoi(v, &f.seconds);
+    else if (a == "--threads")
+      ok = absl::SimpleAtoi(v, &f.threads);
+    else if (a == "--submit-rate")
+      ok = absl::SimpleAtod(v, &f.submit_rate);
+    else if (a == "--watchers")
+      ok = absl::SimpleAtoi(v, &f.watchers);
+    else if (a == "--store")
+      f.store = v;
+    else if (a == "--connect")
+      f.connect = v;
+    else if (a == "--tls")
+      f.tls = v == "1";
+    else
+      ok = false;
     if (!ok) {
       std::fprintf(stderr, "control_plane_bench: bad argument %s %s\n", a.c_str(), v.c_str());
       return 2;
@@ -282,12 +294,13 @@ int main(int argc, char** argv) {
     }
     address.assign(buf, n - 1);
   }
-  std::printf("coordinator at %s (%s); %d workers, %d heartbeat threads, %.1f submits/s, "
-              "%d watchers, %d s, %s\n",
-              address.c_str(), f.connect.empty() ? ("in a child process, " + f.store + " store").c_str()
-                                                  : "external",
-              f.workers, f.threads, f.submit_rate, f.watchers, f.seconds,
-              f.tls ? "mutual TLS" : "plaintext");
+  std::printf(
+      "coordinator at %s (%s); %d workers, %d heartbeat threads, %.1f submits/s, "
+      "%d watchers, %d s, %s\n",
+      address.c_str(),
+      f.connect.empty() ? ("in a child process, " + f.store + " store").c_str() : "external",
+      f.workers, f.threads, f.submit_rate, f.watchers, f.seconds,
+      f.tls ? "mutual TLS" : "plaintext");
 
   auto spec = yoke::common::LoadJobSpecString(kSpec, {});
   if (!spec.ok()) return 1;
@@ -352,8 +365,8 @@ int main(int argc, char** argv) {
       std::vector<double> local;
       for (int64_t round = 0; !stop; ++round) {
         for (int i = t; i < f.workers && !stop; i += f.threads) {
-          const absl::Time due = t0 + absl::Seconds(round) +
-                                 absl::Seconds(1) * (static_cast<double>(i) / f.workers);
+          const absl::Time due =
+              t0 + absl::Seconds(round) + absl::Seconds(1) * (static_cast<double>(i) / f.workers);
           const absl::Time now = absl::Now();
           if (due > now) {
             absl::SleepFor(due - now);
@@ -498,18 +511,21 @@ int main(int argc, char** argv) {
 
   std::printf("%s%s%s%s", Report("Heartbeat", hb).c_str(), Report("SubmitJob", submit).c_str(),
               Report("ListJobs", list).c_str(), Report("WatchJob 1st", watch_first).c_str());
-  std::printf("heartbeats/s: %.0f (target %d), sent >100 ms late: %lld\n",
-              hb.us.size() / wall, f.workers, static_cast<long long>(hb_late.load()));
-  std::printf("jobs: %zu submitted, %d succeeded (newest 1000 counted), watch events %lld, "
-              "watches to the end %lld\n",
-              ids.size(), succeeded, static_cast<long long>(watch_events.load()),
-              static_cast<long long>(watched_to_end.load()));
+  std::printf("heartbeats/s: %.0f (target %d), sent >100 ms late: %lld\n", hb.us.size() / wall,
+              f.workers, static_cast<long long>(hb_late.load()));
+  std::printf(
+      "jobs: %zu submitted, %d succeeded (newest 1000 counted), watch events %lld, "
+      "watches to the end %lld\n",
+      ids.size(), succeeded, static_cast<long long>(watch_events.load()),
+      static_cast<long long>(watched_to_end.load()));
   if (child) {
     std::printf("coordinator CPU: %.2f s over %.1f s wall = %.0f%% of one core\n", cpu1 - cpu0,
                 wall, 100 * (cpu1 - cpu0) / wall);
   }
   std::lock_guard<std::mutex> l1(hb.mu), l2(submit.mu);
-  auto p99 = [](std::vector<double>& v) { return v.empty() ? 0 : v[std::min(v.size() - 1, static_cast<size_t>(0.99 * v.size()))] / 1000; };
+  auto p99 = [](std::vector<double>& v) {
+    return v.empty() ? 0 : v[std::min(v.size() - 1, static_cast<size_t>(0.99 * v.size()))] / 1000;
+  };
   std::printf("target: heartbeat p99 < 20 ms: %s; SubmitJob p99 < 20 ms: %s\n",
               p99(hb.us) < 20 ? "met" : "MISSED", p99(submit.us) < 20 ? "met" : "MISSED");
   if (hb.errors > 0 || succeeded == 0) {

@@ -46,12 +46,12 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "coordinator/coordinator_metrics.h"
 #include "net/http_server.h"
-#include "telemetry/tensorboard.h"
-#include "telemetry/train_metrics.h"
 #include "proto/yoke/v1/coordinator.pb.h"
 #include "proto/yoke/v1/metrics.pb.h"
-#include "coordinator/coordinator_metrics.h"
+#include "telemetry/tensorboard.h"
+#include "telemetry/train_metrics.h"
 #include "worker/worker_metrics.h"
 
 ABSL_FLAG(double, step_ms, 10, "the job's step time, ms (the MLP's is about 10 on 2 cores)");
@@ -94,7 +94,8 @@ yoke::v1::StepProgress Report(int64_t step, int log_every) {
   p.set_data_wait_seconds(0.0001 * log_every);
   p.set_allreduce_exposed_seconds(0.001 * log_every);
   p.set_allreduce_seconds(0.003 * log_every);
-  for (int i = 0; i < log_every; ++i) yoke::common::CountStepSeconds(0.01, p.mutable_step_seconds_histogram());
+  for (int i = 0; i < log_every; ++i)
+    yoke::common::CountStepSeconds(0.01, p.mutable_step_seconds_histogram());
   return p;
 }
 
@@ -129,8 +130,8 @@ int main(int argc, char** argv) {
   sink = sink + counts[0];
 
   // TensorBoard: what the trainer writes each log step.
-  const std::string dir = absl::StrCat(std::filesystem::temp_directory_path().string(),
-                                       "/yoke-obs-cost-", getpid());
+  const std::string dir =
+      absl::StrCat(std::filesystem::temp_directory_path().string(), "/yoke-obs-cost-", getpid());
   auto events = yoke::common::EventFileWriter::Create(dir);
   if (!events.ok()) Die(events.status().ToString());
   int64_t tb_step = 0;
@@ -165,7 +166,8 @@ int main(int argc, char** argv) {
     worker.OnStep("job-1", next_rank, reports[next_rank]);
     next_rank = (next_rank + 1) % ranks;
   });
-  const double per_worker_scrape = SecondsPerCall(500, [&] { sink = sink + worker.Exposition().size(); });
+  const double per_worker_scrape =
+      SecondsPerCall(500, [&] { sink = sink + worker.Exposition().size(); });
 
   // The coordinator: its exposition with two workers and one running job.
   yoke::server::CoordinatorMetrics coordinator;
@@ -175,7 +177,8 @@ int main(int argc, char** argv) {
   yoke::server::CoordinatorView view;
   view.job_counts = [] {
     return absl::StatusOr<std::map<yoke::v1::JobState, int64_t>>(
-        std::map<yoke::v1::JobState, int64_t>{{yoke::v1::JOB_RUNNING, 1}, {yoke::v1::JOB_SUCCEEDED, 20}});
+        std::map<yoke::v1::JobState, int64_t>{{yoke::v1::JOB_RUNNING, 1},
+                                              {yoke::v1::JOB_SUCCEEDED, 20}});
   };
   view.workers = [] {
     std::vector<yoke::v1::Worker> w(2);
@@ -186,7 +189,8 @@ int main(int argc, char** argv) {
   view.running_jobs = [] { return std::vector<yoke::v1::Job>(1); };
   view.now_ms = [] { return int64_t{1000000}; };
   const std::string cexp = coordinator.Exposition(view);
-  if (!absl::StrContains(cexp, "yoke_rpc_latency_seconds") || !absl::StrContains(cexp, "yoke_jobs")) {
+  if (!absl::StrContains(cexp, "yoke_rpc_latency_seconds") ||
+      !absl::StrContains(cexp, "yoke_jobs")) {
     Die("the coordinator exposition lacks yoke_rpc_latency_seconds or yoke_jobs");
   }
   const double per_coordinator_scrape =
@@ -248,9 +252,11 @@ int main(int argc, char** argv) {
        scrapes_per_s},
       {"coordinator: /metrics exposition, per scrape", per_coordinator_scrape, scrapes_per_s},
   };
-  std::printf("job: step %.1f ms, log every %d steps, %d ranks on the worker, a scrape every %.1f s\n",
-              step_s * 1000, log_every, ranks, scrape_s);
-  std::printf("event file: %llu bytes per log step\n", static_cast<unsigned long long>(record_bytes));
+  std::printf(
+      "job: step %.1f ms, log every %d steps, %d ranks on the worker, a scrape every %.1f s\n",
+      step_s * 1000, log_every, ranks, scrape_s);
+  std::printf("event file: %llu bytes per log step\n",
+              static_cast<unsigned long long>(record_bytes));
   std::printf("%-55s %12s %10s %14s\n", "", "us/event", "events/s", "CPU us per s");
   double total = 0;
   for (const Row& r : rows) {
@@ -259,8 +265,9 @@ int main(int argc, char** argv) {
     std::printf("%-55s %12.3f %10.2f %14.1f\n", r.what, r.seconds_per_event * 1e6,
                 r.events_per_second, cpu * 1e6);
   }
-  std::printf("all together: %.1f us of CPU per second of training = %.4f%% of one core "
-              "(the step-time cost is at most this)\n",
-              total * 1e6, total * 100);
+  std::printf(
+      "all together: %.1f us of CPU per second of training = %.4f%% of one core "
+      "(the step-time cost is at most this)\n",
+      total * 1e6, total * 100);
   return sink == -1 ? 1 : 0;  // keeps the timed work from being optimized away
 }

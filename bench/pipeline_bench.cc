@@ -92,8 +92,8 @@ absl::Status CheckOneEpoch(const std::shared_ptr<const Dataset>& ds) {
     ++batches;
     if (static_cast<int64_t>(x.y.size()) != x.n || static_cast<int64_t>(x.indices.size()) != x.n ||
         static_cast<int64_t>(x.x.size()) != x.n * ds->example_numel()) {
-      return absl::InternalError(absl::StrCat("batch ", x.step, ": buffers do not hold ", x.n,
-                                              " examples"));
+      return absl::InternalError(
+          absl::StrCat("batch ", x.step, ": buffers do not hold ", x.n, " examples"));
     }
     for (int64_t i = 0; i < x.n; ++i) {
       const int64_t idx = x.indices[i];
@@ -158,7 +158,7 @@ int RunImageFolder() {
   std::printf("%s: %lld images, %dx%lldx%lld, cache %s%s; open %.3f s\n", o.root.c_str(),
               static_cast<long long>(ds->size()), o.channels, static_cast<long long>(o.height),
               static_cast<long long>(o.width), cache.c_str(),
-              folder->cache_file() == nullptr ? ""
+              folder->cache_file() == nullptr  ? ""
               : folder->cache_file()->reused() ? " (reused)"
                                                : " (new)",
               open_secs);
@@ -241,8 +241,7 @@ int Run() {
     examples += (*b)->n;
     (*p)->Recycle(std::move(**b));
   }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (examples != epochs * ds->size()) {
     std::fprintf(stderr, "pipeline_bench: timed %lld examples, want %lld\n",
                  static_cast<long long>(examples), static_cast<long long>(epochs * ds->size()));

@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cluster_state.h"
-#include "security/certs.h"
 #include "net/grpc_status.h"
+#include "security/certs.h"
 #include "security/tls_credentials.h"
 
 namespace yoke::client {
@@ -42,9 +42,8 @@ absl::Status FromGrpcStatus(const grpc::Status& s, const std::string& address) {
                      " (is it running? start one with `yoke up`): ", s.error_message()));
   }
   if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("the coordinator at ", address, " did not answer in time: ",
-                     s.error_message()));
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the coordinator at ", address, " did not answer in time: ", s.error_message()));
   }
   return common::FromGrpcStatus(s);
 }
@@ -70,7 +69,8 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ResolveCredentials(
         "token, or --insecure for a coordinator that runs --insecure");
   }
   auto c = common::ReadCredentialsDir(dir, /*need_leaf=*/false);
-  if (!c.ok()) return absl::Status(c.status().code(), absl::StrCat("--tls-dir: ", c.status().message()));
+  if (!c.ok())
+    return absl::Status(c.status().code(), absl::StrCat("--tls-dir: ", c.status().message()));
   return common::TlsChannelCredentials(*c, token);
 }
 
@@ -92,8 +92,7 @@ void CoordinatorClient::SetDeadline(grpc::ClientContext* ctx) const {
   ctx->set_deadline(std::chrono::system_clock::now() + options_.unary_timeout);
 }
 
-absl::StatusOr<std::string> CoordinatorClient::SubmitJob(const v1::JobSpec& spec,
-                                                         int priority) {
+absl::StatusOr<std::string> CoordinatorClient::SubmitJob(const v1::JobSpec& spec, int priority) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   v1::SubmitJobRequest req;
@@ -184,8 +183,8 @@ absl::Status CoordinatorClient::RevokeToken(const std::string& id) {
   return FromGrpcStatus(stub_->RevokeToken(&ctx, req, &resp), address_);
 }
 
-absl::Status CoordinatorClient::WatchJob(
-    const std::string& job_id, const std::function<bool(const v1::JobEvent&)>& on_event) {
+absl::Status CoordinatorClient::WatchJob(const std::string& job_id,
+                                         const std::function<bool(const v1::JobEvent&)>& on_event) {
   grpc::ClientContext ctx;
   v1::WatchJobRequest req;
   req.set_job_id(job_id);
@@ -201,9 +200,9 @@ absl::Status CoordinatorClient::WatchJob(
   return FromGrpcStatus(reader->Finish(), address_);
 }
 
-absl::Status CoordinatorClient::GetJobLogs(
-    const std::string& job_id, bool follow, int64_t since_seq,
-    const std::function<bool(const v1::LogLine&)>& on_line) {
+absl::Status CoordinatorClient::GetJobLogs(const std::string& job_id, bool follow,
+                                           int64_t since_seq,
+                                           const std::function<bool(const v1::LogLine&)>& on_line) {
   grpc::ClientContext ctx;
   if (!follow) SetDeadline(&ctx);
   v1::GetJobLogsRequest req;

@@ -91,8 +91,7 @@ class CoordinatorClient {
   absl::StatusOr<std::vector<v1::Worker>> ListWorkers();
   // Admin only.
   absl::StatusOr<v1::CreateTokenResponse> CreateToken(const std::string& role,
-                                                      const std::string& name,
-                                                      absl::Duration ttl);
+                                                      const std::string& name, absl::Duration ttl);
   absl::Status RevokeToken(const std::string& id);
 
   // Streams the job's events to `on_event` until the stream ends (after the

@@ -240,7 +240,7 @@ TEST_F(ClientTest, ListJobsFollowsEveryPage) {
   for (int i = 0; i < 5; ++i) ids.push_back(*c.SubmitJob(v1::JobSpec()));
   auto jobs = c.ListJobs();
   ASSERT_TRUE(jobs.ok());
-  ASSERT_EQ(jobs->size(), 5u);  // three pages of at most two
+  ASSERT_EQ(jobs->size(), 5u);                                         // three pages of at most two
   for (int i = 0; i < 5; ++i) EXPECT_EQ((*jobs)[i].id(), ids[4 - i]);  // newest first
 }
 
@@ -356,7 +356,8 @@ TEST_F(ClientTest, JobsGetWorkersAndLogsCommands) {
 
   r = Cmd("workers", {});
   EXPECT_EQ(r.code, 0);
-  EXPECT_NE(r.out.find("w-1  box   10.0.0.5  2 cpu (1 free, 8 cores)  alive  job-1/1"), std::string::npos)
+  EXPECT_NE(r.out.find("w-1  box   10.0.0.5  2 cpu (1 free, 8 cores)  alive  job-1/1"),
+            std::string::npos)
       << r.out;
 
   r = Cmd("logs", {"job-1"});

@@ -22,8 +22,8 @@
 namespace yoke::client {
 
 struct ClusterState {
-  std::string address;           // host:port of the coordinator
-  std::string dir;               // store, logs and worker work dirs
+  std::string address;  // host:port of the coordinator
+  std::string dir;      // store, logs and worker work dirs
   // The admin's credentials directory (DIR/tls/admin); "" when the cluster
   // runs --insecure.
   std::string tls_dir;

@@ -75,7 +75,8 @@ TEST(ClusterStateTest, StateDirEnvironmentVariableWins) {
   setenv("XDG_RUNTIME_DIR", "/run/user/1234", 1);
   EXPECT_EQ(DefaultClusterStatePath(), "/run/user/1234/yoke/cluster.json");
   unsetenv("XDG_RUNTIME_DIR");
-  EXPECT_EQ(DefaultClusterStatePath(), "/tmp/yoke-up-" + std::to_string(getuid()) + "/cluster.json");
+  EXPECT_EQ(DefaultClusterStatePath(),
+            "/tmp/yoke-up-" + std::to_string(getuid()) + "/cluster.json");
 }
 
 }  // namespace

@@ -11,8 +11,8 @@
 #include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "client/render.h"
-#include "config/config.h"
 #include "common/flags.h"
+#include "config/config.h"
 #include "jobspec/job_state.h"
 
 namespace yoke::client {
@@ -291,8 +291,8 @@ bool IsClusterCommand(const std::string& command) {
   return kCommands.count(command) > 0;
 }
 
-int RunClusterCommand(const std::string& command, const std::vector<std::string>& args,
-                      FILE* out, FILE* err) {
+int RunClusterCommand(const std::string& command, const std::vector<std::string>& args, FILE* out,
+                      FILE* err) {
   size_t want_positional = 1;
   std::string usage;
   if (command == "submit") {
@@ -312,11 +312,10 @@ int RunClusterCommand(const std::string& command, const std::vector<std::string>
     return 2;
   }
   Flags f;
-  common::FlagParser parser(
-      "yoke " + command,
-      absl::StrCat("usage: yoke ", usage,
-                   " [--output text|json] [--coordinator host:port]\n"
-                   "       [--tls-dir DIR] [--token TOKEN] [--insecure]\n"));
+  common::FlagParser parser("yoke " + command,
+                            absl::StrCat("usage: yoke ", usage,
+                                         " [--output text|json] [--coordinator host:port]\n"
+                                         "       [--tls-dir DIR] [--token TOKEN] [--insecure]\n"));
   parser
       .Custom("--output,-o",
               [&f](const std::string& o) {

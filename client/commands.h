@@ -28,8 +28,8 @@ namespace yoke::client {
 bool IsClusterCommand(const std::string& command);
 
 // Runs one command; returns the process exit code.
-int RunClusterCommand(const std::string& command, const std::vector<std::string>& args,
-                      FILE* out, FILE* err);
+int RunClusterCommand(const std::string& command, const std::vector<std::string>& args, FILE* out,
+                      FILE* err);
 
 // The exit code for a failed call: 2 for the caller's mistakes
 // (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, ALREADY_EXISTS,

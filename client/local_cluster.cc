@@ -25,10 +25,10 @@
 #include "absl/strings/str_join.h"
 #include "client/client.h"
 #include "client/cluster_state.h"
-#include "security/certs.h"
 #include "common/flags.h"
 #include "common/self_dir.h"
 #include "common/status.h"
+#include "security/certs.h"
 #include "security/tls_credentials.h"
 
 extern char** environ;
@@ -263,8 +263,8 @@ absl::StatusOr<pid_t> SpawnDaemon(const std::vector<std::string>& argv,
   sigaddset(&defaults, SIGPIPE);
   posix_spawnattr_setsigmask(&attr, &empty);
   posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
@@ -454,20 +454,26 @@ int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err) {
     std::ofstream(port_path) << address.substr(colon + 1) << "\n";
   }
 
-  const int64_t started_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count();
+  const int64_t started_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
   if (!adopted.empty()) {
-    std::fprintf(out, "yoke up: %zu worker%s of the last run in %s still running; they register "
-                 "again\n", adopted.size(), adopted.size() == 1 ? "" : "s", f.dir.c_str());
+    std::fprintf(out,
+                 "yoke up: %zu worker%s of the last run in %s still running; they register "
+                 "again\n",
+                 adopted.size(), adopted.size() == 1 ? "" : "s", f.dir.c_str());
     std::fflush(out);
   }
   for (int i = 1; adopted.empty() && i <= f.workers; ++i) {
     std::string wdir = absl::StrCat(f.dir, "/worker-", i);
     ::mkdir(wdir.c_str(), 0755);
-    std::vector<std::string> wargv = {worker_bin, "--coordinator", address, "--cpu-replicas",
-                                      std::to_string(f.devices), "--work-dir", wdir};
+    std::vector<std::string> wargv = {worker_bin,
+                                      "--coordinator",
+                                      address,
+                                      "--cpu-replicas",
+                                      std::to_string(f.devices),
+                                      "--work-dir",
+                                      wdir};
     if (f.insecure) {
       wargv.push_back("--insecure");
     } else {
@@ -557,7 +563,8 @@ int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err) {
   while (!SleepOrSignal(std::chrono::milliseconds(500))) {
     int status;
     if (Exited(daemons[0], &status)) {
-      std::fprintf(err, "yoke up: %s\n", DiedMessage("the coordinator", status, daemons[0].log).c_str());
+      std::fprintf(err, "yoke up: %s\n",
+                   DiedMessage("the coordinator", status, daemons[0].log).c_str());
       rc = 1;
       break;
     }
@@ -624,8 +631,8 @@ int RunDown(const std::vector<std::string>& args, FILE* out, FILE* err) {
     return 1;
   }
   std::fprintf(out, "yoke down: stopped the cluster at %s (%zu worker%s); logs are in %s\n",
-               st->address.c_str(), st->worker_pids.size(),
-               st->worker_pids.size() == 1 ? "" : "s", st->dir.c_str());
+               st->address.c_str(), st->worker_pids.size(), st->worker_pids.size() == 1 ? "" : "s",
+               st->dir.c_str());
   return 0;
 }
 

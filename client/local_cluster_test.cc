@@ -68,8 +68,8 @@ TEST(LocalClusterTest, SpawnedDaemonWritesItsLogInItsOwnSession) {
 
 TEST(LocalClusterTest, StopEscalatesToSigkillAfterTheGrace) {
   std::string dir = TempDir();
-  auto pid = SpawnDaemon({"/bin/sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"},
-                         dir + "/d.log");
+  auto pid = SpawnDaemon(
+      {"/bin/sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"}, dir + "/d.log");
   ASSERT_TRUE(pid.ok());
   for (int i = 0; i < 100 && LogTail(dir + "/d.log").empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

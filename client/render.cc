@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "telemetry/train_metrics.h"
 #include "google/protobuf/util/json_util.h"
+#include "telemetry/train_metrics.h"
 
 namespace yoke::client {
 namespace {
@@ -51,8 +51,7 @@ bool ParseJobState(const std::string& text, v1::JobState* out, std::string* erro
       known.push_back(n);
     }
   }
-  *error = absl::StrCat("unknown job state '", text, "' (known: ", absl::StrJoin(known, ", "),
-                        ")");
+  *error = absl::StrCat("unknown job state '", text, "' (known: ", absl::StrJoin(known, ", "), ")");
   return false;
 }
 
@@ -98,8 +97,8 @@ std::string ProgressSummary(const v1::Job& job) {
     }
     return "-";
   }
-  return absl::StrCat("epoch ", p.epoch() + 1, "/", p.epochs(), " step ", p.step_in_epoch(),
-                      "/", p.steps_per_epoch());
+  return absl::StrCat("epoch ", p.epoch() + 1, "/", p.epochs(), " step ", p.step_in_epoch(), "/",
+                      p.steps_per_epoch());
 }
 
 std::string JobsTable(const std::vector<v1::Job>& jobs, int64_t now_ms) {
@@ -139,11 +138,14 @@ std::string WorkersTable(const std::vector<v1::Worker>& workers, int64_t now_ms)
     std::string hb = w.last_heartbeat_ms() > 0
                          ? absl::StrCat(FormatAge(now_ms, w.last_heartbeat_ms()), " ago")
                          : "-";
-    rows.push_back({OneLine(w.id(), 40), OneLine(w.hostname(), 40), w.address().empty() ? "-" : OneLine(w.address(), 64),
+    rows.push_back({OneLine(w.id(), 40), OneLine(w.hostname(), 40),
+                    w.address().empty() ? "-" : OneLine(w.address(), 64),
                     devs.empty() ? "-" : absl::StrJoin(devs, ", "), state,
                     w.running().empty() ? "-" : OneLine(absl::StrJoin(w.running(), ","), 60), hb,
                     // "INSECURE" stands out: anyone could claim to be it.
-                    w.auth() == "insecure" ? "INSECURE" : w.auth().empty() ? "-" : w.auth()});
+                    w.auth() == "insecure" ? "INSECURE"
+                    : w.auth().empty()     ? "-"
+                                           : w.auth()});
   }
   return FormatTable(rows);
 }
@@ -179,12 +181,11 @@ std::string JobDetails(const v1::Job& job, int64_t now_ms) {
                   " lr ", s.training().optimizer().lr(), "\n");
   const auto& p = job.progress();
   if (p.step() > 0) {
-    absl::StrAppend(&out,
-                    absl::StrFormat("progress:  %s (global %d/%d), loss %.4f, acc %.4f, "
-                                    "%.0f samples/s, ETA %s\n",
-                                    ProgressSummary(job), p.step(), p.total_steps(), p.loss(),
-                                    p.accuracy(), p.samples_per_second(),
-                                    common::FormatDuration(p.eta_seconds())));
+    absl::StrAppend(&out, absl::StrFormat("progress:  %s (global %d/%d), loss %.4f, acc %.4f, "
+                                          "%.0f samples/s, ETA %s\n",
+                                          ProgressSummary(job), p.step(), p.total_steps(), p.loss(),
+                                          p.accuracy(), p.samples_per_second(),
+                                          common::FormatDuration(p.eta_seconds())));
     // Where the last log window's steps spent their time (rank 0).
     const std::string breakdown = common::FormatBreakdown(common::BreakdownOf(p));
     if (!breakdown.empty()) absl::StrAppend(&out, "step time: ", breakdown, "\n");
@@ -199,8 +200,8 @@ std::string JobDetails(const v1::Job& job, int64_t now_ms) {
     absl::StrAppend(&out, "\n");
     for (const auto& as : a.assignments()) {
       absl::StrAppend(&out, "  ranks ", as.first_rank(), "..",
-                      as.first_rank() + as.num_replicas() - 1, " on ", as.worker_id(),
-                      " devices [", absl::StrJoin(as.devices(), ","), "]\n");
+                      as.first_rank() + as.num_replicas() - 1, " on ", as.worker_id(), " devices [",
+                      absl::StrJoin(as.devices(), ","), "]\n");
     }
   }
   for (const auto& e : job.history()) {
@@ -272,10 +273,9 @@ void WatchView::OnEvent(const v1::JobEvent& ev) {
                    "%.0f samples/s  ETA %s\n",
                    static_cast<long long>(p.epoch() + 1), static_cast<long long>(p.epochs()),
                    static_cast<long long>(p.step_in_epoch()),
-                   static_cast<long long>(p.steps_per_epoch()),
-                   static_cast<long long>(p.step()), static_cast<long long>(p.total_steps()),
-                   p.loss(), p.accuracy(), p.samples_per_second(),
-                   common::FormatDuration(p.eta_seconds()).c_str());
+                   static_cast<long long>(p.steps_per_epoch()), static_cast<long long>(p.step()),
+                   static_cast<long long>(p.total_steps()), p.loss(), p.accuracy(),
+                   p.samples_per_second(), common::FormatDuration(p.eta_seconds()).c_str());
     }
   }
   std::fflush(out_);

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "telemetry/progress_bar.h"
 #include "google/protobuf/message.h"
 #include "proto/yoke/v1/coordinator.pb.h"
+#include "telemetry/progress_bar.h"
 
 namespace yoke::client {
 

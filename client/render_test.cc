@@ -13,8 +13,8 @@ using common::FileContents;
 using ::testing::HasSubstr;
 
 TEST(RenderTest, TableColumnsAreAsWideAsTheirWidestCell) {
-  std::string t = FormatTable({{"ID", "STATE", "REASON"}, {"job-10", "RUNNING", ""},
-                               {"j", "PENDING", "needs 2 cpu"}});
+  std::string t = FormatTable(
+      {{"ID", "STATE", "REASON"}, {"job-10", "RUNNING", ""}, {"j", "PENDING", "needs 2 cpu"}});
   EXPECT_EQ(t,
             "ID      STATE    REASON\n"
             "job-10  RUNNING\n"
@@ -65,11 +65,12 @@ TEST(RenderTest, JobsTableShowsProgressAccuracyAndReason) {
   std::string t = JobsTable({a, b}, 61'000);
   // Widths: ID 5, NAME 4, STATE 7, PROGRESS 21, ACCURACY 8, AGE 3; the
   // reason's newline becomes a space so the row stays one line.
-  EXPECT_EQ(t,
-            "ID     NAME  STATE    PROGRESS" + std::string(15, ' ') + "ACCURACY  AGE  REASON\n"
-            "job-2  mlp   RUNNING  epoch 2/5 step 30/938  0.8512    60s\n"
-            "job-1  -     PENDING  -" + std::string(22, ' ') + "-" + std::string(9, ' ') +
-            "60s  needs 4 cpu devices on 1 worker; free: 2\n");
+  EXPECT_EQ(t, "ID     NAME  STATE    PROGRESS" + std::string(15, ' ') +
+                   "ACCURACY  AGE  REASON\n"
+                   "job-2  mlp   RUNNING  epoch 2/5 step 30/938  0.8512    60s\n"
+                   "job-1  -     PENDING  -" +
+                   std::string(22, ' ') + "-" + std::string(9, ' ') +
+                   "60s  needs 4 cpu devices on 1 worker; free: 2\n");
 }
 
 // A 4 MB name or reason must not make a 4 MB table: long cells are cut.
@@ -128,8 +129,8 @@ TEST(RenderTest, JobDetailsSplitTheStepTime) {
   p->set_step(40);
   p->set_total_steps(100);
   p->set_window_steps(10);
-  p->set_step_seconds(0.200);             // 20 ms a step
-  p->set_data_wait_seconds(0.010);        // 1 ms
+  p->set_step_seconds(0.200);               // 20 ms a step
+  p->set_data_wait_seconds(0.010);          // 1 ms
   p->set_allreduce_exposed_seconds(0.030);  // 3 ms
   p->set_allreduce_seconds(0.120);          // 12 ms, 75% hidden
   const std::string out = JobDetails(job, 0);

@@ -4,8 +4,8 @@
 #include "absl/time/time.h"
 #include "client/client.h"
 #include "client/commands.h"
-#include "security/certs.h"
 #include "common/flags.h"
+#include "security/certs.h"
 
 namespace yoke::client {
 
@@ -83,19 +83,21 @@ int TokenCommand(const std::string& sub, const std::vector<std::string>& args, F
   std::string coordinator, role, name;
   CredentialFlags cred;
   absl::Duration ttl = absl::Hours(24);
-  const std::string usage =
-      sub == "create" ? "usage: yoke token create --role ROLE --name NAME [--ttl 24h]\n"
-                      : "usage: yoke token revoke ID\n";
+  const std::string usage = sub == "create"
+                                ? "usage: yoke token create --role ROLE --name NAME [--ttl 24h]\n"
+                                : "usage: yoke token revoke ID\n";
   common::FlagParser p("yoke token " + sub,
-                       usage + "       [--coordinator host:port] [--tls-dir DIR] [--token T] "
-                               "[--insecure]\n");
+                       usage +
+                           "       [--coordinator host:port] [--tls-dir DIR] [--token T] "
+                           "[--insecure]\n");
   p.String("--coordinator", &coordinator)
       .String("--tls-dir", &cred.tls_dir)
       .String("--token", &cred.token)
       .Bool("--insecure", &cred.insecure);
   if (sub == "create") {
-    p.String("--role", &role).String("--name", &name).Duration("--ttl", &ttl, absl::Seconds(1),
-                                                               "a duration such as 24h");
+    p.String("--role", &role)
+        .String("--name", &name)
+        .Duration("--ttl", &ttl, absl::Seconds(1), "a duration such as 24h");
   }
   std::vector<std::string> pos;
   if (auto code = p.ParseOrExitCode(args, &pos, out, err)) return *code;
@@ -121,8 +123,8 @@ int TokenCommand(const std::string& sub, const std::vector<std::string>& args, F
   std::fprintf(out, "%s\n", t->token().c_str());
   std::fprintf(err, "token %s for %s '%s', expires %s; shown once, keep it secret\n",
                t->id().c_str(), role.c_str(), name.c_str(),
-               absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
-                                absl::FromUnixMillis(t->expire_time_ms()), absl::UTCTimeZone())
+               absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromUnixMillis(t->expire_time_ms()),
+                                absl::UTCTimeZone())
                    .c_str());
   return 0;
 }
@@ -133,8 +135,9 @@ int RunCerts(const std::vector<std::string>& args, FILE* out, FILE* err) {
   const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
   if (!args.empty() && args[0] == "init") return CertsInit(rest, out, err);
   if (!args.empty() && args[0] == "issue") return CertsIssue(rest, out, err);
-  std::fprintf(err, "usage: yoke certs init DIR | yoke certs issue --ca DIR --role ROLE "
-                    "--name NAME --out DIR\n");
+  std::fprintf(err,
+               "usage: yoke certs init DIR | yoke certs issue --ca DIR --role ROLE "
+               "--name NAME --out DIR\n");
   return 2;
 }
 
@@ -143,8 +146,9 @@ int RunToken(const std::vector<std::string>& args, FILE* out, FILE* err) {
   if (!args.empty() && (args[0] == "create" || args[0] == "revoke")) {
     return TokenCommand(args[0], rest, out, err);
   }
-  std::fprintf(err, "usage: yoke token create --role ROLE --name NAME [--ttl 24h] | "
-                    "yoke token revoke ID\n");
+  std::fprintf(err,
+               "usage: yoke token create --role ROLE --name NAME [--ttl 24h] | "
+               "yoke token revoke ID\n");
   return 2;
 }
 

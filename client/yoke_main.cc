@@ -21,12 +21,12 @@
 #include "client/commands.h"
 #include "client/local_cluster.h"
 #include "client/security_commands.h"
-#include "config/config.h"
 #include "common/flags.h"
-#include "jobspec/job_data_check.h"
-#include "jobspec/job_validate.h"
 #include "common/omp_env.h"
 #include "common/self_dir.h"
+#include "config/config.h"
+#include "jobspec/job_data_check.h"
+#include "jobspec/job_validate.h"
 
 namespace {
 
@@ -57,8 +57,7 @@ using yoke::common::SelfDir;
 int Train(int argc, char** argv) {
   std::string trainer = SelfDir() + "/yoke-trainer";
   if (::access(trainer.c_str(), X_OK) != 0) {
-    std::fprintf(stderr, "yoke train: cannot find the trainer binary at %s\n",
-                 trainer.c_str());
+    std::fprintf(stderr, "yoke train: cannot find the trainer binary at %s\n", trainer.c_str());
     return 2;
   }
   std::vector<char*> args;
@@ -71,8 +70,7 @@ int Train(int argc, char** argv) {
     ::setenv(spin->substr(0, eq).c_str(), spin->substr(eq + 1).c_str(), 1);
   }
   ::execv(trainer.c_str(), args.data());
-  std::fprintf(stderr, "yoke train: cannot run %s: %s\n", trainer.c_str(),
-               std::strerror(errno));
+  std::fprintf(stderr, "yoke train: cannot run %s: %s\n", trainer.c_str(), std::strerror(errno));
   return 2;
 }
 

@@ -6,9 +6,9 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
-#include "net/grpc_status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "net/grpc_status.h"
 
 namespace yoke::collective {
 namespace {
@@ -51,8 +51,8 @@ absl::StatusOr<CoordinatorStoreOptions> CoordinatorStoreOptions::FromEnvironment
   std::string pem((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (!in.eof() && in.fail()) pem.clear();
   if (pem.empty() || pem.size() > 64 * 1024) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "YOKE_TLS_CA: cannot read a CA certificate (at most 64 KiB) from ", ca));
+    return absl::FailedPreconditionError(
+        absl::StrCat("YOKE_TLS_CA: cannot read a CA certificate (at most 64 KiB) from ", ca));
   }
   o.tls_ca_pem = std::move(pem);
   return o;
@@ -64,8 +64,7 @@ CoordinatorStore::CoordinatorStore(const std::string& target, std::string job_id
                        std::move(job_id), attempt, options) {}
 
 CoordinatorStore::CoordinatorStore(std::shared_ptr<grpc::Channel> channel, std::string target,
-                                   std::string job_id, int attempt,
-                                   CoordinatorStoreOptions options)
+                                   std::string job_id, int attempt, CoordinatorStoreOptions options)
     : target_(std::move(target)),
       job_id_(std::move(job_id)),
       attempt_(attempt),
@@ -82,8 +81,8 @@ void CoordinatorStore::AwaitConnection() {
 }
 
 std::string CoordinatorStore::Where(absl::string_view key) const {
-  return absl::StrCat("rendezvous key '", key, "' of ", job_id_, "/", attempt_,
-                      " on coordinator ", target_);
+  return absl::StrCat("rendezvous key '", key, "' of ", job_id_, "/", attempt_, " on coordinator ",
+                      target_);
 }
 
 absl::Status CoordinatorStore::Set(absl::string_view key, absl::string_view value) {

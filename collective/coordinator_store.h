@@ -20,9 +20,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "collective/store.h"
 #include "grpcpp/channel.h"
-#include "absl/status/statusor.h"
 #include "proto/yoke/v1/coordinator.grpc.pb.h"
 
 namespace yoke::collective {

@@ -4,10 +4,10 @@
 #include <thread>
 
 #include "common/clock.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "coordinator/grpc_service.h"
 #include "coordinator/job_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 
 namespace yoke::collective {
 namespace {

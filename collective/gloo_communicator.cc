@@ -11,9 +11,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
-
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -62,7 +61,8 @@ class GlooStore : public gloo::rendezvous::Store {
     return std::vector<char>(v->begin(), v->end());
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, ToChronoMs(timeout_)); }
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
     const absl::Time deadline = absl::Now() + absl::FromChrono(timeout);
     for (const std::string& k : keys) {
       Check(base_->Get(Key(k), std::max(deadline - absl::Now(), absl::ZeroDuration())).status());
@@ -122,7 +122,7 @@ struct Op {
   std::string signature;  // "allreduce 1000 f32 sum": must match on every rank
   absl::Duration timeout;
   std::function<void(const OpEnv&)> run;  // throws Gloo's exceptions
-  bool leave = false;  // Leave()'s: no seq, no watchdog, no hang check
+  bool leave = false;                     // Leave()'s: no seq, no watchdog, no hang check
   bool done = false;
   absl::Status status;
   absl::Time started = absl::InfiniteFuture();
@@ -132,8 +132,12 @@ class GlooCore {
  public:
   GlooCore(Store* store, int rank, int size, GlooOptions options,
            std::shared_ptr<gloo::Context> context)
-      : store_(store), rank_(rank), size_(size), options_(std::move(options)),
-        context_(std::move(context)), cache_(options_.ring_max_bytes) {}
+      : store_(store),
+        rank_(rank),
+        size_(size),
+        options_(std::move(options)),
+        context_(std::move(context)),
+        cache_(options_.ring_max_bytes) {}
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -195,8 +199,8 @@ class GlooCore {
       running_ = nullptr;
       if (op->leave) {
         // Later ops fail at once: the peers are gone or going.
-        Break(s.ok() ? absl::FailedPreconditionError(absl::StrCat(
-                           "rank ", rank_, " of ", size_, " has left the communicator"))
+        Break(s.ok() ? absl::FailedPreconditionError(absl::StrCat("rank ", rank_, " of ", size_,
+                                                                  " has left the communicator"))
                      : s);
       } else if (s.ok()) {
         completed_.store(op->seq);
@@ -231,7 +235,8 @@ class GlooCore {
         }
         op = running_;
       }
-      const std::string what = absl::StrCat(Where(*op), " timed out after ", absl::FormatDuration(op->timeout));
+      const std::string what =
+          absl::StrCat(Where(*op), " timed out after ", absl::FormatDuration(op->timeout));
       const HangVerdict v =
           CheckHang(store_, rank_, size_, op->seq, op->signature, what, options_.hang_grace);
       absl::MutexLock lock(&mu_);
@@ -412,15 +417,16 @@ class GlooWork : public Work {
 
 absl::Status CheckCpu(const char* op, const char* arg, const Buffer& b) {
   if (b.device != DeviceKind::kCpu) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": ", arg, ".device: the gloo backend takes CPU buffers, got CUDA:",
-                     b.device_index));
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": ", arg, ".device: the gloo backend takes CPU buffers, got CUDA:", b.device_index));
   }
   if (b.count < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", arg, ".count: must be >= 0, got ", b.count));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", arg, ".count: must be >= 0, got ", b.count));
   }
   if (b.count > 0 && b.data == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", arg, ".data: null with count ", b.count));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", arg, ".data: null with count ", b.count));
   }
   return absl::OkStatus();
 }
@@ -432,8 +438,7 @@ class GlooCommunicator : public Communicator {
     watchdog_ = std::thread([this] { core_->Watch(&stop_watchdog_); });
     GlooCore* c = core_.get();
     listener_ = std::make_unique<HangListener>(
-        c->store(), c->rank(), c->options().hang_poll,
-        [c](int64_t seq) { return c->State(seq); },
+        c->store(), c->rank(), c->options().hang_poll, [c](int64_t seq) { return c->State(seq); },
         [c](const HangRequest& request) { c->OnPeerFailure(request); });
   }
 
@@ -446,8 +451,10 @@ class GlooCommunicator : public Communicator {
       thread_.join();
       core_->ReleaseContext();
     } else {
-      spdlog::warn("collective: gloo rank {}: an op is still inside Gloo; detaching its thread "
-                   "(it ends at the op's timeout)", core_->rank());
+      spdlog::warn(
+          "collective: gloo rank {}: an op is still inside Gloo; detaching its thread "
+          "(it ends at the op's timeout)",
+          core_->rank());
       thread_.detach();
     }
   }
@@ -461,35 +468,40 @@ class GlooCommunicator : public Communicator {
     const bool compress = o.wire != DataType::kF32 && o.wire != buf.dtype;
     if (s.ok() && compress &&
         !(buf.dtype == DataType::kF32 && (o.wire == DataType::kF16 || o.wire == DataType::kBF16))) {
-      s = absl::InvalidArgumentError(absl::StrCat(
-          "allreduce: wire: only f32 buffers may travel as f16 or bf16, got buffer ",
-          DataTypeName(buf.dtype), " and wire ", DataTypeName(o.wire)));
+      s = absl::InvalidArgumentError(
+          absl::StrCat("allreduce: wire: only f32 buffers may travel as f16 or bf16, got buffer ",
+                       DataTypeName(buf.dtype), " and wire ", DataTypeName(o.wire)));
     }
     if (!s.ok()) return std::make_unique<FailedWork>(s);
     const int n = size();
     std::string sig = absl::StrCat("allreduce ", buf.count, " ", DataTypeName(buf.dtype),
                                    o.op == ReduceOp::kSum ? " sum" : " average",
                                    compress ? absl::StrCat(" wire ", DataTypeName(o.wire)) : "");
-    return Issue("allreduce", o, std::move(sig), [buf, n, op = o.op, wire = o.wire, compress](const OpEnv& env) {
-      if (buf.count == 0) return;
-      if (n > 1) {
-        Buffer wbuf = buf;
-        if (compress) {
-          env.scratch->resize(buf.count);
-          wbuf = Buffer{env.scratch->data(), buf.count, wire};
-          const float* f = static_cast<const float*>(buf.data);
-          if (wire == DataType::kF16) F32ToF16(f, env.scratch->data(), buf.count);
-          else F32ToBF16(f, env.scratch->data(), buf.count);
-        }
-        env.cache->Sum(env.context, wbuf, env.tag, env.timeout);
-        if (compress) {
-          float* f = static_cast<float*>(buf.data);
-          if (wire == DataType::kF16) F16ToF32(env.scratch->data(), f, buf.count);
-          else BF16ToF32(env.scratch->data(), f, buf.count);
-        }
-      }
-      if (op == ReduceOp::kAverage && n > 1) DivideBy(buf, n);
-    });
+    return Issue("allreduce", o, std::move(sig),
+                 [buf, n, op = o.op, wire = o.wire, compress](const OpEnv& env) {
+                   if (buf.count == 0) return;
+                   if (n > 1) {
+                     Buffer wbuf = buf;
+                     if (compress) {
+                       env.scratch->resize(buf.count);
+                       wbuf = Buffer{env.scratch->data(), buf.count, wire};
+                       const float* f = static_cast<const float*>(buf.data);
+                       if (wire == DataType::kF16)
+                         F32ToF16(f, env.scratch->data(), buf.count);
+                       else
+                         F32ToBF16(f, env.scratch->data(), buf.count);
+                     }
+                     env.cache->Sum(env.context, wbuf, env.tag, env.timeout);
+                     if (compress) {
+                       float* f = static_cast<float*>(buf.data);
+                       if (wire == DataType::kF16)
+                         F16ToF32(env.scratch->data(), f, buf.count);
+                       else
+                         BF16ToF32(env.scratch->data(), f, buf.count);
+                     }
+                   }
+                   if (op == ReduceOp::kAverage && n > 1) DivideBy(buf, n);
+                 });
   }
 
   std::unique_ptr<Work> Broadcast(Buffer buf, int root, const Options& o) override {
@@ -500,7 +512,8 @@ class GlooCommunicator : public Communicator {
     }
     if (!s.ok()) return std::make_unique<FailedWork>(s);
     const int n = size();
-    std::string sig = absl::StrCat("broadcast ", buf.count, " ", DataTypeName(buf.dtype), " root ", root);
+    std::string sig =
+        absl::StrCat("broadcast ", buf.count, " ", DataTypeName(buf.dtype), " root ", root);
     return Issue("broadcast", o, std::move(sig), [buf, root, n](const OpEnv& env) {
       if (buf.count == 0 || n == 1) return;
       gloo::BroadcastOptions g(env.context);
@@ -566,10 +579,11 @@ class GlooCommunicator : public Communicator {
   std::unique_ptr<Work> Issue(const char* name, const Options& o, std::string signature,
                               std::function<void(const OpEnv&)> run) {
     if (o.timeout <= absl::ZeroDuration()) {
-      return std::make_unique<FailedWork>(absl::InvalidArgumentError(absl::StrCat(
-          name, ": timeout: must be > 0, got ", absl::FormatDuration(o.timeout))));
+      return std::make_unique<FailedWork>(absl::InvalidArgumentError(
+          absl::StrCat(name, ": timeout: must be > 0, got ", absl::FormatDuration(o.timeout))));
     }
-    return std::make_unique<GlooWork>(core_, core_->Enqueue(name, o, std::move(signature), std::move(run)));
+    return std::make_unique<GlooWork>(
+        core_, core_->Enqueue(name, o, std::move(signature), std::move(run)));
   }
 
   std::shared_ptr<GlooCore> core_;
@@ -666,13 +680,15 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(Store* stor
                                                                      int size,
                                                                      const GlooOptions& options) {
   if (store == nullptr) return absl::InvalidArgumentError("gloo: store: required");
-  if (size <= 0) return absl::InvalidArgumentError(absl::StrCat("gloo: size: must be > 0, got ", size));
+  if (size <= 0)
+    return absl::InvalidArgumentError(absl::StrCat("gloo: size: must be > 0, got ", size));
   if (rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(
         absl::StrCat("gloo: rank: must be in [0, ", size, "), got ", rank));
   }
   IgnoreSigpipe();
-  const std::string where = absl::StrCat("gloo: rank ", rank, " of ", size, " on ", options.hostname);
+  const std::string where =
+      absl::StrCat("gloo: rank ", rank, " of ", size, " on ", options.hostname);
   GlooStore gstore(store, options.connect_timeout);
   std::shared_ptr<gloo::Context> context;
   const int64_t exhausted_before = ListenPortRangeExhaustions();
@@ -687,14 +703,17 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(Store* stor
   } catch (const std::exception& e) {
     if (ListenPortRangeExhaustions() != exhausted_before) {
       const PortRange r = ListenPortRange();
-      return absl::ResourceExhaustedError(absl::StrCat(
-          where, ": no free port in the data-plane port range ", r.ToString(), " (", r.size(),
-          " ports; each rank needs one per peer, ", size - 1, " here): widen the worker's "
-          "data_ports (gloo: ", e.what(), ")"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat(where, ": no free port in the data-plane port range ", r.ToString(), " (",
+                       r.size(), " ports; each rank needs one per peer, ", size - 1,
+                       " here): widen the worker's "
+                       "data_ports (gloo: ",
+                       e.what(), ")"));
     }
     if (!gstore.error().ok()) {
-      return absl::Status(gstore.error().code(),
-                          absl::StrCat(where, ": bootstrap through the store: ", gstore.error().message()));
+      return absl::Status(
+          gstore.error().code(),
+          absl::StrCat(where, ": bootstrap through the store: ", gstore.error().message()));
     }
     const std::string which = DiagnoseConnect(&gstore, rank, size, options);
     if (!which.empty()) {

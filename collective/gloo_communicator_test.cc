@@ -30,8 +30,8 @@ using testing::OnEveryRank;
 int64_t Value(int r, int64_t i) { return (i * 7 + r * 13) % 101 - 50; }
 
 template <typename T>
-void CheckAllreduce(std::vector<std::unique_ptr<Communicator>>& comms, DataType dt,
-                    int64_t count, ReduceOp op) {
+void CheckAllreduce(std::vector<std::unique_ptr<Communicator>>& comms, DataType dt, int64_t count,
+                    ReduceOp op) {
   const int n = comms.size();
   OnEveryRank(comms, [&](int r, Communicator& c) {
     std::vector<T> buf(count);
@@ -110,8 +110,8 @@ TEST_P(GlooSizesTest, AllreduceGivesEveryRankTheSameBits) {
   const int n = GetParam();
   InMemoryStore store;
   auto comms = Connect(n, &store);
-  for (int64_t count : {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{100003},
-                        int64_t{(1 << 18) + 3}}) {
+  for (int64_t count :
+       {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{100003}, int64_t{(1 << 18) + 3}}) {
     std::vector<std::vector<float>> bufs(n, std::vector<float>(count));
     OnEveryRank(comms, [&](int r, Communicator& c) {
       std::vector<float>& buf = bufs[r];
@@ -159,8 +159,7 @@ TEST(GlooTest, LeaveWaitsUntilEveryPeerHasLeft) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
     }
     left[r] = c.Leave(absl::Seconds(30));
-    left_after_s[r] =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    left_after_s[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_EQ(c.issued_seq(), 1);
     EXPECT_EQ(c.completed_seq(), 1);
     absl::Status after = c.Barrier({})->Wait();
@@ -214,7 +213,8 @@ TEST(GlooTest, ARankThatLeavesAndClosesAtOnceNeverFailsItsPeer) {
       if (!last[r].ok() || !left[r].ok()) {
         ++failures;
         if (first.empty()) {
-          first = absl::StrCat("rank ", r, ": ", last[r].ToString(), "; leave: ", left[r].ToString());
+          first =
+              absl::StrCat("rank ", r, ": ", last[r].ToString(), "; leave: ", left[r].ToString());
         }
       }
     }
@@ -244,11 +244,11 @@ TEST(GlooTest, SixtyFourMiBPlusThreeElementsOnThreeRanks) {
   OnEveryRank(comms, [&](int r, Communicator& c) {
     std::vector<float> in(count), out(count * 3, -1);
     for (int64_t i = 0; i < count; ++i) in[i] = Value(r, i);
-    ASSERT_TRUE(c.Allgather(Buffer{in.data(), count}, Buffer{out.data(), count * 3}, {})
-                    ->Wait()
-                    .ok());
+    ASSERT_TRUE(
+        c.Allgather(Buffer{in.data(), count}, Buffer{out.data(), count * 3}, {})->Wait().ok());
     for (int q = 0; q < 3; ++q) {
-      for (int64_t i = 0; i < count; ++i) ASSERT_EQ(out[q * count + i], Value(q, i)) << q << " " << i;
+      for (int64_t i = 0; i < count; ++i)
+        ASSERT_EQ(out[q * count + i], Value(q, i)) << q << " " << i;
     }
   });
 }
@@ -309,8 +309,12 @@ void CheckCompressed(DataType wire, double unit_roundoff) {
   }
 }
 
-TEST(GlooTest, F16WireIsWithinF16Rounding) { CheckCompressed(DataType::kF16, std::ldexp(1.0, -11)); }
-TEST(GlooTest, BF16WireIsWithinBF16Rounding) { CheckCompressed(DataType::kBF16, std::ldexp(1.0, -8)); }
+TEST(GlooTest, F16WireIsWithinF16Rounding) {
+  CheckCompressed(DataType::kF16, std::ldexp(1.0, -11));
+}
+TEST(GlooTest, BF16WireIsWithinBF16Rounding) {
+  CheckCompressed(DataType::kBF16, std::ldexp(1.0, -8));
+}
 
 TEST(GlooTest, NativeHalfBuffersSum) {
   InMemoryStore store;
@@ -356,8 +360,9 @@ TEST(GlooTest, BadArgumentsAreInvalidArgument) {
   EXPECT_EQ(g->Wait().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(g->Wait().message(), HasSubstr("2 * 8"));
   EXPECT_EQ(c.Allreduce(Buffer{nullptr, 8}, {})->Wait().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(c.Allreduce(Buffer{buf.data(), 8, DataType::kF32, DeviceKind::kCuda}, {})->Wait().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      c.Allreduce(Buffer{buf.data(), 8, DataType::kF32, DeviceKind::kCuda}, {})->Wait().code(),
+      absl::StatusCode::kInvalidArgument);
   // Rejected calls are not issued and do not break the communicator.
   EXPECT_EQ(c.issued_seq(), 0);
   OnEveryRank(comms, [&](int r, Communicator& c) {

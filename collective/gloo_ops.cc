@@ -100,7 +100,8 @@ class HalvingDoublingOf : public AllreduceCache::Ring {
  public:
   HalvingDoublingOf(const std::shared_ptr<gloo::Context>& context, int count,
                     const gloo::ReductionFunction<T>* fn)
-      : staging_(count), fn_holder_(fn),
+      : staging_(count),
+        fn_holder_(fn),
         algo_(context, std::vector<T*>{staging_.data()}, count, fn) {}
   void RunOn(void* ptr) override {
     const size_t bytes = staging_.size() * sizeof(T);
@@ -127,7 +128,8 @@ std::unique_ptr<AllreduceCache::Ring> MakeRing(const std::shared_ptr<gloo::Conte
   if (context->size > 2) {
     return std::make_unique<HalvingDoublingOf<T>>(context, static_cast<int>(b.count), fn);
   }
-  return std::make_unique<RingOf<T>>(context, static_cast<T*>(b.data), static_cast<int>(b.count), fn);
+  return std::make_unique<RingOf<T>>(context, static_cast<T*>(b.data), static_cast<int>(b.count),
+                                     fn);
 }
 
 std::unique_ptr<AllreduceCache::Ring> MakeRing(const std::shared_ptr<gloo::Context>& context,

@@ -3,9 +3,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "collective/gloo_communicator.h"
 #include "collective/testing/gloo_ranks.h"
-#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -35,8 +35,7 @@ bool HaveF16c() {
 // Elements per chunk when a sum goes through f32 (fits in L1 with room).
 constexpr size_t kChunk = 1024;
 
-__attribute__((target("avx,f16c"))) void F32ToF16F16c(const float* src, uint16_t* dst,
-                                                      size_t n) {
+__attribute__((target("avx,f16c"))) void F32ToF16F16c(const float* src, uint16_t* dst, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
@@ -45,8 +44,7 @@ __attribute__((target("avx,f16c"))) void F32ToF16F16c(const float* src, uint16_t
   for (; i < n; ++i) dst[i] = F32ToF16Scalar(src[i]);
 }
 
-__attribute__((target("avx,f16c"))) void F16ToF32F16c(const uint16_t* src, float* dst,
-                                                      size_t n) {
+__attribute__((target("avx,f16c"))) void F16ToF32F16c(const uint16_t* src, float* dst, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
@@ -130,7 +128,8 @@ void BF16ToF32(const uint16_t* src, float* dst, size_t n) {
 
 void SumF16(uint16_t* out, const uint16_t* a, const uint16_t* b, size_t n) {
   if (HaveF16c()) return SumF16F16c(out, a, b, n);
-  for (size_t i = 0; i < n; ++i) out[i] = F32ToF16Scalar(F16ToF32Scalar(a[i]) + F16ToF32Scalar(b[i]));
+  for (size_t i = 0; i < n; ++i)
+    out[i] = F32ToF16Scalar(F16ToF32Scalar(a[i]) + F16ToF32Scalar(b[i]));
 }
 
 void SumBF16(uint16_t* out, const uint16_t* a, const uint16_t* b, size_t n) {

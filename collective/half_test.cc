@@ -28,8 +28,8 @@ TEST(HalfTest, KnownF16Values) {
 TEST(HalfTest, KnownBF16Values) {
   EXPECT_EQ(F32ToBF16Scalar(1.0f), 0x3f80);
   EXPECT_EQ(F32ToBF16Scalar(-2.0f), 0xc000);
-  EXPECT_EQ(F32ToBF16Scalar(1.0f + std::ldexp(1.0f, -8)), 0x3f80);       // tie to even
-  EXPECT_EQ(F32ToBF16Scalar(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);   // tie to even
+  EXPECT_EQ(F32ToBF16Scalar(1.0f + std::ldexp(1.0f, -8)), 0x3f80);      // tie to even
+  EXPECT_EQ(F32ToBF16Scalar(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);  // tie to even
   EXPECT_EQ(BF16ToF32Scalar(0x3f80), 1.0f);
   EXPECT_TRUE(std::isnan(BF16ToF32Scalar(F32ToBF16Scalar(NAN))));
 }

@@ -30,7 +30,8 @@ HangListener::~HangListener() {
   stop_.Notify();
   // An empty request is the wake-up; a real one always has text.
   absl::Status s = store_->Set(RequestKey(rank_), "");
-  if (!s.ok()) spdlog::warn("collective: rank {}: cannot wake the hang listener: {}", rank_, s.ToString());
+  if (!s.ok())
+    spdlog::warn("collective: rank {}: cannot wake the hang listener: {}", rank_, s.ToString());
   thread_.join();
 }
 
@@ -54,9 +55,10 @@ void HangListener::Run() {
     r.signature = parts[2];
     r.what = parts[3];
     const SeqState st = state_(r.seq);
-    absl::Status s = store_->Set(StateKey(rank_),
-                                 absl::StrCat(st.issued, " ", st.completed, " ", st.signature));
-    if (!s.ok()) spdlog::warn("collective: rank {}: cannot answer a hang check: {}", rank_, s.ToString());
+    absl::Status s =
+        store_->Set(StateKey(rank_), absl::StrCat(st.issued, " ", st.completed, " ", st.signature));
+    if (!s.ok())
+      spdlog::warn("collective: rank {}: cannot answer a hang check: {}", rank_, s.ToString());
     on_request_(r);
     return;
   }
@@ -98,7 +100,8 @@ HangVerdict CheckHang(Store* store, int rank, int size, int64_t seq, const std::
     out.push_back(absl::StrCat("ranks disagree on op #", seq, ": ", absl::StrJoin(different, ", "),
                                ", this rank ", signature));
   }
-  if (!behind.empty()) out.push_back(absl::StrCat("ranks ", absl::StrJoin(behind, ","), " never arrived"));
+  if (!behind.empty())
+    out.push_back(absl::StrCat("ranks ", absl::StrJoin(behind, ","), " never arrived"));
   if (!silent.empty()) {
     out.push_back(absl::StrCat("ranks ", absl::StrJoin(silent, ","), " did not answer within ",
                                absl::FormatDuration(grace), " (dead or unreachable)"));

@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstring>
 
-
 namespace yoke::collective {
 namespace {
 
@@ -63,8 +62,9 @@ int BindInRange(int fd, const sockaddr* addr, socklen_t len, int first, int last
 }  // namespace
 
 void SetListenPortRange(PortRange range) {
-  g_range.store(range.empty() ? 0 : (static_cast<uint32_t>(range.first) << 16) |
-                                        static_cast<uint32_t>(range.last));
+  g_range.store(range.empty() ? 0
+                              : (static_cast<uint32_t>(range.first) << 16) |
+                                    static_cast<uint32_t>(range.last));
 }
 
 PortRange ListenPortRange() {

@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "collective/gloo_communicator.h"
 #include "absl/strings/match.h"
+#include "collective/gloo_communicator.h"
 #include "collective/store.h"
 #include "collective/testing/gloo_ranks.h"
 #include "gloo/transport/tcp/address.h"

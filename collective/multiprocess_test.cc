@@ -4,7 +4,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-
 #include <climits>
 #include <set>
 #include <string>
@@ -16,10 +15,10 @@
 #include "collective/shm_communicator.h"
 #include "collective/testing/shm_segments.h"
 #include "common/clock.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "coordinator/grpc_service.h"
 #include "coordinator/job_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 
 namespace yoke::collective {
 namespace {
@@ -72,9 +71,14 @@ class MultiProcessTest : public ::testing::Test {
   }
 
   std::vector<std::string> Args(int rank, int size, const std::string& mode) {
-    return {HelperPath(), absl::StrCat("--coordinator=", server_->address()), "--job=job-mp",
-            "--attempt=1", absl::StrCat("--rank=", rank), absl::StrCat("--size=", size),
-            "--count=100003", absl::StrCat("--mode=", mode)};
+    return {HelperPath(),
+            absl::StrCat("--coordinator=", server_->address()),
+            "--job=job-mp",
+            "--attempt=1",
+            absl::StrCat("--rank=", rank),
+            absl::StrCat("--size=", size),
+            "--count=100003",
+            absl::StrCat("--mode=", mode)};
   }
 
   // The shared-memory path: both ranks on one host.

@@ -11,13 +11,13 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(Communicator* comm, Buf
                                                          const ReducerOptions& options) {
   if (comm == nullptr) return absl::InvalidArgumentError("reducer: no communicator");
   if (grads.dtype != DataType::kF32) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "reducer: the gradient buffer must be f32, got ", DataTypeName(grads.dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("reducer: the gradient buffer must be f32, got ", DataTypeName(grads.dtype)));
   }
   if (options.first_bucket_bytes <= 0 || options.bucket_bytes <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "reducer: bucket caps must be > 0, got first_bucket_bytes=",
-        options.first_bucket_bytes, " bucket_bytes=", options.bucket_bytes));
+        "reducer: bucket caps must be > 0, got first_bucket_bytes=", options.first_bucket_bytes,
+        " bucket_bytes=", options.bucket_bytes));
   }
   if (options.wire != DataType::kF32 && options.wire != DataType::kF16 &&
       options.wire != DataType::kBF16) {
@@ -28,10 +28,10 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(Communicator* comm, Buf
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamRange& p = params[i];
     if (p.count <= 0 || p.offset < end || p.offset + p.count > grads.count) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "reducer: parameter ", i, " [", p.offset, ", ", p.offset + p.count,
-          ") must be non-empty, after the previous one (which ends at ", end,
-          ") and inside the gradient buffer (", grads.count, " elements)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("reducer: parameter ", i, " [", p.offset, ", ", p.offset + p.count,
+                       ") must be non-empty, after the previous one (which ends at ", end,
+                       ") and inside the gradient buffer (", grads.count, " elements)"));
     }
     end = p.offset + p.count;
   }
@@ -96,11 +96,11 @@ void Reducer::MarkReady(int param) {
   }
   if (param < 0 || param >= static_cast<int>(ready_.size()) || ready_[param]) {
     if (error_.ok()) {
-      error_ = absl::InvalidArgumentError(absl::StrCat(
-          "reducer: MarkReady(", param, ") ",
-          param < 0 || param >= static_cast<int>(ready_.size())
-              ? absl::StrCat("is out of range [0, ", ready_.size(), ")")
-              : std::string("was already called this step")));
+      error_ = absl::InvalidArgumentError(
+          absl::StrCat("reducer: MarkReady(", param, ") ",
+                       param < 0 || param >= static_cast<int>(ready_.size())
+                           ? absl::StrCat("is out of range [0, ", ready_.size(), ")")
+                           : std::string("was already called this step")));
     }
     return;
   }

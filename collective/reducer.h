@@ -86,8 +86,8 @@ struct ParamRange {
 class Reducer {
  public:
   struct Bucket {
-    int64_t offset = 0;  // elements into the flat buffer
-    int64_t count = 0;   // elements, padding included
+    int64_t offset = 0;       // elements into the flat buffer
+    int64_t count = 0;        // elements, padding included
     std::vector<int> params;  // parameter indices, in reverse declaration order
   };
 
@@ -132,8 +132,8 @@ class Reducer {
   bool in_step_ = false;
   int64_t totals_[2] = {0, 0};  // allreduced in place: samples, stop votes
   std::unique_ptr<Work> count_work_;
-  std::vector<char> ready_;     // per parameter
-  std::vector<int> pending_;    // per bucket: parameters not yet ready
+  std::vector<char> ready_;   // per parameter
+  std::vector<int> pending_;  // per bucket: parameters not yet ready
   int next_bucket_ = 0;
   std::vector<std::unique_ptr<Work>> works_;
   absl::Time first_issue_;  // of the step's first gradient bucket

@@ -2,8 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
-#include <string>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -37,9 +37,7 @@ void RunRanks(int size, const std::function<void(int, Communicator*)>& body) {
 
 // Five parameters with 16-float alignment, as ParamSet lays them out:
 //   p0 [0, 60)  p1 [64, 94)  p2 [96, 296)  p3 [304, 344)  p4 [352, 422)
-std::vector<ParamRange> Layout() {
-  return {{0, 60}, {64, 30}, {96, 200}, {304, 40}, {352, 70}};
-}
+std::vector<ParamRange> Layout() { return {{0, 60}, {64, 30}, {96, 200}, {304, 40}, {352, 70}}; }
 constexpr int64_t kFlat = 432;
 
 TEST(ReducerTest, BucketsFollowReverseDeclarationOrderAndCaps) {
@@ -72,8 +70,11 @@ TEST(ReducerTest, DefaultCapsAreOneAndTwentyFiveMiB) {
     const int64_t M = 1 << 20;  // floats; 4 MiB each
     // Declaration order: 8 MiB, 20 MiB, 12 MiB, 0.4 MiB, 0.8 MiB. Create
     // never touches the data.
-    std::vector<ParamRange> p = {{0, 2 * M}, {2 * M, 5 * M}, {7 * M, 3 * M},
-                                 {10 * M, M / 10 / 16 * 16}, {11 * M, M / 5 / 16 * 16}};
+    std::vector<ParamRange> p = {{0, 2 * M},
+                                 {2 * M, 5 * M},
+                                 {7 * M, 3 * M},
+                                 {10 * M, M / 10 / 16 * 16},
+                                 {11 * M, M / 5 / 16 * 16}};
     auto r = Reducer::Create(comm, Buffer{nullptr, 12 * M}, p, ReducerOptions());
     ASSERT_TRUE(r.ok()) << r.status();
     const auto& b = (*r)->buckets();
@@ -172,13 +173,13 @@ TEST(ReducerTest, BucketsStartWhenReadyAndInOrder) {
     auto r = Reducer::Create(comm, Buffer{g.data(), kFlat}, Layout(), o);
     ASSERT_TRUE(r.ok()) << r.status();
     Reducer& red = **r;
-    ASSERT_TRUE(red.Prepare(1, rank).ok());  // rank 1 votes to stop
+    ASSERT_TRUE(red.Prepare(1, rank).ok());   // rank 1 votes to stop
     const int64_t base = comm->issued_seq();  // the count
     red.MarkReady(2);                         // bucket 1 complete, bucket 0 not
     EXPECT_EQ(comm->issued_seq(), base);      // waits for bucket 0
     red.MarkReady(4);
     EXPECT_EQ(comm->issued_seq(), base);
-    red.MarkReady(3);                         // bucket 0, then bucket 1
+    red.MarkReady(3);  // bucket 0, then bucket 1
     EXPECT_EQ(comm->issued_seq(), base + 2);
     red.MarkReady(1);
     EXPECT_EQ(comm->issued_seq(), base + 2);  // p0 is still missing

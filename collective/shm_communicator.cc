@@ -6,18 +6,18 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <climits>
-#include <ctime>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <fstream>
 #include <functional>
@@ -25,9 +25,9 @@
 #include <thread>
 
 #include "absl/functional/function_ref.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
@@ -60,17 +60,17 @@ struct alignas(64) RankLine {
   std::atomic<int64_t> count;     // the op's element count (ranks must agree)
   std::atomic<int64_t> seq;       // the op's sequence number
   std::atomic<int32_t> pid;
-  std::atomic<int32_t> rank;      // its global rank
-  std::atomic<uint64_t> pid_ns;   // its pid namespace's inode: pids compare only within one
-  std::atomic<int32_t> dtype;     // the op's DataType (ranks must agree)
+  std::atomic<int32_t> rank;     // its global rank
+  std::atomic<uint64_t> pid_ns;  // its pid namespace's inode: pids compare only within one
+  std::atomic<int32_t> dtype;    // the op's DataType (ranks must agree)
 };
 
 struct Header {
   uint64_t magic;
   int32_t local_size;
-  int64_t chunk_elems;  // in f32s: a slot holds chunk_elems * 4 bytes
-  std::atomic<int32_t> attached;   // local ranks that have mapped the segment
-  std::atomic<int32_t> broken_by;  // 0, or 1 + the local index whose op failed
+  int64_t chunk_elems;                           // in f32s: a slot holds chunk_elems * 4 bytes
+  std::atomic<int32_t> attached;                 // local ranks that have mapped the segment
+  std::atomic<int32_t> broken_by;                // 0, or 1 + the local index whose op failed
   alignas(64) std::atomic<uint64_t> cross_done;  // the leader's cross-host allreduce
   // A futex: bumped after every counter store, so that a rank asleep in
   // Await wakes as soon as a peer moves (FUTEX_WAKE only when `sleepers`).
@@ -88,8 +88,8 @@ static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "a futex is a p
 void WakePeers(Header* h) {
   h->wake_word.fetch_add(1, std::memory_order_seq_cst);
   if (h->sleepers.load(std::memory_order_seq_cst) > 0) {
-    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&h->wake_word), FUTEX_WAKE, INT_MAX,
-              nullptr, nullptr, 0);
+    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&h->wake_word), FUTEX_WAKE, INT_MAX, nullptr,
+              nullptr, 0);
   }
 }
 
@@ -172,9 +172,9 @@ class Segment {
     struct stat st {};
     if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes_) {
       ::close(fd);
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shm: ", name, " has ", st.st_size, " bytes, want ", bytes_,
-          ": local ranks disagree on the shm settings"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("shm: ", name, " has ", st.st_size, " bytes, want ", bytes_,
+                       ": local ranks disagree on the shm settings"));
     }
     absl::Status s = Map(fd, name);
     if (!s.ok()) return s;
@@ -280,8 +280,12 @@ class ShmCore {
   ShmCore(Group g, std::unique_ptr<Segment> seg, std::unique_ptr<PrefixStore> inner_store,
           std::unique_ptr<Communicator> inner, std::unique_ptr<PrefixStore> cross_store,
           std::unique_ptr<Communicator> cross)
-      : g_(std::move(g)), seg_(std::move(seg)), inner_store_(std::move(inner_store)),
-        inner_(std::move(inner)), cross_store_(std::move(cross_store)), cross_(std::move(cross)) {
+      : g_(std::move(g)),
+        seg_(std::move(seg)),
+        inner_store_(std::move(inner_store)),
+        inner_(std::move(inner)),
+        cross_store_(std::move(cross_store)),
+        cross_(std::move(cross)) {
     thread_ = std::thread([this] { Loop(); });
   }
 
@@ -410,16 +414,18 @@ class ShmCore {
       const uint64_t gen = ++gen_;
       // 1. The slots are free once every local rank has copied out the last
       //    generation's result.
-      RETURN_IF_ERROR(Await(op, deadline, "free slots", all,
-                             [&](int j) { return h->ranks[j].done.load(std::memory_order_acquire) >= gen - 1; }));
+      RETURN_IF_ERROR(Await(op, deadline, "free slots", all, [&](int j) {
+        return h->ranks[j].done.load(std::memory_order_acquire) >= gen - 1;
+      }));
       std::memcpy(seg_->slot<T>(g_.me), data + off, m * sizeof(T));
       mine.count.store(count, std::memory_order_relaxed);
       mine.dtype.store(static_cast<int32_t>(dtype), std::memory_order_relaxed);
       mine.seq.store(op.seq, std::memory_order_relaxed);
       mine.arrived.store(gen, std::memory_order_release);
       WakePeers(h);
-      RETURN_IF_ERROR(Await(op, deadline, "arrived", all,
-                             [&](int j) { return h->ranks[j].arrived.load(std::memory_order_acquire) >= gen; }));
+      RETURN_IF_ERROR(Await(op, deadline, "arrived", all, [&](int j) {
+        return h->ranks[j].arrived.load(std::memory_order_acquire) >= gen;
+      }));
       for (int j = 0; j < L; ++j) {
         const int64_t c = h->ranks[j].count.load(std::memory_order_relaxed);
         const auto t = static_cast<DataType>(h->ranks[j].dtype.load(std::memory_order_relaxed));
@@ -439,8 +445,9 @@ class ShmCore {
       }
       mine.reduced.store(gen, std::memory_order_release);
       WakePeers(h);
-      RETURN_IF_ERROR(Await(op, deadline, "reduced", all,
-                             [&](int j) { return h->ranks[j].reduced.load(std::memory_order_acquire) >= gen; }));
+      RETURN_IF_ERROR(Await(op, deadline, "reduced", all, [&](int j) {
+        return h->ranks[j].reduced.load(std::memory_order_acquire) >= gen;
+      }));
       // 3. Across hosts: the leader's Gloo allreduce of the local sums.
       if (g_.hosts > 1) {
         if (g_.me == 0) {
@@ -506,9 +513,9 @@ class ShmCore {
         return broken_;
       }
       if (const int b = h->broken_by.load(); b != 0 && b - 1 != g_.me) {
-        return absl::AbortedError(absl::StrCat(
-            Where(op), ": local rank ", g_.locals[b - 1],
-            " broke the shared-memory group (its op failed or it was aborted)"));
+        return absl::AbortedError(
+            absl::StrCat(Where(op), ": local rank ", g_.locals[b - 1],
+                         " broke the shared-memory group (its op failed or it was aborted)"));
       }
       std::vector<int> late;
       for (int j : whom) {
@@ -531,9 +538,8 @@ class ShmCore {
         std::vector<int> ranks;
         for (int j : late) ranks.push_back(g_.locals[j]);
         return absl::DeadlineExceededError(absl::StrCat(
-            Where(op), " timed out after ", absl::FormatDuration(timeout_),
-            ": local ranks ", absl::StrJoin(ranks, ","), " never arrived (", phase,
-            ", shared memory)"));
+            Where(op), " timed out after ", absl::FormatDuration(timeout_), ": local ranks ",
+            absl::StrJoin(ranks, ","), " never arrived (", phase, ", shared memory)"));
       }
       if (iter < kSpins + kYields) {
         sched_yield();
@@ -577,8 +583,8 @@ class ShmCore {
         BreakLocal(s, /*mark_segment=*/!leave);
       } else if (leave) {
         // Later ops fail at once: the peers are gone or going.
-        BreakLocal(absl::FailedPreconditionError(absl::StrCat(
-                       "rank ", g_.rank, " of ", g_.size, " has left the communicator")),
+        BreakLocal(absl::FailedPreconditionError(absl::StrCat("rank ", g_.rank, " of ", g_.size,
+                                                              " has left the communicator")),
                    /*mark_segment=*/false);
       }
     }
@@ -602,8 +608,8 @@ class ShmCore {
   std::atomic<bool> aborted_{false};
   std::atomic<bool> cross_in_flight_{false};
   std::atomic<bool> shut_down_{false};
-  uint64_t gen_ = 0;          // op thread only
-  absl::Duration timeout_;    // the running op's; op thread only
+  uint64_t gen_ = 0;        // op thread only
+  absl::Duration timeout_;  // the running op's; op thread only
 
   absl::Mutex mu_;
   absl::CondVar work_cv_;
@@ -647,8 +653,7 @@ class ShmCommunicator : public Communicator {
     if (!shm) {
       // Other dtypes, wire compression and bad arguments: Gloo's path and
       // Gloo's checks.
-      return Delegate("allreduce", o,
-                      [buf, o](Communicator* c) { return c->Allreduce(buf, o); });
+      return Delegate("allreduce", o, [buf, o](Communicator* c) { return c->Allreduce(buf, o); });
     }
     if (o.timeout <= absl::ZeroDuration()) return BadTimeout("allreduce", o);
     ShmCore* core = core_.get();
@@ -656,14 +661,14 @@ class ShmCommunicator : public Communicator {
       if (buf.count == 0) return absl::OkStatus();
       switch (buf.dtype) {
         case DataType::kI32:
-          return core->AllreduceShm(op, static_cast<int32_t*>(buf.data), buf.count, buf.dtype,
-                                    o.op, o.timeout);
+          return core->AllreduceShm(op, static_cast<int32_t*>(buf.data), buf.count, buf.dtype, o.op,
+                                    o.timeout);
         case DataType::kI64:
-          return core->AllreduceShm(op, static_cast<int64_t*>(buf.data), buf.count, buf.dtype,
-                                    o.op, o.timeout);
+          return core->AllreduceShm(op, static_cast<int64_t*>(buf.data), buf.count, buf.dtype, o.op,
+                                    o.timeout);
         default:
-          return core->AllreduceShm(op, static_cast<float*>(buf.data), buf.count, buf.dtype,
-                                    o.op, o.timeout);
+          return core->AllreduceShm(op, static_cast<float*>(buf.data), buf.count, buf.dtype, o.op,
+                                    o.timeout);
       }
     });
   }
@@ -713,9 +718,8 @@ class ShmCommunicator : public Communicator {
                                  std::function<std::unique_ptr<Work>(Communicator*)> issue) {
     if (o.timeout <= absl::ZeroDuration()) return BadTimeout(name, o);
     Communicator* inner = core_->inner();
-    return Issue(name, o, [inner, issue = std::move(issue)](ShmOp&) {
-      return issue(inner)->Wait();
-    });
+    return Issue(name, o,
+                 [inner, issue = std::move(issue)](ShmOp&) { return issue(inner)->Wait(); });
   }
 
   std::shared_ptr<ShmCore> core_;
@@ -729,8 +733,7 @@ absl::Status ShmKeyMissing(const absl::Status& s, int leader) {
 // The host group's segment (L >= 2): the leader makes it and publishes its
 // name; the others map it; the leader unlinks it once all have.
 absl::StatusOr<std::unique_ptr<Segment>> MakeSegment(Store* store, const Group& g,
-                                                     const GlooOptions& gloo,
-                                                     const ShmOptions& shm,
+                                                     const GlooOptions& gloo, const ShmOptions& shm,
                                                      const std::string& where) {
   const std::vector<int>& locals = g.locals;
   const int rank = g.rank;
@@ -771,8 +774,8 @@ absl::StatusOr<std::unique_ptr<Segment>> MakeSegment(Store* store, const Group& 
     std::vector<std::string> f = absl::StrSplit(*v, ' ');
     int64_t chunk = 0;
     if (f.size() != 3 || f[0] != "ok" || !absl::SimpleAtoi(f[2], &chunk) || chunk <= 0) {
-      return absl::InternalError(absl::StrCat(where, ": bad segment record from rank ",
-                                              locals[0], ": \"", *v, "\""));
+      return absl::InternalError(
+          absl::StrCat(where, ": bad segment record from rank ", locals[0], ": \"", *v, "\""));
     }
     seg = std::make_unique<Segment>();
     if (absl::Status s = seg->Open(f[1], L, chunk); !s.ok()) {
@@ -792,9 +795,9 @@ absl::StatusOr<std::unique_ptr<Segment>> MakeSegment(Store* store, const Group& 
         for (int j = 1; j < L; ++j) {
           if (seg->header()->ranks[j].pid.load() == 0) missing.push_back(locals[j]);
         }
-        return absl::DeadlineExceededError(absl::StrCat(
-            where, ": local ranks ", absl::StrJoin(missing, ","), " did not map ", seg->name(),
-            " within ", absl::FormatDuration(gloo.connect_timeout)));
+        return absl::DeadlineExceededError(
+            absl::StrCat(where, ": local ranks ", absl::StrJoin(missing, ","), " did not map ",
+                         seg->name(), " within ", absl::FormatDuration(gloo.connect_timeout)));
       }
       absl::SleepFor(absl::Milliseconds(1));
     }
@@ -866,11 +869,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(Store* store, i
       hosts.push_back(h);
       leader_hosts.push_back(gloo.rank_hosts[r]);
     }
-    if (r == rank) my_host = static_cast<int>(std::find(hosts.begin(), hosts.end(), h) - hosts.begin());
+    if (r == rank)
+      my_host = static_cast<int>(std::find(hosts.begin(), hosts.end(), h) - hosts.begin());
   }
   g.hosts = static_cast<int>(hosts.size());
   const int L = static_cast<int>(locals.size());
-  const std::string where = absl::StrCat("shm: rank ", rank, " of ", size, " (local ", g.me, " of ", L, ")");
+  const std::string where =
+      absl::StrCat("shm: rank ", rank, " of ", size, " (local ", g.me, " of ", L, ")");
 
   std::unique_ptr<Segment> seg;
   if (L > 1) {

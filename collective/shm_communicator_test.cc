@@ -23,8 +23,8 @@
 namespace yoke::collective {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::ConnectGloo;
+using ::testing::HasSubstr;
 using testing::OnEveryRank;
 using testing::ShmSegments;
 
@@ -72,7 +72,6 @@ std::vector<std::vector<float>> AllreduceAll(std::vector<std::unique_ptr<Communi
   });
   return data;
 }
-
 
 // The first n floats of a and b hold the same bits. memcmp is not called on
 // empty vectors, whose data() may be null (undefined behaviour even for 0
@@ -166,7 +165,8 @@ TEST(ShmCommunicatorTest, IntegersMatchGloo) {
           out32[r].assign(out[r].begin(), out[r].end());
           AllreduceOptions o;
           o.op = op;
-          Buffer b = t == DataType::kI32 ? Buffer{out32[r].data(), n, t} : Buffer{out[r].data(), n, t};
+          Buffer b =
+              t == DataType::kI32 ? Buffer{out32[r].data(), n, t} : Buffer{out[r].data(), n, t};
           absl::Status s = c.Allreduce(b, o)->Wait();
           EXPECT_TRUE(s.ok()) << "rank " << r << ": " << s;
           if (t == DataType::kI32) out[r].assign(out32[r].begin(), out32[r].end());
@@ -227,8 +227,7 @@ TEST(ShmCommunicatorTest, TwoHostsTimesTwoRanksGoThroughTheLeaders) {
       for (int r = 0; r < 4; ++r) in.push_back(RandomFloats(count, 7 * r + count));
       auto got = AllreduceAll(comms, in, op);
       for (int r = 1; r < 4; ++r) {
-        EXPECT_EQ(SameBits(got[r], got[0], count), true)
-            << "rank " << r << " differs from rank 0";
+        EXPECT_EQ(SameBits(got[r], got[0], count), true) << "rank " << r << " differs from rank 0";
       }
       for (int64_t i = 0; i < count; ++i) {
         double exact = 0, mag = 0;

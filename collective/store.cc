@@ -16,8 +16,8 @@ absl::StatusOr<std::string> InMemoryStore::Get(absl::string_view key, absl::Dura
   auto present = [this, &k]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return kv_.contains(k); };
   absl::MutexLock lock(&mu_);
   if (!mu_.AwaitWithTimeout(absl::Condition(&present), std::max(timeout, absl::ZeroDuration()))) {
-    return absl::DeadlineExceededError(absl::StrCat("store: key '", key, "' not set within ",
-                                                    absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(
+        absl::StrCat("store: key '", key, "' not set within ", absl::FormatDuration(timeout)));
   }
   return kv_.at(k);
 }

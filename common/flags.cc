@@ -63,16 +63,16 @@ FlagParser& FlagParser::Int(absl::string_view names, int* dst, int min, int max)
     int parsed = 0;
     std::string error;
     if (!absl::ParseFlag(v, &parsed, &error) || parsed < min || parsed > max) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ": expected ", expected, ", got '", v,
-                                                     "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": expected ", expected, ", got '", v, "'"));
     }
     *dst = parsed;
     return absl::OkStatus();
   });
 }
 
-FlagParser& FlagParser::Duration(absl::string_view names, absl::Duration* dst,
-                                 absl::Duration min, absl::string_view what) {
+FlagParser& FlagParser::Duration(absl::string_view names, absl::Duration* dst, absl::Duration min,
+                                 absl::string_view what) {
   std::string name(names.substr(0, names.find(',')));
   return Add(names, true, [=, what = std::string(what)](const std::string& v) {
     absl::Duration parsed;

@@ -33,8 +33,8 @@ absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t ma
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size > max_bytes) {
     ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, ": the ", what, " is ", size,
-                                                   " bytes, over the limit of ", max_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the ", what, " is ", size, " bytes, over the limit of ", max_bytes));
   }
   std::string out(size, '\0');
   size_t got = 0;

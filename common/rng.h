@@ -57,7 +57,10 @@ class Philox {
       k0 += 0x9E3779B9u;
       k1 += 0xBB67AE85u;
     }
-    out_[0] = c0; out_[1] = c1; out_[2] = c2; out_[3] = c3;
+    out_[0] = c0;
+    out_[1] = c1;
+    out_[2] = c2;
+    out_[3] = c3;
   }
 
   uint64_t key_;

@@ -17,10 +17,10 @@
 #define YOKE_CONCAT(a, b) YOKE_CONCAT_IMPL(a, b)
 
 // Returns from the enclosing function if `expr` (a Status) is not OK.
-#define RETURN_IF_ERROR(expr)                       \
-  do {                                              \
-    ::absl::Status _yoke_status = (expr);           \
-    if (!_yoke_status.ok()) return _yoke_status;    \
+#define RETURN_IF_ERROR(expr)                    \
+  do {                                           \
+    ::absl::Status _yoke_status = (expr);        \
+    if (!_yoke_status.ok()) return _yoke_status; \
   } while (0)
 
 // ASSIGN_OR_RETURN(lhs, expr): evaluates `expr` (a StatusOr<T>); on error

@@ -20,10 +20,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
-#include "config/config_internal.h"
 #include "common/quote.h"
 #include "common/read_file.h"
 #include "common/status.h"
+#include "config/config_internal.h"
 #include "config/yaml_limits.h"
 #include "yaml-cpp/eventhandler.h"
 
@@ -120,8 +120,8 @@ class Converter {
     if (node.IsNull()) return absl::OkStatus();
     if (node.IsScalar()) return OneofShorthand(node, msg, path);
     if (!node.IsMap()) {
-      return Fail(node, path, absl::StrCat("expected a map of ", d->name(), " fields, got ",
-                                           Describe(node)));
+      return Fail(node, path,
+                  absl::StrCat("expected a map of ", d->name(), " fields, got ", Describe(node)));
     }
     std::set<std::string> seen;
     std::map<const OneofDescriptor*, const FieldDescriptor*> oneof_set;
@@ -161,8 +161,7 @@ class Converter {
   absl::Status Fail(const YAML::Node& at, const std::string& path, const std::string& what) {
     mark_ = at.Mark();
     error_path_ = path;
-    return absl::InvalidArgumentError(
-        absl::StrCat(path.empty() ? "document" : path, ": ", what));
+    return absl::InvalidArgumentError(absl::StrCat(path.empty() ? "document" : path, ": ", what));
   }
 
   static std::string OneofMembers(const OneofDescriptor* o) {
@@ -198,16 +197,16 @@ class Converter {
       }
     }
     if (members.empty()) {
-      return Fail(node, path, absl::StrCat("expected a map of ", d->name(), " fields, got ",
-                                           Describe(node)));
+      return Fail(node, path,
+                  absl::StrCat("expected a map of ", d->name(), " fields, got ", Describe(node)));
     }
     return Fail(node, path,
                 absl::StrCat("expected a map or one of ", absl::StrJoin(members, ", "), ", got ",
                              Describe(node), Parenthesised(Suggest(node.Scalar(), members))));
   }
 
-  absl::Status Field(const YAML::Node& v, google::protobuf::Message* msg,
-                     const FieldDescriptor* f, const std::string& fpath) {
+  absl::Status Field(const YAML::Node& v, google::protobuf::Message* msg, const FieldDescriptor* f,
+                     const std::string& fpath) {
     const Reflection* r = msg->GetReflection();
     if (f->is_map()) return MapField(v, msg, f, fpath);
     if (f->is_repeated()) {
@@ -243,8 +242,8 @@ class Converter {
     std::set<std::string> seen;
     for (auto it = v.begin(); it != v.end(); ++it) {
       if (!it->first.IsScalar()) {
-        return Fail(it->first, fpath, absl::StrCat("map keys must be scalars, got ",
-                                                   Describe(it->first)));
+        return Fail(it->first, fpath,
+                    absl::StrCat("map keys must be scalars, got ", Describe(it->first)));
       }
       std::string epath = Join(fpath, it->first.Scalar());
       if (!seen.insert(it->first.Scalar()).second) return Fail(it->first, epath, "duplicate key");
@@ -256,8 +255,8 @@ class Converter {
   }
 
   // Parses a scalar node into field `f`; `add` appends to a repeated field.
-  absl::Status Scalar(const YAML::Node& v, google::protobuf::Message* msg,
-                      const FieldDescriptor* f, const std::string& path, bool add) {
+  absl::Status Scalar(const YAML::Node& v, google::protobuf::Message* msg, const FieldDescriptor* f,
+                      const std::string& path, bool add) {
     const Reflection* r = msg->GetReflection();
     const std::string& s = v.IsScalar() ? v.Scalar() : "";
     switch (f->cpp_type()) {
@@ -293,8 +292,7 @@ class Converter {
       case FieldDescriptor::CPPTYPE_UINT64: {
         const bool is32 = f->cpp_type() == FieldDescriptor::CPPTYPE_UINT32;
         if (!v.IsScalar() || IsQuoted(v)) {
-          return Fail(v, path,
-                      absl::StrCat("expected a non-negative integer, got ", Describe(v)));
+          return Fail(v, path, absl::StrCat("expected a non-negative integer, got ", Describe(v)));
         }
         if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(s), "-")) {
           return Fail(v, path, absl::StrCat("must be >= 0 (unsigned), got ", s));
@@ -353,15 +351,15 @@ class Converter {
         return absl::OkStatus();
       }
       case FieldDescriptor::CPPTYPE_ENUM: {
-        const EnumValueDescriptor* e =
-            v.IsScalar() ? f->enum_type()->FindValueByName(s) : nullptr;
+        const EnumValueDescriptor* e = v.IsScalar() ? f->enum_type()->FindValueByName(s) : nullptr;
         if (e == nullptr) {
           std::vector<std::string> known;
           for (int i = 0; i < f->enum_type()->value_count(); ++i) {
             known.push_back(f->enum_type()->value(i)->name());
           }
-          return Fail(v, path, absl::StrCat("expected one of ", absl::StrJoin(known, ", "),
-                                            ", got ", Describe(v)));
+          return Fail(
+              v, path,
+              absl::StrCat("expected one of ", absl::StrJoin(known, ", "), ", got ", Describe(v)));
         }
         add ? r->AddEnum(msg, f, e) : r->SetEnum(msg, f, e);
         return absl::OkStatus();
@@ -410,7 +408,6 @@ class Converter {
   std::string error_path_;
 };
 
-
 // Records where each document starts; the events inside are ignored.
 class DocumentStarts : public YAML::EventHandler {
  public:
@@ -452,15 +449,16 @@ absl::Status CheckSingleDocument(const std::string& text, const std::string& sou
     std::string at = m.pos >= 0 && static_cast<size_t>(m.pos) < text.size()
                          ? absl::StrCat(" at ", Quote(text.substr(m.pos, 1)))
                          : "";
-    return absl::InvalidArgumentError(absl::StrCat(source_name, ":", m.line + 1, ":",
-                                                   m.column + 1, ": YAML syntax error: ",
-                                                   "the parser cannot go on", at));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_name, ":", m.line + 1, ":", m.column + 1,
+                     ": YAML syntax error: ", "the parser cannot go on", at));
   }
   if (starts.size() < 2) return absl::OkStatus();
   const YAML::Mark& m = starts[1];
-  return absl::InvalidArgumentError(absl::StrCat(
-      source_name, ":", m.line + 1, ": expected one YAML document, found a second one here "
-      "(remove '---')"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(source_name, ":", m.line + 1,
+                   ": expected one YAML document, found a second one here "
+                   "(remove '---')"));
 }
 
 }  // namespace
@@ -477,8 +475,8 @@ absl::Status YamlToProto(const YAML::Node& node, google::protobuf::Message* msg,
 }
 
 absl::StatusOr<v1::JobSpec> LoadJobSpecString(const std::string& yaml_text,
-                                               const std::vector<std::string>& overrides,
-                                               const std::string& source_name) {
+                                              const std::vector<std::string>& overrides,
+                                              const std::string& source_name) {
   RETURN_IF_ERROR(CheckYamlLimits(yaml_text, source_name));
   YAML::Node root;
   try {
@@ -486,12 +484,10 @@ absl::StatusOr<v1::JobSpec> LoadJobSpecString(const std::string& yaml_text,
     root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     if (e.mark.is_null()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source_name, ": YAML syntax error: ", e.msg));
+      return absl::InvalidArgumentError(absl::StrCat(source_name, ": YAML syntax error: ", e.msg));
     }
-    return absl::InvalidArgumentError(absl::StrCat(source_name, ":", e.mark.line + 1, ":",
-                                                   e.mark.column + 1,
-                                                   ": YAML syntax error: ", e.msg));
+    return absl::InvalidArgumentError(absl::StrCat(
+        source_name, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML syntax error: ", e.msg));
   }
   for (const std::string& o : overrides) RETURN_IF_ERROR(ApplyOverride(o, &root));
 

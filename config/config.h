@@ -58,13 +58,13 @@ absl::Status ApplyOverride(const std::string& override_text, YAML::Node* root);
 // "job.yaml:7:15: training.batch_size: expected an integer, got 'sixty-four'".
 // Does not validate the values; see job_validate.h.
 absl::StatusOr<v1::JobSpec> LoadJobSpecString(const std::string& yaml_text,
-                                               const std::vector<std::string>& overrides,
-                                               const std::string& source_name = "<string>");
+                                              const std::vector<std::string>& overrides,
+                                              const std::string& source_name = "<string>");
 
 // Reads the file at `path`, then as LoadJobSpecString. NOT_FOUND naming the
 // path if it cannot be opened.
 absl::StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path,
-                                             const std::vector<std::string>& overrides);
+                                            const std::vector<std::string>& overrides);
 
 // Emits the fields of `msg` that are set (proto3: non-default) as block YAML
 // that YamlToProto reads back to an equal message. Floats keep enough digits

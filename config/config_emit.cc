@@ -20,15 +20,15 @@ using google::protobuf::Reflection;
 
 bool NeedsQuotes(const std::string& s) {
   if (s.empty()) return true;
-  static const std::set<std::string> kReserved = {"null", "Null", "NULL", "~",     "true",
+  static const std::set<std::string> kReserved = {"null", "Null", "NULL",  "~",     "true",
                                                   "True", "TRUE", "false", "False", "FALSE"};
   if (kReserved.count(s)) return true;
   if (!(absl::ascii_isalnum(static_cast<unsigned char>(s[0])) || s[0] == '/' || s[0] == '_')) {
     return true;
   }
   for (char c : s) {
-    if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ||
-          c == '/' || c == '-')) {
+    if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '/' ||
+          c == '-')) {
       return true;
     }
   }

@@ -1,4 +1,4 @@
-// Internal to common/config*.cc: helpers that the YAML reader (config.cc) and
+// Internal to config/config*.cc: helpers that the YAML reader (config.cc) and
 // the `--set` overrides (config_override.cc) share. Not for other callers.
 #ifndef YOKE_CONFIG_CONFIG_INTERNAL_H_
 #define YOKE_CONFIG_CONFIG_INTERNAL_H_

@@ -124,8 +124,8 @@ absl::Status ApplyOverrideImpl(const std::string& text, YAML::Node* root) {
     } else {
       if (!cur.IsDefined() || cur.IsNull()) cur = YAML::Node(YAML::NodeType::Map);
       if (!cur.IsMap()) {
-        return bad(absl::StrCat("'", where, "' is ", KindName(cur),
-                                ", cannot set a field '", st.key, "' in it"));
+        return bad(absl::StrCat("'", where, "' is ", KindName(cur), ", cannot set a field '",
+                                st.key, "' in it"));
       }
       next.reset(cur[st.key]);
     }

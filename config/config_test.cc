@@ -75,8 +75,8 @@ TEST(YamlToProtoTest, WorksForAnyMessageType) {
 
 TEST(YamlToProtoTest, UnknownFieldSuggestsClosestName) {
   ExpectInvalid("training: {optimzer: {type: sgd}}",
-                {"job.yaml:1:12: training.optimzer: unknown field",
-                 "did you mean 'optimizer'?", "known: epochs, batch_size, seed"});
+                {"job.yaml:1:12: training.optimzer: unknown field", "did you mean 'optimizer'?",
+                 "known: epochs, batch_size, seed"});
 }
 
 TEST(YamlToProtoTest, UnknownFieldFarFromAnyNameHasNoSuggestion) {
@@ -94,8 +94,7 @@ TEST(YamlToProtoTest, WrongScalarTypes) {
   ExpectInvalid("training: {batch_size: sixty-four}",
                 {"training.batch_size: expected an integer", "got 'sixty-four'"});
   ExpectInvalid("training: {batch_size: 6.5}", {"training.batch_size", "got '6.5'"});
-  ExpectInvalid("training: {batch_size: \"64\"}",
-                {"training.batch_size", "quoted string \"64\""});
+  ExpectInvalid("training: {batch_size: \"64\"}", {"training.batch_size", "quoted string \"64\""});
   ExpectInvalid("training: {optimizer: {lr: fast}}",
                 {"training.optimizer.lr: expected a number, got 'fast'"});
   ExpectInvalid("training: {optimizer: {lr: 0x10}}", {"training.optimizer.lr"});

@@ -1,9 +1,9 @@
 #include "config/daemon_config.h"
 
 #include "absl/strings/str_cat.h"
-#include "config/config.h"
 #include "common/read_file.h"
 #include "common/status.h"
+#include "config/config.h"
 #include "config/yaml_limits.h"
 #include "yaml-cpp/yaml.h"
 
@@ -16,9 +16,8 @@ absl::Status LoadDaemonConfig(const std::string& path, google::protobuf::Message
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ":", e.mark.line + 1, ":",
-                                                   e.mark.column + 1,
-                                                   ": YAML syntax error: ", e.msg));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML syntax error: ", e.msg));
   }
   return Annotate(YamlToProto(root, cfg, ""), path);
 }

@@ -40,7 +40,8 @@ TEST(LoadDaemonConfigTest, ErrorsNameTheFile) {
   v1::WorkerConfig cfg;
   absl::Status s = LoadDaemonConfig("/nonexistent/worker.yaml", &cfg);
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(s.message(), "/nonexistent/worker.yaml: cannot open config file: No such file or directory");
+  EXPECT_EQ(s.message(),
+            "/nonexistent/worker.yaml: cannot open config file: No such file or directory");
 
   std::string path = WriteTemp("coordinator: a:1\ncpu_replica: 2\n");
   s = LoadDaemonConfig(path, &cfg);

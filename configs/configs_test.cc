@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "config/config.h"
-#include "jobspec/job_validate.h"
 #include "data/open_dataset.h"
 #include "data/pipeline.h"
 #include "data/transforms.h"
@@ -27,6 +26,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "jobspec/job_validate.h"
 
 namespace yoke::common {
 namespace {
@@ -62,8 +62,8 @@ TEST(ConfigsTest, EveryJobFileLoadsAndValidates) {
   std::vector<std::string> names;
   for (const std::string& f : files) names.push_back(fs::path(f).filename().string());
   EXPECT_THAT(names, testing::IsSupersetOf({"fashion_mnist_mlp.yaml", "fashion_mnist_cnn.yaml",
-                                            "fashion_mnist_residual.yaml",
-                                            "resnet_synthetic.yaml", "cifar10_resnet18.yaml"}));
+                                            "fashion_mnist_residual.yaml", "resnet_synthetic.yaml",
+                                            "cifar10_resnet18.yaml"}));
   for (const std::string& f : files) {
     SCOPED_TRACE(f);
     auto spec = LoadJobSpecFile(f, {});
@@ -166,8 +166,8 @@ TEST(ConfigsTest, EveryExampleBuildsForItsDataset) {
     ASSERT_TRUE(data::Transform::Create(spec.data().transform(), shape, 1).ok())
         << data::Transform::Create(spec.data().transform(), shape, 1).status();
 
-    auto model = engine::Model::Create(spec.model(), engine::Shape(shape.begin(), shape.end()),
-                                       classes);
+    auto model =
+        engine::Model::Create(spec.model(), engine::Shape(shape.begin(), shape.end()), classes);
     ASSERT_TRUE(model.ok()) << model.status();
     EXPECT_EQ((*model)->output_shape(), (engine::Shape{classes}));
     EXPECT_GT((*model)->params().num_parameters(), 0);
@@ -234,8 +234,8 @@ TEST(ConfigsTest, FashionMnistExamplesMatchThePyTorchPeer) {
   ASSERT_TRUE(in.good()) << "bench/pytorch_train.py not found";
   const std::string peer((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::smatch batch;
-  ASSERT_TRUE(std::regex_search(
-      peer, batch, std::regex(R"re("--batch-size", type=int, default=(\d+)\))re")));
+  ASSERT_TRUE(std::regex_search(peer, batch,
+                                std::regex(R"re("--batch-size", type=int, default=(\d+)\))re")));
   for (const std::string model : {"mlp", "cnn"}) {
     SCOPED_TRACE(model);
     v1::JobSpec s = Load("fashion_mnist_" + model + ".yaml");

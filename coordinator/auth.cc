@@ -97,8 +97,8 @@ absl::Status Authenticator::CheckRendezvous(const grpc::ServerContext& ctx,
   }
   auto caller = Identify(ctx);
   if (!caller.ok()) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "rendezvous: no ", kRendezvousSecretHeader, " metadata (", caller.status().message(), ")"));
+    return absl::UnauthenticatedError(absl::StrCat("rendezvous: no ", kRendezvousSecretHeader,
+                                                   " metadata (", caller.status().message(), ")"));
   }
   return Allow(*caller, {}, "Rendezvous");
 }

@@ -32,15 +32,15 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "security/certs.h"
-#include "grpcpp/grpcpp.h"
 #include "coordinator/auth_store.h"
+#include "grpcpp/grpcpp.h"
+#include "security/certs.h"
 
 namespace yoke::server {
 

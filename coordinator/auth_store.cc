@@ -48,9 +48,9 @@ int64_t Ms(absl::Time t) { return absl::ToUnixMillis(t); }
 
 absl::StatusOr<std::unique_ptr<AuthStore>> AuthStore::Open(const std::string& path) {
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &db,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                                 nullptr);
+  const int rc =
+      sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);
@@ -77,10 +77,11 @@ absl::Status AuthStore::Exec(const char* sql) {
 }
 
 absl::Status AuthStore::Init() {
-  if (auto s = Exec("CREATE TABLE IF NOT EXISTS auth_meta (key TEXT PRIMARY KEY, value BLOB);"
-                    "CREATE TABLE IF NOT EXISTS auth_tokens (id TEXT PRIMARY KEY, hash BLOB NOT NULL,"
-                    " role TEXT NOT NULL, name TEXT NOT NULL, create_ms INTEGER NOT NULL,"
-                    " expire_ms INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);");
+  if (auto s =
+          Exec("CREATE TABLE IF NOT EXISTS auth_meta (key TEXT PRIMARY KEY, value BLOB);"
+               "CREATE TABLE IF NOT EXISTS auth_tokens (id TEXT PRIMARY KEY, hash BLOB NOT NULL,"
+               " role TEXT NOT NULL, name TEXT NOT NULL, create_ms INTEGER NOT NULL,"
+               " expire_ms INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);");
       !s.ok()) {
     return s;
   }
@@ -89,12 +90,14 @@ absl::Status AuthStore::Init() {
   auto fresh = RandomBytes(kSecretBytes);
   if (!fresh.ok()) return fresh.status();
   sqlite3_stmt* st = nullptr;
-  sqlite3_prepare_v2(db_, "INSERT OR IGNORE INTO auth_meta (key, value) VALUES ('rendezvous_key', ?)",
+  sqlite3_prepare_v2(db_,
+                     "INSERT OR IGNORE INTO auth_meta (key, value) VALUES ('rendezvous_key', ?)",
                      -1, &st, nullptr);
   sqlite3_bind_blob(st, 1, fresh->data(), static_cast<int>(fresh->size()), SQLITE_STATIC);
   const int rc = sqlite3_step(st);
   sqlite3_finalize(st);
-  if (rc != SQLITE_DONE) return absl::UnavailableError(absl::StrCat("auth store: ", sqlite3_errmsg(db_)));
+  if (rc != SQLITE_DONE)
+    return absl::UnavailableError(absl::StrCat("auth store: ", sqlite3_errmsg(db_)));
   sqlite3_prepare_v2(db_, "SELECT value FROM auth_meta WHERE key = 'rendezvous_key'", -1, &st,
                      nullptr);
   if (sqlite3_step(st) == SQLITE_ROW) {
@@ -165,7 +168,8 @@ absl::StatusOr<std::string> AuthStore::CreateToken(common::Role role, const std:
   sqlite3_bind_int64(st, 6, Ms(t.expire_time));
   const int rc = sqlite3_step(st);
   sqlite3_finalize(st);
-  if (rc != SQLITE_DONE) return absl::UnavailableError(absl::StrCat("auth store: ", sqlite3_errmsg(db_)));
+  if (rc != SQLITE_DONE)
+    return absl::UnavailableError(absl::StrCat("auth store: ", sqlite3_errmsg(db_)));
   hashes_[t.id] = hash;
   const std::string token = absl::StrCat(kTokenPrefix, t.id, ".", secret);
   tokens_[t.id] = std::move(t);
@@ -185,7 +189,8 @@ absl::Status AuthStore::RevokeToken(const std::string& id_or_token) {
   sqlite3_bind_text(st, 1, id.data(), static_cast<int>(id.size()), SQLITE_STATIC);
   const int rc = sqlite3_step(st);
   sqlite3_finalize(st);
-  if (rc != SQLITE_DONE) return absl::UnavailableError(absl::StrCat("auth store: ", sqlite3_errmsg(db_)));
+  if (rc != SQLITE_DONE)
+    return absl::UnavailableError(absl::StrCat("auth store: ", sqlite3_errmsg(db_)));
   it->second.revoked = true;
   return absl::OkStatus();
 }
@@ -201,7 +206,8 @@ absl::StatusOr<TokenInfo> AuthStore::CheckToken(const std::string& token, absl::
   auto h = hashes_.find(id);
   if (it == tokens_.end() || h == hashes_.end() || h->second.size() != hash.size() ||
       CRYPTO_memcmp(h->second.data(), hash.data(), hash.size()) != 0) {
-    return absl::UnauthenticatedError(absl::StrCat("bearer token ", id, ": unknown or wrong secret"));
+    return absl::UnauthenticatedError(
+        absl::StrCat("bearer token ", id, ": unknown or wrong secret"));
   }
   if (it->second.revoked) {
     return absl::UnauthenticatedError(absl::StrCat("bearer token ", id, ": revoked"));

@@ -12,16 +12,16 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "jobspec/job_spec_binary.h"
-#include "jobspec/job_data_check.h"
-#include "jobspec/job_validate.h"
-#include "jobspec/memory_estimate.h"
 #include "common/quote.h"
-#include "coordinator/auth_store.h"
-#include "openssl/crypto.h"
 #include "common/status.h"
+#include "coordinator/auth_store.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/hang_report.h"
+#include "jobspec/job_data_check.h"
+#include "jobspec/job_spec_binary.h"
+#include "jobspec/job_validate.h"
+#include "jobspec/memory_estimate.h"
+#include "openssl/crypto.h"
 #include "spdlog/spdlog.h"
 
 namespace yoke::server {
@@ -200,7 +200,8 @@ absl::Status Coordinator::CheckMemory(const v1::JobSpec& spec) const {
   if (est.bytes <= 0) return absl::OkStatus();
   // The replicas a job places on one worker share its memory (CPU) or each
   // have a device of their own (CUDA).
-  const std::string kind = spec.distribution().device().empty() ? "cpu" : spec.distribution().device();
+  const std::string kind =
+      spec.distribution().device().empty() ? "cpu" : spec.distribution().device();
   const int per_worker = std::max(1, spec.distribution().devices_per_worker());
   double largest = 0;
   for (const auto& [id, w] : registry_.workers()) {
@@ -213,9 +214,9 @@ absl::Status Coordinator::CheckMemory(const v1::JobSpec& spec) const {
   if (largest <= 0 || need <= largest) return absl::OkStatus();  // no worker reports memory
   return absl::FailedPreconditionError(absl::StrCat(
       "memory: each replica needs at least ", common::FormatBytes(est.bytes),
-      kind == "cpu" && per_worker > 1 ? absl::StrCat(" (", per_worker, " per worker: ",
-                                                      common::FormatBytes(need), ")")
-                                      : "",
+      kind == "cpu" && per_worker > 1
+          ? absl::StrCat(" (", per_worker, " per worker: ", common::FormatBytes(need), ")")
+          : "",
       ", but the largest worker has ", common::FormatBytes(largest), "; ", est.largest_layer,
       " alone needs ", common::FormatBytes(est.largest_layer_bytes),
       " (parameters, gradients, optimizer state and activations at the batch size)"));
@@ -231,8 +232,7 @@ absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t
   // attempt. Roots that exist only on the workers, and the other formats,
   // are left to the trainer; each class stops at its first image, so even a
   // large tree costs a few directory reads per class.
-  if (auto data = common::CheckJobData(spec, common::DataCheck::kLocalImageFolders);
-      !data.ok()) {
+  if (auto data = common::CheckJobData(spec, common::DataCheck::kLocalImageFolders); !data.ok()) {
     return data.status();
   }
 
@@ -439,8 +439,8 @@ void Coordinator::RunScheduler() {
     pending_.erase(p.job_id);
     rendezvous_.Open(p.job_id, a->number());
     Persist(aj).IgnoreError();
-    std::string msg = absl::StrCat("attempt ", a->number(), " scheduled on ",
-                                   absl::StrJoin(names, ", "));
+    std::string msg =
+        absl::StrCat("attempt ", a->number(), " scheduled on ", absl::StrJoin(names, ", "));
     // The trainer picks the checkpoint, where the files are.
     if (a->number() > 1 && !aj.job.spec().checkpoint().dir().empty()) {
       absl::StrAppend(&msg, ", resuming from the newest checkpoint in ",
@@ -468,18 +468,19 @@ absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
   for (int i = 0; i < req.devices_size(); ++i) {
     const v1::Device& d = req.devices(i);
     if (d.kind() != "cpu" && d.kind() != "cuda") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "devices[", i, "].kind: unknown device kind ", common::Quote(d.kind()), " (known: cpu, cuda)"));
+      return absl::InvalidArgumentError(absl::StrCat("devices[", i, "].kind: unknown device kind ",
+                                                     common::Quote(d.kind()),
+                                                     " (known: cpu, cuda)"));
     }
     if (d.index() < 0 || !seen.insert({d.kind(), d.index()}).second) {
-      return absl::InvalidArgumentError(absl::StrCat("devices[", i, "].index: ", d.kind(), " index ",
-                                                     d.index(), " is negative or repeated"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "devices[", i, "].index: ", d.kind(), " index ", d.index(), " is negative or repeated"));
     }
   }
   // An IP address or a DNS name (253 characters at most).
   if (req.address().size() > 253) {
-    return absl::InvalidArgumentError(absl::StrCat("address: at most 253 characters, got ",
-                                                   req.address().size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("address: at most 253 characters, got ", req.address().size()));
   }
   // An id is proven by its incarnation token. A certificate-bound id needs
   // none (the certificate proves it), but a stale token is still refused.
@@ -527,8 +528,9 @@ absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
         listed |= st.job_id() == job_id && st.attempt() == a->number();
       }
       if (!listed) {
-        FailAttempt(aj, absl::StrCat("worker ", id, " registered again without attempt ",
-                                     a->number(), " (its trainer is gone)"),
+        FailAttempt(aj,
+                    absl::StrCat("worker ", id, " registered again without attempt ", a->number(),
+                                 " (its trainer is gone)"),
                     /*retryable=*/true);
       }
     }
@@ -670,8 +672,8 @@ void Coordinator::ApplyStatus(const std::string& worker_id, const v1::AttemptSta
   // model; rank 0 evaluates and checkpoints). Other ranks' collective
   // sequence numbers are kept for hang reports.
   const bool rank0 = share->first_rank() == 0;
-  if (st.has_progress() && (st.progress().collective_seq_issued() > 0 ||
-                            st.progress().collective_seq_completed() > 0)) {
+  if (st.has_progress() &&
+      (st.progress().collective_seq_issued() > 0 || st.progress().collective_seq_completed() > 0)) {
     aj.collective_done[share->first_rank()] = st.progress().collective_seq_completed();
   }
   if (rank0 && st.epochs_size() > 0) {
@@ -704,7 +706,8 @@ void Coordinator::ApplyStatus(const std::string& worker_id, const v1::AttemptSta
       aj.curve.push_back({st.progress().step(), st.progress().loss(), st.progress().accuracy()});
     }
     if (aj.failed_at_ms > 0 && st.progress().window_steps() > 0) {
-      if (options_.metrics) options_.metrics->OnRecovered((clock_->NowMs() - aj.failed_at_ms) / 1e3);
+      if (options_.metrics)
+        options_.metrics->OnRecovered((clock_->NowMs() - aj.failed_at_ms) / 1e3);
       aj.failed_at_ms = 0;
     }
     if (message.empty()) message = "progress";

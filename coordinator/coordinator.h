@@ -54,10 +54,10 @@
 #define YOKE_COORDINATOR_COORDINATOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -67,11 +67,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "proto/yoke/v1/coordinator.pb.h"
 #include "coordinator/job_store.h"
 #include "coordinator/rendezvous.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/worker_registry.h"
+#include "proto/yoke/v1/coordinator.pb.h"
 
 namespace yoke::server {
 
@@ -196,14 +196,14 @@ class Coordinator {
   // What the coordinator tracks of one unfinished job beside the proto.
   struct ActiveJob {
     v1::Job job;
-    std::string spec_digest;              // common::JobSpecDigest(job.spec())
+    std::string spec_digest;  // common::JobSpecDigest(job.spec())
     uint64_t version = 0;
     std::string message;
-    bool dirty = false;                   // in-memory changes not in the store
+    bool dirty = false;  // in-memory changes not in the store
     absl::Time last_persist;
     int64_t last_log_seq = 0;
-    std::set<std::string> reported;       // workers whose share reported RUNNING
-    std::map<std::string, int> exited;    // worker -> exit code (current attempt)
+    std::set<std::string> reported;     // workers whose share reported RUNNING
+    std::map<std::string, int> exited;  // worker -> exit code (current attempt)
     // first rank of a share -> the last collective_seq_completed its trainer
     // reported (current attempt), for hang reports (coordinator/hang_report.h)
     std::map<int, int64_t> collective_done;

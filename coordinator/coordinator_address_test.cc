@@ -6,9 +6,9 @@
 
 #include "common/clock.h"
 #include "config/config.h"
-#include "gtest/gtest.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/job_store.h"
+#include "gtest/gtest.h"
 
 namespace yoke::server {
 namespace {
@@ -50,7 +50,8 @@ model: {zoo: mlp, hidden: [8]}
 data: {train: {format: synthetic, shape: [4, 4, 1], num_classes: 2, num_examples: 64}}
 training: {epochs: 1, batch_size: 8, optimizer: {type: sgd, lr: 0.1}}
 distribution: {workers: 2}
-)", {}, "test");
+)",
+                                        {}, "test");
   ASSERT_TRUE(spec.ok()) << spec.status();
   ASSERT_TRUE(coord_->Submit(*spec, 0).ok());
 

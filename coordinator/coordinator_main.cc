@@ -44,19 +44,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "config/daemon_config.h"
 #include "common/flags.h"
-#include "net/http_server.h"
 #include "common/logging.h"
-#include "security/certs.h"
 #include "common/status.h"
-#include "proto/yoke/v1/config.pb.h"
+#include "config/daemon_config.h"
 #include "coordinator/auth_store.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/grpc_service.h"
 #include "coordinator/http_pages.h"
 #include "coordinator/sqlite_job_store.h"
+#include "net/http_server.h"
+#include "proto/yoke/v1/config.pb.h"
+#include "security/certs.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -140,8 +140,9 @@ int main(int argc, char** argv) {
     }
   }
   if (cfg.tls_dir().empty() && !cfg.insecure()) {
-    return Fail(2, "no TLS credentials: pass --tls-dir DIR (ca.crt, tls.crt, tls.key from `yoke "
-                   "certs issue --role coordinator`), or --insecure for development");
+    return Fail(2,
+                "no TLS credentials: pass --tls-dir DIR (ca.crt, tls.crt, tls.key from `yoke "
+                "certs issue --role coordinator`), or --insecure for development");
   }
   if (!cfg.tls_dir().empty() && cfg.insecure()) {
     return Fail(2, "--tls-dir and --insecure: choose one");
@@ -151,8 +152,8 @@ int main(int argc, char** argv) {
   if (cfg.heartbeat_deadline_ms() == 0) cfg.set_heartbeat_deadline_ms(kDefaultDeadlineMs);
   if (cfg.log_level().empty()) cfg.set_log_level("info");
   if (cfg.heartbeat_deadline_ms() < 0) {
-    return Fail(2, absl::StrCat("heartbeat_deadline_ms: must be > 0, got ",
-                                cfg.heartbeat_deadline_ms()));
+    return Fail(
+        2, absl::StrCat("heartbeat_deadline_ms: must be > 0, got ", cfg.heartbeat_deadline_ms()));
   }
   if (cfg.listen().find(':') == std::string::npos) {
     return Fail(2, absl::StrCat("listen: expected HOST:PORT, got '", cfg.listen(), "'"));
@@ -185,9 +186,10 @@ int main(int argc, char** argv) {
   yoke::server::CoordinatorMetrics metrics;
   options.metrics = &metrics;
   if (cfg.insecure()) {
-    spdlog::warn("--insecure: plaintext gRPC, and anyone who reaches {} may submit, cancel, "
-                 "register as any worker and read any rendezvous key. Development only.",
-                 cfg.listen());
+    spdlog::warn(
+        "--insecure: plaintext gRPC, and anyone who reaches {} may submit, cancel, "
+        "register as any worker and read any rendezvous key. Development only.",
+        cfg.listen());
   } else {
     auto tls = yoke::common::ReadCredentialsDir(cfg.tls_dir(), /*need_leaf=*/true);
     if (!tls.ok()) return Fail(1, absl::StrCat("tls_dir: ", tls.status().message()));
@@ -215,18 +217,19 @@ int main(int argc, char** argv) {
   std::unique_ptr<yoke::common::HttpServer> http;
   if (cfg.http_listen() != "off") {
     const bool explicit_port = !cfg.http_listen().empty();
-    const std::string http_address = explicit_port
-                                         ? cfg.http_listen()
-                                         : yoke::server::DefaultHttpListen((*server)->address());
+    const std::string http_address =
+        explicit_port ? cfg.http_listen() : yoke::server::DefaultHttpListen((*server)->address());
     yoke::server::HttpPagesOptions pages;
     pages.coordinator = coordinator->get();
     pages.metrics = &metrics;
     pages.auth = cfg.insecure() ? nullptr : auth_store->get();
-    auto h = yoke::common::HttpServer::Start(http_address,
-                                             yoke::server::CoordinatorHttpRoutes(pages));
-    if (!h.ok() && explicit_port) return Fail(1, absl::StrCat("http_listen: ", h.status().message()));
+    auto h =
+        yoke::common::HttpServer::Start(http_address, yoke::server::CoordinatorHttpRoutes(pages));
+    if (!h.ok() && explicit_port)
+      return Fail(1, absl::StrCat("http_listen: ", h.status().message()));
     if (!h.ok()) {
-      spdlog::warn("no /metrics or dashboard: {} (set --http-listen)", std::string(h.status().message()));
+      spdlog::warn("no /metrics or dashboard: {} (set --http-listen)",
+                   std::string(h.status().message()));
     } else {
       http = std::move(*h);
       std::printf("yoke-coordinator http on %s\n", http->address().c_str());
@@ -237,10 +240,11 @@ int main(int argc, char** argv) {
 
   std::printf("yoke-coordinator listening on %s\n", (*server)->address().c_str());
   std::fflush(stdout);
-  spdlog::info("serving on {} ({}, store {}, heartbeat deadline {} ms, {} data roots, {} "
-               "checkpoint roots)",
-               (*server)->address(), cfg.insecure() ? "INSECURE" : "mutual TLS", cfg.store_path(), cfg.heartbeat_deadline_ms(),
-               cfg.data_roots_size(), cfg.checkpoint_roots_size());
+  spdlog::info(
+      "serving on {} ({}, store {}, heartbeat deadline {} ms, {} data roots, {} "
+      "checkpoint roots)",
+      (*server)->address(), cfg.insecure() ? "INSECURE" : "mutual TLS", cfg.store_path(),
+      cfg.heartbeat_deadline_ms(), cfg.data_roots_size(), cfg.checkpoint_roots_size());
 
   std::thread signals([&] {
     int sig = 0;

@@ -16,8 +16,8 @@ namespace {
 
 // Seconds from submit to running (or failure to the next step): from a
 // fraction of a second on an idle cluster to an hour in a queue.
-const prometheus::Histogram::BucketBoundaries kWaitBuckets = {
-    0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600};
+const prometheus::Histogram::BucketBoundaries kWaitBuckets = {0.1, 0.25, 0.5, 1,   2.5, 5,
+                                                              10,  30,   60,  300, 900, 3600};
 // gRPC handler latency: 100 us to 10 s (WatchJob and log streams are long
 // by design and are measured like the rest).
 const prometheus::Histogram::BucketBoundaries kRpcBuckets = {
@@ -32,7 +32,10 @@ std::string StateLabel(v1::JobState s) {
 }  // namespace
 
 CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
-  jobs_ = &prometheus::BuildGauge().Name("yoke_jobs").Help("Jobs in the store, by state.").Register(*registry_);
+  jobs_ = &prometheus::BuildGauge()
+               .Name("yoke_jobs")
+               .Help("Jobs in the store, by state.")
+               .Register(*registry_);
   submissions_ = &prometheus::BuildCounter()
                       .Name("yoke_job_submissions_total")
                       .Help("Jobs accepted by SubmitJob since the coordinator started.")
@@ -63,8 +66,9 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus
                    .Add({}, kWaitBuckets);
   goodput_ = &prometheus::BuildGauge()
                   .Name("yoke_goodput_ratio")
-                  .Help("Time in committed steps over wall time since the job started, restarts "
-                        "included (running jobs).")
+                  .Help(
+                      "Time in committed steps over wall time since the job started, restarts "
+                      "included (running jobs).")
                   .Register(*registry_);
 }
 

@@ -1,4 +1,4 @@
-// The coordinator's Prometheus metrics (docs/metrics.md lists them all).
+// The coordinator's Prometheus metrics (docs/observability.md lists them all).
 //
 // Events are counted where they happen (the Coordinator and the gRPC
 // services call the On* methods); states are read when Prometheus scrapes:

@@ -4,10 +4,10 @@
 #include <cstdio>
 
 #include "config/config.h"
-#include "gtest/gtest.h"
 #include "coordinator/auth_store.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/sqlite_job_store.h"
+#include "gtest/gtest.h"
 
 namespace yoke::server {
 namespace {

@@ -11,9 +11,9 @@
 #include <thread>
 
 #include "config/config.h"
-#include "jobspec/job_spec_binary.h"
-#include "gtest/gtest.h"
 #include "coordinator/coordinator_metrics.h"
+#include "gtest/gtest.h"
+#include "jobspec/job_spec_binary.h"
 
 namespace yoke::server {
 namespace {
@@ -139,8 +139,8 @@ TEST_F(CoordinatorTest, AnEmptyClassFolderItCanSeeIsRefusedAtSubmit) {
   train->add_image_size(4);
   auto refused = coord_->Submit(spec, 0);
   ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
-  EXPECT_NE(refused.status().message().find(
-                "data.train: " + (root / "dog").string() + ": class folder 'dog' holds no .jpg"),
+  EXPECT_NE(refused.status().message().find("data.train: " + (root / "dog").string() +
+                                            ": class folder 'dog' holds no .jpg"),
             std::string::npos)
       << refused.status();
   EXPECT_TRUE(coord_->List(JobListQuery())->jobs.empty());
@@ -340,7 +340,8 @@ TEST_F(MultiWorkerTest, OneRankFailingStopsTheOthersAndFailsTheJobWithItsRank) {
   Beat(w2_, {Exit(1, 128 + 9, "killed by signal 9 (Killed); last output: step 20")});
   v1::Job j = Job(id_);
   EXPECT_EQ(j.state(), v1::JOB_FAILED);
-  EXPECT_EQ(j.reason(), "trainer of rank 1 on w-2 killed by signal 9 (Killed); last output: step 20");
+  EXPECT_EQ(j.reason(),
+            "trainer of rank 1 on w-2 killed by signal 9 (Killed); last output: step 20");
   EXPECT_EQ(j.attempts(0).state(), v1::ATTEMPT_FAILED);
   // Rank 0's worker no longer has the attempt in its desired state, so it
   // stops its trainer; whatever that trainer reports next changes nothing.
@@ -550,8 +551,8 @@ TEST_F(MultiWorkerTest, CollectiveTimeoutNamesTheLaggingRanksWorkerAndEveryRanks
   Beat(w1_, {Progress(1, 600, 1233)});
   Beat(w2_, {Progress(1, 590, 1199)});
   // Rank 0's watchdog gives up on rank 1; the exit carries its last progress.
-  v1::AttemptStatus st =
-      Exit(1, 1, "allreduce #1234 (bucket 3) timed out after 30s on rank 0 of 2: rank 1 never arrived");
+  v1::AttemptStatus st = Exit(
+      1, 1, "allreduce #1234 (bucket 3) timed out after 30s on rank 0 of 2: rank 1 never arrived");
   *st.mutable_progress() = Progress(1, 600, 1233).progress();
   Beat(w1_, {st});
   v1::Job j = Job(id_);
@@ -594,7 +595,8 @@ TEST_F(CoordinatorTest, AJobNoWorkerHasTheMemoryForIsRefusedNamingTheLayer) {
   for (v1::Device& d : *reg.mutable_devices()) d.set_memory_bytes(int64_t{8} << 30);
   ASSERT_TRUE(coord_->RegisterWorker(reg).ok());
   auto huge = coord_->Submit(
-      Spec({"model={layers: [{dense: {units: 1000000000}}, {dense: {units: 100}, name: out}]}"}), 0);
+      Spec({"model={layers: [{dense: {units: 1000000000}}, {dense: {units: 100}, name: out}]}"}),
+      0);
   ASSERT_EQ(huge.status().code(), absl::StatusCode::kFailedPrecondition) << huge.status();
   const std::string msg(huge.status().message());
   EXPECT_NE(msg.find("the largest worker has 8.0 GiB"), std::string::npos) << msg;
@@ -738,7 +740,8 @@ TEST_F(CoordinatorTest, WorkerThatNeverComesBackAfterARestartFailsItsAttempts) {
   coord_->Tick();
   v1::Job j = Job(*id);
   EXPECT_EQ(j.state(), v1::JOB_FAILED);
-  EXPECT_EQ(j.reason(), "worker w-1 did not register again within 10s of the coordinator's restart");
+  EXPECT_EQ(j.reason(),
+            "worker w-1 did not register again within 10s of the coordinator's restart");
 }
 
 TEST_F(CoordinatorTest, ProgressIsNotWrittenOnEveryHeartbeat) {

@@ -4,12 +4,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "net/grpc_status.h"
 #include "common/quote.h"
-#include "security/tls_credentials.h"
+#include "coordinator/coordinator_metrics.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "coordinator/coordinator_metrics.h"
+#include "net/grpc_status.h"
+#include "security/tls_credentials.h"
 #include "spdlog/spdlog.h"
 
 namespace yoke::server {
@@ -75,7 +75,8 @@ grpc::Status Stopping() {
 
 // ------------------------------------------------------------------ Coordinator
 
-grpc::Status CoordinatorService::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
+grpc::Status CoordinatorService::SubmitJob(grpc::ServerContext* ctx,
+                                           const v1::SubmitJobRequest* req,
                                            v1::SubmitJobResponse* resp) {
   YOKE_AUTHORIZE(kSubmitters, "SubmitJob");
   if (!req->has_spec()) return Invalid("spec: required");
@@ -118,8 +119,8 @@ grpc::Status CoordinatorService::ListJobs(grpc::ServerContext* ctx, const v1::Li
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
-                                           v1::Job* resp) {
+grpc::Status CoordinatorService::CancelJob(grpc::ServerContext* ctx,
+                                           const v1::CancelJobRequest* req, v1::Job* resp) {
   YOKE_AUTHORIZE(kSubmitters, "CancelJob");
   if (req->job_id().empty()) return Invalid("job_id: required");
   if (caller.role != Role::kAdmin) {
@@ -252,10 +253,10 @@ grpc::Status WorkerControlService::RegisterWorker(grpc::ServerContext* ctx,
     if (!id.ok()) return ToGrpcStatus(id.status());
     bound = *id;
     if (!req->worker_id().empty() && req->worker_id() != bound) {
-      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                          absl::StrCat("RegisterWorker: certificate '", caller.name,
-                                       "' registers as worker '", bound, "', not as '",
-                                       req->worker_id().substr(0, 64), "'"));
+      return grpc::Status(
+          grpc::StatusCode::PERMISSION_DENIED,
+          absl::StrCat("RegisterWorker: certificate '", caller.name, "' registers as worker '",
+                       bound, "', not as '", req->worker_id().substr(0, 64), "'"));
     }
   }
   auto r = c_->RegisterWorker(*req, bound);
@@ -264,7 +265,8 @@ grpc::Status WorkerControlService::RegisterWorker(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerControlService::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
+grpc::Status WorkerControlService::Heartbeat(grpc::ServerContext* ctx,
+                                             const v1::HeartbeatRequest* req,
                                              v1::HeartbeatResponse* resp) {
   YOKE_AUTHORIZE(kWorkers, "Heartbeat");
   if (req->worker_id().empty()) return Invalid("worker_id: required");
@@ -281,18 +283,21 @@ grpc::Status RendezvousService::Put(grpc::ServerContext* ctx, const v1::KvPutReq
                                     v1::KvPutResponse*) {
   RpcTimer rpc_timer(c_->metrics(), "Put");
   if (req->job_id().empty()) return Invalid("job_id: required");
-  if (req->attempt() <= 0) return Invalid(absl::StrCat("attempt: must be > 0, got ", req->attempt()));
+  if (req->attempt() <= 0)
+    return Invalid(absl::StrCat("attempt: must be > 0, got ", req->attempt()));
   if (absl::Status s = auth_->CheckRendezvous(*ctx, req->job_id(), req->attempt()); !s.ok()) {
     return ToGrpcStatus(s);
   }
-  return ToGrpcStatus(c_->rendezvous()->Put(req->job_id(), req->attempt(), req->key(), req->value()));
+  return ToGrpcStatus(
+      c_->rendezvous()->Put(req->job_id(), req->attempt(), req->key(), req->value()));
 }
 
 grpc::Status RendezvousService::Get(grpc::ServerContext* ctx, const v1::KvGetRequest* req,
                                     v1::KvGetResponse* resp) {
   RpcTimer rpc_timer(c_->metrics(), "Get");
   if (req->job_id().empty()) return Invalid("job_id: required");
-  if (req->attempt() <= 0) return Invalid(absl::StrCat("attempt: must be > 0, got ", req->attempt()));
+  if (req->attempt() <= 0)
+    return Invalid(absl::StrCat("attempt: must be > 0, got ", req->attempt()));
   if (absl::Status s = auth_->CheckRendezvous(*ctx, req->job_id(), req->attempt()); !s.ok()) {
     return ToGrpcStatus(s);
   }
@@ -304,7 +309,8 @@ grpc::Status RendezvousService::Get(grpc::ServerContext* ctx, const v1::KvGetReq
   // Waits in slices so a cancelled call or a shutdown frees the thread.
   while (true) {
     const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
-    auto v = c_->rendezvous()->Get(req->job_id(), req->attempt(), req->key(), std::min(left, kPoll));
+    auto v =
+        c_->rendezvous()->Get(req->job_id(), req->attempt(), req->key(), std::min(left, kPoll));
     if (v.ok()) {
       resp->set_value(std::move(*v));
       return grpc::Status::OK;
@@ -312,9 +318,9 @@ grpc::Status RendezvousService::Get(grpc::ServerContext* ctx, const v1::KvGetReq
     if (v.status().code() != absl::StatusCode::kDeadlineExceeded || left <= kPoll) {
       if (v.status().code() == absl::StatusCode::kDeadlineExceeded) {
         return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                            absl::StrCat("rendezvous: key ", common::Quote(req->key()), " of attempt ",
-                                         req->job_id(), "/", req->attempt(), " not set within ",
-                                         req->timeout_ms(), " ms"));
+                            absl::StrCat("rendezvous: key ", common::Quote(req->key()),
+                                         " of attempt ", req->job_id(), "/", req->attempt(),
+                                         " not set within ", req->timeout_ms(), " ms"));
       }
       return ToGrpcStatus(v.status());
     }
@@ -355,7 +361,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     // Reflection only where anyone may call anything anyway.
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   }
-  std::unique_ptr<CoordinatorServer> s(new CoordinatorServer(coordinator, options, std::move(auth)));
+  std::unique_ptr<CoordinatorServer> s(
+      new CoordinatorServer(coordinator, options, std::move(auth)));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   // Without this a second coordinator could bind the same port and split

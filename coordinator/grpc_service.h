@@ -36,11 +36,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "grpcpp/grpcpp.h"
-#include "proto/yoke/v1/coordinator.grpc.pb.h"
 #include "coordinator/auth.h"
 #include "coordinator/auth_store.h"
 #include "coordinator/coordinator.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/yoke/v1/coordinator.grpc.pb.h"
 
 namespace yoke::server {
 
@@ -132,7 +132,7 @@ class CoordinatorServer {
   // Serves `coordinator` (which must outlive the server). UNAVAILABLE if
   // the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(Coordinator* coordinator,
-                                                                 const ServerOptions& options);
+                                                                  const ServerOptions& options);
   // Shuts down if still serving.
   ~CoordinatorServer();
 

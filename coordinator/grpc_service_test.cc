@@ -104,11 +104,10 @@ class GrpcServiceTest : public ::testing::Test {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     absl::Notification done;
     grpc::Status result;
-    stub.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,
-                   [&](grpc::Status s) {
-                     result = s;
-                     done.Notify();
-                   });
+    stub.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+      result = s;
+      done.Notify();
+    });
     done.WaitForNotification();
     if (out && result.ok()) {
       std::vector<grpc::Slice> slices;
@@ -434,7 +433,8 @@ TEST_F(GrpcServiceTest, WatchEndsWhenTheClientCancels) {
 
 TEST_F(GrpcServiceTest, GarbageAndTruncatedRequestsAreRefusedAndTheServerStaysUp) {
   // Field 1 (spec) as length-delimited with a length far past the end.
-  grpc::Status s = RawCall("/yoke.v1.Coordinator/SubmitJob", std::string("\x0a\xff\xff\xff\x0f", 5));
+  grpc::Status s =
+      RawCall("/yoke.v1.Coordinator/SubmitJob", std::string("\x0a\xff\xff\xff\x0f", 5));
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
   // A valid request cut in half.
@@ -489,8 +489,8 @@ TEST_F(GrpcServiceTest, ReflectionListsOurServices) {
   grpc::GenericStub stub(channel_);
   grpc::ClientContext ctx;
   grpc::CompletionQueue cq;
-  auto call = stub.PrepareCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
-                               &cq);
+  auto call =
+      stub.PrepareCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
   void* tag;
   bool ok;
   call->StartCall(reinterpret_cast<void*>(1));
@@ -505,7 +505,8 @@ TEST_F(GrpcServiceTest, ReflectionListsOurServices) {
   std::vector<grpc::Slice> slices;
   ASSERT_TRUE(resp.Dump(&slices).ok());
   std::string text;
-  for (const grpc::Slice& s : slices) text.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const grpc::Slice& s : slices)
+    text.append(reinterpret_cast<const char*>(s.begin()), s.size());
   EXPECT_NE(text.find("yoke.v1.Coordinator"), std::string::npos);
   EXPECT_NE(text.find("yoke.v1.WorkerControl"), std::string::npos);
   ctx.TryCancel();

@@ -98,8 +98,8 @@ std::string AttributeHang(const std::string& reason, const v1::Attempt& attempt,
     std::string label = n == 1 ? absl::StrCat("r", s->first_rank())
                                : absl::StrCat("r", s->first_rank(), "-", s->first_rank() + n - 1);
     auto it = completed.find(s->first_rank());
-    per_rank.push_back(absl::StrCat(label, "=", it == completed.end() ? "none"
-                                                                      : absl::StrCat(it->second)));
+    per_rank.push_back(
+        absl::StrCat(label, "=", it == completed.end() ? "none" : absl::StrCat(it->second)));
   }
   absl::StrAppend(&out, "; last collective completed per rank: ", absl::StrJoin(per_rank, " "));
   return out;

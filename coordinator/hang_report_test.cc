@@ -26,7 +26,8 @@ v1::Attempt FourRanks() {
 TEST(HangReportTest, RecognisesCollectiveTimeouts) {
   EXPECT_TRUE(IsCollectiveTimeout(
       "allreduce #1234 (bucket 3) timed out after 30s on rank 0 of 4: ranks 2,5 never arrived"));
-  EXPECT_TRUE(IsCollectiveTimeout("barrier #1 timed out after 5s on rank 1 of 2: rank 0 never arrived"));
+  EXPECT_TRUE(
+      IsCollectiveTimeout("barrier #1 timed out after 5s on rank 1 of 2: rank 0 never arrived"));
   EXPECT_FALSE(IsCollectiveTimeout("data.train.images: file not found"));
   EXPECT_FALSE(IsCollectiveTimeout(""));
   EXPECT_EQ(MissingRanks("...: ranks 2, 5,11 never arrived"), (std::vector<int>{2, 5, 11}));

@@ -8,12 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "telemetry/train_metrics.h"
-#include "google/protobuf/util/json_util.h"
 #include "coordinator/auth_store.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/dashboard_page.h"
+#include "google/protobuf/util/json_util.h"
+#include "telemetry/train_metrics.h"
 
 namespace yoke::server {
 namespace {
@@ -43,11 +43,21 @@ std::string Quote(absl::string_view s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20 || c == '<' || c == '>' || c == '&') {
           absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
@@ -134,7 +144,9 @@ std::vector<std::pair<std::string, common::HttpHandler>> CoordinatorHttpRoutes(
   });
 
   auto page = [](const HttpRequest&) {
-    return HttpResponse{200, "text/html; charset=utf-8", kDashboardHtml,
+    return HttpResponse{200,
+                        "text/html; charset=utf-8",
+                        kDashboardHtml,
                         {{"Content-Security-Policy",
                           "default-src 'self'; script-src 'self' 'unsafe-inline'; "
                           "style-src 'unsafe-inline'; frame-ancestors 'none'"}}};
@@ -162,9 +174,10 @@ std::vector<std::pair<std::string, common::HttpHandler>> CoordinatorHttpRoutes(
     const std::string id = r.path.substr(std::string("/api/job/").size());
     auto job = c->Get(id);
     if (!job.ok()) return Error(404, std::string(job.status().message()));
-    std::string out = absl::StrCat("{\"job\":", ToJson(*job), ",\"breakdown\":",
-                                   Quote(common::FormatBreakdown(common::BreakdownOf(job->progress()))),
-                                   ",\"curve\":[");
+    std::string out = absl::StrCat(
+        "{\"job\":", ToJson(*job),
+        ",\"breakdown\":", Quote(common::FormatBreakdown(common::BreakdownOf(job->progress()))),
+        ",\"curve\":[");
     bool first = true;
     for (const CurvePoint& p : c->Curve(id)) {
       absl::StrAppend(&out, first ? "" : ",", "{\"step\":", p.step,
@@ -191,8 +204,8 @@ std::vector<std::pair<std::string, common::HttpHandler>> CoordinatorHttpRoutes(
   const std::string chart_js = ReadAll(options.chart_js_path);
   add("/static/chart.min.js", [chart_js](const HttpRequest&) {
     if (chart_js.empty()) return Error(404, "Chart.js is not installed (Debian's libjs-chart.js)");
-    return HttpResponse{200, "text/javascript; charset=utf-8", chart_js,
-                        {{"Cache-Control", "max-age=3600"}}};
+    return HttpResponse{
+        200, "text/javascript; charset=utf-8", chart_js, {{"Cache-Control", "max-age=3600"}}};
   });
 
   // Not guarded: it is where a browser brings its token.

@@ -1,5 +1,5 @@
 // The coordinator's HTTP port: /metrics for Prometheus and a read-only web
-// dashboard (docs/dashboard.md).
+// dashboard (docs/observability.md).
 //
 //   /metrics            Prometheus text exposition (coordinator/coordinator_metrics.h)
 //   /  /job/ID  /workers  the dashboard's pages (one HTML page; its script
@@ -33,9 +33,9 @@ class Coordinator;
 class CoordinatorMetrics;
 
 struct HttpPagesOptions {
-  Coordinator* coordinator = nullptr;    // required
-  CoordinatorMetrics* metrics = nullptr; // required
-  AuthStore* auth = nullptr;             // null: no authentication (--insecure)
+  Coordinator* coordinator = nullptr;     // required
+  CoordinatorMetrics* metrics = nullptr;  // required
+  AuthStore* auth = nullptr;              // null: no authentication (--insecure)
   // Chart.js; the dashboard draws no charts (and says so) if it is missing.
   std::string chart_js_path = "/usr/share/javascript/chart.js/chart.min.js";
 };

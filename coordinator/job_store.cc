@@ -57,7 +57,8 @@ absl::StatusOr<JobListPage> InMemoryJobStore::List(const JobListQuery& query) {
   for (const auto& [id, e] : jobs_) {
     if (e.seq < before && StateMatches(query.states, e.job.state())) hits.push_back(&e);
   }
-  std::sort(hits.begin(), hits.end(), [](const Entry* a, const Entry* b) { return a->seq > b->seq; });
+  std::sort(hits.begin(), hits.end(),
+            [](const Entry* a, const Entry* b) { return a->seq > b->seq; });
   JobListPage page;
   size_t bytes = 0;
   for (size_t i = 0; i < hits.size(); ++i) {
@@ -135,7 +136,8 @@ absl::StatusOr<std::vector<v1::Job>> InMemoryJobStore::ListNonTerminal() {
   for (const auto& [id, e] : jobs_) {
     if (!IsTerminal(e.job.state())) hits.push_back(&e);
   }
-  std::sort(hits.begin(), hits.end(), [](const Entry* a, const Entry* b) { return a->seq < b->seq; });
+  std::sort(hits.begin(), hits.end(),
+            [](const Entry* a, const Entry* b) { return a->seq < b->seq; });
   std::vector<v1::Job> out;
   for (const Entry* e : hits) out.push_back(e->job);
   return out;

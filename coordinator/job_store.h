@@ -51,8 +51,8 @@ struct JobListQuery {
 };
 
 struct JobListPage {
-  std::vector<v1::Job> jobs;         // newest first
-  std::string next_page_token;       // "" on the last page
+  std::vector<v1::Job> jobs;    // newest first
+  std::string next_page_token;  // "" on the last page
 };
 
 class JobStore {

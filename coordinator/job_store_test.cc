@@ -6,8 +6,8 @@
 #include <fstream>
 #include <memory>
 
-#include "gtest/gtest.h"
 #include "coordinator/sqlite_job_store.h"
+#include "gtest/gtest.h"
 
 namespace yoke::server {
 namespace {
@@ -73,8 +73,9 @@ TEST_P(JobStoreTest, CreateAssignsIncreasingIdsAndGetReturnsTheJob) {
 
 TEST_P(JobStoreTest, ListFiltersByStateAndPagesNewestFirst) {
   for (int i = 0; i < 5; ++i) {
-    ASSERT_TRUE(store_->Create(NewJob("j" + std::to_string(i),
-                                      i % 2 ? v1::JOB_RUNNING : v1::JOB_PENDING)).ok());
+    ASSERT_TRUE(
+        store_->Create(NewJob("j" + std::to_string(i), i % 2 ? v1::JOB_RUNNING : v1::JOB_PENDING))
+            .ok());
   }
   JobListQuery q;
   q.page_size = 2;
@@ -140,11 +141,14 @@ TEST_P(JobStoreTest, PagesEndBeforeTheirBytesPassTheLimit) {
 TEST_P(JobStoreTest, UpdateIsAllOrNothing) {
   auto id = store_->Create(NewJob("a", v1::JOB_PENDING));
   ASSERT_TRUE(id.ok());
-  ASSERT_TRUE(store_->Update(*id, [](v1::Job* j) {
-    j->set_state(v1::JOB_RUNNING);
-    j->add_attempts()->set_number(1);
-    return absl::OkStatus();
-  }).ok());
+  ASSERT_TRUE(store_
+                  ->Update(*id,
+                           [](v1::Job* j) {
+                             j->set_state(v1::JOB_RUNNING);
+                             j->add_attempts()->set_number(1);
+                             return absl::OkStatus();
+                           })
+                  .ok());
   absl::Status s = store_->Update(*id, [](v1::Job* j) {
     j->set_state(v1::JOB_FAILED);
     return absl::AbortedError("changed my mind");
@@ -245,8 +249,7 @@ TEST(SqliteJobStoreTest, GarbageFileIsAClearErrorNotACrash) {
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(store.status().message().find(path), std::string::npos) << store.status();
-  EXPECT_NE(store.status().message().find("not a database"), std::string::npos)
-      << store.status();
+  EXPECT_NE(store.status().message().find("not a database"), std::string::npos) << store.status();
   RemoveDb(path);
 }
 

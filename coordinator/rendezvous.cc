@@ -47,8 +47,8 @@ absl::Status Rendezvous::Put(const std::string& job_id, int attempt, const std::
   if (it == spaces_.end()) return NotOpen(job_id, attempt);
   auto& kv = it->second.kv;
   if (kv.size() >= kMaxKeys && !kv.count(key)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "rendezvous: attempt ", Name(job_id, attempt), " already has ", kMaxKeys, " keys"));
+    return absl::ResourceExhaustedError(absl::StrCat("rendezvous: attempt ", Name(job_id, attempt),
+                                                     " already has ", kMaxKeys, " keys"));
   }
   size_t& bytes = it->second.bytes;
   auto old = kv.find(key);

@@ -45,9 +45,9 @@ std::string DescribeFree(const std::vector<WorkerCapacity>& workers, const std::
     const int n = total ? TotalDevices(w, kind) : static_cast<int>(FreeDevices(w, kind).size());
     if (n > 0) with.push_back({n, w.id});
   }
-  std::sort(with.begin(), with.end(),
-            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first
-                                                                          : a.second < b.second; });
+  std::sort(with.begin(), with.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
   if (with.empty()) return absl::StrCat("no worker has ", total ? "" : "a free ", kind, " device");
   std::vector<std::string> parts;
   for (size_t i = 0; i < with.size() && i < 5; ++i) {
@@ -100,9 +100,9 @@ ScheduleResult Schedule(std::vector<PendingJob> jobs, std::vector<WorkerCapacity
     const GangShape& shape = job.shape;
     auto blocker = blocked_by.find(shape.kind);
     if (blocker != blocked_by.end()) {
-      result.pending[job.id] = absl::StrCat(
-          Needs(shape), "; queued behind ", blocker->second->id, " (priority ",
-          blocker->second->priority, "), which starts first");
+      result.pending[job.id] =
+          absl::StrCat(Needs(shape), "; queued behind ", blocker->second->id, " (priority ",
+                       blocker->second->priority, "), which starts first");
       continue;
     }
     std::vector<size_t> chosen = PickWorkers(shape, workers);
@@ -146,8 +146,8 @@ std::string CouldEverFit(const GangShape& shape, const std::vector<WorkerCapacit
     big_enough += TotalDevices(w, shape.kind) >= shape.devices_per_worker;
   }
   if (big_enough >= shape.workers) return "";
-  return absl::StrCat(Needs(shape), "; registered: ",
-                      DescribeFree(workers, shape.kind, /*total=*/true));
+  return absl::StrCat(Needs(shape),
+                      "; registered: ", DescribeFree(workers, shape.kind, /*total=*/true));
 }
 
 }  // namespace yoke::server

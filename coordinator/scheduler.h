@@ -65,8 +65,8 @@ struct Placement {
 };
 
 struct ScheduleResult {
-  std::vector<Placement> placed;                    // in start order
-  std::map<std::string, std::string> pending;       // job id -> reason
+  std::vector<Placement> placed;               // in start order
+  std::map<std::string, std::string> pending;  // job id -> reason
 };
 
 // Places what fits now; every job not placed gets a reason.

@@ -105,8 +105,8 @@ TEST(SchedulerTest, NoBackfillPastABlockedJobOfTheSameKind) {
   // the device could delay job-1 forever, so it waits too.
   WorkerCapacity w = Worker("w-1", 2);
   w.allocated["cpu"] = {0};
-  ScheduleResult r = Schedule({Job("job-1", 1, 2, "cpu", 0, 1), Job("job-2", 1, 1, "cpu", 0, 2)},
-                              {w});
+  ScheduleResult r =
+      Schedule({Job("job-1", 1, 2, "cpu", 0, 1), Job("job-2", 1, 1, "cpu", 0, 2)}, {w});
   EXPECT_TRUE(r.placed.empty());
   EXPECT_EQ(r.pending["job-2"],
             "needs 1 worker with 1 cpu device; queued behind job-1 (priority 0), which starts "

@@ -35,14 +35,12 @@ absl::Status NotFound(const std::string& id) {
 absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& path,
                                                                      const Options& options) {
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &db,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                                 nullptr);
+  const int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);
-    return absl::UnavailableError(
-        absl::StrCat("job store '", path, "': cannot open: ", msg));
+    return absl::UnavailableError(absl::StrCat("job store '", path, "': cannot open: ", msg));
   }
   std::unique_ptr<SqliteJobStore> store(new SqliteJobStore(db, path));
   RETURN_IF_ERROR(store->Init(options));
@@ -103,7 +101,8 @@ absl::Status SqliteJobStore::Init(const Options& options) {
           absl::StrCat("job store '", path_, "': cannot use WAL mode (got '", mode, "')"));
     }
   }
-  RETURN_IF_ERROR(Exec(options.full_sync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL"));
+  RETURN_IF_ERROR(
+      Exec(options.full_sync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL"));
   // Take the exclusive lock now, so a second coordinator fails at startup.
   if (sqlite3_exec(db_, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) != SQLITE_OK) {
     if (sqlite3_errcode(db_) == SQLITE_BUSY) {
@@ -113,14 +112,14 @@ absl::Status SqliteJobStore::Init(const Options& options) {
     return Error("locking");
   }
   absl::Status s = [&]() -> absl::Status {
-    RETURN_IF_ERROR(Exec(
-        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-        "CREATE TABLE IF NOT EXISTS jobs (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,"
-        "  state INTEGER NOT NULL, priority INTEGER NOT NULL, create_time_ms INTEGER NOT NULL,"
-        "  job BLOB NOT NULL);"
-        "CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state, seq);"
-        "CREATE TABLE IF NOT EXISTS logs (job_id TEXT NOT NULL, seq INTEGER NOT NULL,"
-        "  line BLOB NOT NULL, PRIMARY KEY (job_id, seq)) WITHOUT ROWID;"));
+    RETURN_IF_ERROR(
+        Exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+             "CREATE TABLE IF NOT EXISTS jobs (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,"
+             "  state INTEGER NOT NULL, priority INTEGER NOT NULL, create_time_ms INTEGER NOT NULL,"
+             "  job BLOB NOT NULL);"
+             "CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state, seq);"
+             "CREATE TABLE IF NOT EXISTS logs (job_id TEXT NOT NULL, seq INTEGER NOT NULL,"
+             "  line BLOB NOT NULL, PRIMARY KEY (job_id, seq)) WITHOUT ROWID;"));
     ASSIGN_OR_RETURN(sqlite3_stmt * get, Prepare("SELECT value FROM meta WHERE key = 'schema'"));
     const int rc = sqlite3_step(get);
     if (rc == SQLITE_ROW) {
@@ -186,8 +185,8 @@ absl::StatusOr<v1::Job> SqliteJobStore::GetLocked(const std::string& id) {
   const bool ok = job.ParseFromString(ColumnBlob(st, 0));
   sqlite3_reset(st);
   if (!ok) {
-    return absl::DataLossError(absl::StrCat("job store '", path_, "': job '", id,
-                                            "' is unreadable (corrupt record)"));
+    return absl::DataLossError(
+        absl::StrCat("job store '", path_, "': job '", id, "' is unreadable (corrupt record)"));
   }
   return job;
 }
@@ -314,9 +313,8 @@ absl::Status SqliteJobStore::AppendLogs(const std::string& id, std::vector<v1::L
 absl::StatusOr<std::vector<v1::LogLine>> SqliteJobStore::ReadLogs(const std::string& id,
                                                                   int64_t since_seq, int limit) {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(sqlite3_stmt * st,
-                   Prepare("SELECT line FROM logs WHERE job_id = ? AND seq > ? "
-                           "ORDER BY seq LIMIT ?"));
+  ASSIGN_OR_RETURN(sqlite3_stmt * st, Prepare("SELECT line FROM logs WHERE job_id = ? AND seq > ? "
+                                              "ORDER BY seq LIMIT ?"));
   BindText(st, 1, id);
   sqlite3_bind_int64(st, 2, since_seq);
   sqlite3_bind_int(st, 3, limit);

@@ -1,7 +1,7 @@
 #include "coordinator/worker_registry.h"
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace yoke::server {
@@ -76,12 +76,11 @@ std::vector<LostWorker> WorkerRegistry::CheckLiveness() {
     if (w.alive && now - w.last_heartbeat > deadline_) {
       w.alive = false;
       w.lost_time = now;
-      w.reason = w.registered
-                     ? absl::StrCat("worker ", w.id, " missed heartbeats for ",
-                                    absl::FormatDuration(deadline_))
-                     : absl::StrCat("worker ", w.id, " did not register again within ",
-                                    absl::FormatDuration(deadline_),
-                                    " of the coordinator's restart");
+      w.reason = w.registered ? absl::StrCat("worker ", w.id, " missed heartbeats for ",
+                                             absl::FormatDuration(deadline_))
+                              : absl::StrCat("worker ", w.id, " did not register again within ",
+                                             absl::FormatDuration(deadline_),
+                                             " of the coordinator's restart");
       lost.push_back({w.id, w.reason});
     }
     ++it;

@@ -35,12 +35,12 @@ namespace yoke::server {
 struct WorkerEntry {
   std::string id;
   std::string hostname;
-  std::string address;      // where its trainers listen for peers ("" if unknown)
+  std::string address;  // where its trainers listen for peers ("" if unknown)
   std::vector<v1::Device> devices;
   bool registered = false;  // false: only Expect()ed, devices unknown
   bool alive = false;
-  bool draining = false;    // shutting down: gets no new attempts
-  std::string reason;       // why it is not alive (or draining)
+  bool draining = false;  // shutting down: gets no new attempts
+  std::string reason;     // why it is not alive (or draining)
   absl::Time last_heartbeat;
   absl::Time register_time;
   absl::Time lost_time;

@@ -26,14 +26,18 @@ struct AlignedAllocator {
 
   // Failure behaves like std::allocator (operator new).
   T* allocate(size_t n) {
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{kAlignment}));
+    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{kAlignment}));
   }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{kAlignment}); }
+  void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{kAlignment}); }
 
   template <typename U>
-  bool operator==(const AlignedAllocator<U>&) const { return true; }
+  bool operator==(const AlignedAllocator<U>&) const {
+    return true;
+  }
   template <typename U>
-  bool operator!=(const AlignedAllocator<U>&) const { return false; }
+  bool operator!=(const AlignedAllocator<U>&) const {
+    return false;
+  }
 };
 
 using FloatBuffer = std::vector<float, AlignedAllocator<float>>;
@@ -44,10 +48,10 @@ struct Batch {
   int64_t n = 0;                       // examples on this rank; may be 0 in a short last step
   std::vector<int64_t> example_shape;  // e.g. (28, 28, 1)
   int64_t epoch = 0;
-  int64_t step = 0;                    // within the epoch
-  int64_t global_n = 0;                // examples in this step over all ranks
-  bool last_in_epoch = false;          // step == steps_per_epoch - 1
-  std::vector<int64_t> indices;        // dataset indices of the n examples
+  int64_t step = 0;              // within the epoch
+  int64_t global_n = 0;          // examples in this step over all ranks
+  bool last_in_epoch = false;    // step == steps_per_epoch - 1
+  std::vector<int64_t> indices;  // dataset indices of the n examples
 
   // (n, example_shape...).
   std::vector<int64_t> x_shape() const {

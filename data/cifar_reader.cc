@@ -28,9 +28,9 @@ absl::StatusOr<std::unique_ptr<Dataset>> ReadCifar10(const std::vector<std::stri
   for (const std::string& path : paths) {
     ASSIGN_OR_RETURN(std::vector<uint8_t> raw, ReadWholeFile(path, kMaxFileBytes));
     if (raw.empty() || raw.size() % kCifarRecordBytes != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": holds ", raw.size(), " bytes, not a positive multiple of the ",
-          kCifarRecordBytes, "-byte CIFAR-10 record (1 label + 3x32x32 pixels)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": holds ", raw.size(), " bytes, not a positive multiple of the ",
+                       kCifarRecordBytes, "-byte CIFAR-10 record (1 label + 3x32x32 pixels)"));
     }
     const size_t n = raw.size() / kCifarRecordBytes;
     const size_t base = labels.size();
@@ -39,8 +39,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> ReadCifar10(const std::vector<std::stri
     for (size_t r = 0; r < n; ++r) {
       const uint8_t* rec = raw.data() + r * kCifarRecordBytes;
       if (rec[0] >= kNumClasses) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": record ", r, " has label ", int{rec[0]}, "; CIFAR-10 labels are 0..9"));
+        return absl::InvalidArgumentError(absl::StrCat(path, ": record ", r, " has label ",
+                                                       int{rec[0]}, "; CIFAR-10 labels are 0..9"));
       }
       labels[base + r] = rec[0];
       // (C, H, W) planes -> (H, W, C).
@@ -53,9 +53,9 @@ absl::StatusOr<std::unique_ptr<Dataset>> ReadCifar10(const std::vector<std::stri
       }
     }
   }
-  return std::unique_ptr<Dataset>(std::make_unique<ByteDataset>(
-      std::vector<int64_t>{kCifarSide, kCifarSide, kCifarChannels}, kNumClasses,
-      std::move(pixels), std::move(labels)));
+  return std::unique_ptr<Dataset>(
+      std::make_unique<ByteDataset>(std::vector<int64_t>{kCifarSide, kCifarSide, kCifarChannels},
+                                    kNumClasses, std::move(pixels), std::move(labels)));
 }
 
 }  // namespace yoke::data

@@ -69,8 +69,7 @@ TEST(CifarReaderTest, BadSizeFails) {
   EXPECT_EQ(ReadCifar10({dir.File("empty.bin")}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ReadCifar10({}).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ReadCifar10({dir.File("nope.bin")}).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadCifar10({dir.File("nope.bin")}).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(CifarReaderTest, BadLabelFails) {

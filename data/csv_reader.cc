@@ -31,7 +31,8 @@ std::string NotANumber(absl::string_view cell) {
 std::string NotALabel(absl::string_view cell) {
   float v = 0;
   if (cell.empty()) return "is empty";
-  if (!absl::SimpleAtof(cell, &v)) return absl::StrCat("is not a number (a cell of ", cell.size(), " bytes)");
+  if (!absl::SimpleAtof(cell, &v))
+    return absl::StrCat("is not a number (a cell of ", cell.size(), " bytes)");
   if (v < 0) return "is negative";
   // No cast to an integer: one of a value past int64's range is undefined
   // behaviour (the fuzzer sent 6.7e32).
@@ -64,21 +65,20 @@ absl::StatusOr<std::unique_ptr<Dataset>> ReadCsv(const std::string& path,
     if (ncols < 0) {
       ncols = static_cast<int64_t>(cells.size());
       if (ncols < 2) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": line ", line_no, " has ", ncols,
-            " column; need at least one feature and a label"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": line ", line_no, " has ", ncols,
+                         " column; need at least one feature and a label"));
       }
-      label_col = options.label_column < 0 ? ncols + options.label_column
-                                           : options.label_column;
+      label_col = options.label_column < 0 ? ncols + options.label_column : options.label_column;
       if (label_col < 0 || label_col >= ncols) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": label_column ", options.label_column, " is out of range for ",
-            ncols, " columns (use 0..", ncols - 1, ", or -1 for the last)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": label_column ", options.label_column, " is out of range for ",
+                         ncols, " columns (use 0..", ncols - 1, ", or -1 for the last)"));
       }
     } else if (static_cast<int64_t>(cells.size()) != ncols) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": line ", line_no, " has ", cells.size(), " columns, expected ", ncols,
-          " like the first line"));
+      return absl::InvalidArgumentError(absl::StrCat(path, ": line ", line_no, " has ",
+                                                     cells.size(), " columns, expected ", ncols,
+                                                     " like the first line"));
     }
     if (header_pending) {
       header_pending = false;
@@ -89,9 +89,9 @@ absl::StatusOr<std::unique_ptr<Dataset>> ReadCsv(const std::string& path,
       if (static_cast<int64_t>(c) == label_col) {
         int64_t label = 0;
         if (!absl::SimpleAtoi(cell, &label) || label < 0 || label > kCsvMaxLabel) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              where(c), ": the label ", NotALabel(cell), "; labels are integers in [0, ",
-              kCsvMaxLabel, "]"));
+          return absl::InvalidArgumentError(absl::StrCat(where(c), ": the label ", NotALabel(cell),
+                                                         "; labels are integers in [0, ",
+                                                         kCsvMaxLabel, "]"));
         }
         labels.push_back(static_cast<int32_t>(label));
         if (label > max_label) max_label = label;
@@ -117,8 +117,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> ReadCsv(const std::string& path,
     int64_t prod = 1;
     for (int64_t s : shape) {
       if (s <= 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": shape ", ShapeToString(shape), " has a dimension <= 0"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": shape ", ShapeToString(shape), " has a dimension <= 0"));
       }
       // Dimensions larger than d can never multiply to d; stopping here
       // also keeps the product from overflowing.
@@ -126,14 +126,13 @@ absl::StatusOr<std::unique_ptr<Dataset>> ReadCsv(const std::string& path,
       if (prod > d) break;
     }
     if (prod != d) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": shape ", ShapeToString(shape), " must hold exactly the ", d,
-          " features of a row"));
+      return absl::InvalidArgumentError(absl::StrCat(path, ": shape ", ShapeToString(shape),
+                                                     " must hold exactly the ", d,
+                                                     " features of a row"));
     }
   }
   return std::unique_ptr<Dataset>(std::make_unique<FloatDataset>(
-      std::move(shape), static_cast<int>(max_label + 1), std::move(features),
-      std::move(labels)));
+      std::move(shape), static_cast<int>(max_label + 1), std::move(features), std::move(labels)));
 }
 
 }  // namespace yoke::data

@@ -10,8 +10,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::TempDir;
 
-absl::StatusOr<std::unique_ptr<Dataset>> Parse(const std::string& text,
-                                               const CsvOptions& o = {}) {
+absl::StatusOr<std::unique_ptr<Dataset>> Parse(const std::string& text, const CsvOptions& o = {}) {
   TempDir dir;
   EXPECT_TRUE(testing::WriteText(dir.File("t.csv"), text));
   return ReadCsv(dir.File("t.csv"), o);
@@ -63,8 +62,7 @@ TEST(CsvReaderTest, Errors) {
               HasSubstr("line 2, column 2: the value is not a number (a cell of 1 bytes)"));
 
   ds = Parse("1,2,0\n1,2\n");
-  EXPECT_THAT(std::string(ds.status().message()),
-              HasSubstr("line 2 has 2 columns, expected 3"));
+  EXPECT_THAT(std::string(ds.status().message()), HasSubstr("line 2 has 2 columns, expected 3"));
 
   ds = Parse("1,2,-1\n");
   EXPECT_THAT(std::string(ds.status().message()),
@@ -103,8 +101,7 @@ TEST(CsvReaderTest, Errors) {
               HasSubstr("shape (2, 2) must hold exactly the 3 features"));
 
   TempDir dir;
-  EXPECT_EQ(ReadCsv(dir.File("missing.csv"), {}).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadCsv(dir.File("missing.csv"), {}).status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

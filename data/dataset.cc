@@ -20,9 +20,7 @@ class FirstN final : public Dataset {
  public:
   FirstN(std::unique_ptr<Dataset> base, int64_t n) : base_(std::move(base)), n_(n) {}
   int64_t size() const override { return n_; }
-  const std::vector<int64_t>& example_shape() const override {
-    return base_->example_shape();
-  }
+  const std::vector<int64_t>& example_shape() const override { return base_->example_shape(); }
   int num_classes() const override { return base_->num_classes(); }
   ElementType element_type() const override { return base_->element_type(); }
   const void* Example(int64_t i, void* scratch) const override {
@@ -60,8 +58,7 @@ void Dataset::ExampleAsFloat(int64_t i, float* out) const {
 
 template <typename T>
 InMemoryDataset<T>::InMemoryDataset(std::vector<int64_t> shape, int num_classes,
-                                    std::vector<T> values,
-                                    std::vector<int32_t> labels)
+                                    std::vector<T> values, std::vector<int32_t> labels)
     : shape_(std::move(shape)),
       numel_(NumElements(shape_)),
       num_classes_(num_classes),

@@ -26,9 +26,7 @@ namespace yoke::data {
 // How a dataset stores one value of an example.
 enum class ElementType { kU8, kF32 };
 
-inline size_t ElementSize(ElementType t) {
-  return t == ElementType::kU8 ? 1 : 4;
-}
+inline size_t ElementSize(ElementType t) { return t == ElementType::kU8 ? 1 : 4; }
 
 class Dataset {
  public:
@@ -83,8 +81,8 @@ class InMemoryDataset final : public Dataset {
  public:
   // Requires values.size() == labels.size() * numel(shape) and every label
   // in [0, num_classes); readers check this before constructing.
-  InMemoryDataset(std::vector<int64_t> shape, int num_classes,
-                  std::vector<T> values, std::vector<int32_t> labels);
+  InMemoryDataset(std::vector<int64_t> shape, int num_classes, std::vector<T> values,
+                  std::vector<int32_t> labels);
 
   int64_t size() const override { return static_cast<int64_t>(labels_.size()); }
   const std::vector<int64_t>& example_shape() const override { return shape_; }

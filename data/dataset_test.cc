@@ -7,8 +7,8 @@ namespace {
 
 TEST(DatasetTest, InMemoryAndTakeFirst) {
   std::vector<float> v = {1, 2, 3, 4, 5, 6};
-  auto d = std::make_unique<FloatDataset>(std::vector<int64_t>{2}, 4, v,
-                                          std::vector<int32_t>{3, 0, 2});
+  auto d =
+      std::make_unique<FloatDataset>(std::vector<int64_t>{2}, 4, v, std::vector<int32_t>{3, 0, 2});
   EXPECT_EQ(d->size(), 3);
   EXPECT_EQ(d->example_numel(), 2);
   EXPECT_EQ(d->example_bytes(), 8u);

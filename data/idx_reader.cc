@@ -15,23 +15,21 @@ namespace yoke::data {
 namespace {
 
 uint32_t BigEndian32(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) |
-         uint32_t{p[3]};
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
 
 std::string Hex(uint32_t v) { return absl::StrFormat("0x%08x", v); }
 
 // Reads `header_words` big-endian u32s and checks the first against `magic`.
-absl::StatusOr<std::vector<uint32_t>> ReadHeader(InputFile& f, int header_words,
-                                                 uint32_t magic,
+absl::StatusOr<std::vector<uint32_t>> ReadHeader(InputFile& f, int header_words, uint32_t magic,
                                                  const char* what) {
   uint8_t buf[16];
   const size_t want = static_cast<size_t>(header_words) * 4;
   ASSIGN_OR_RETURN(size_t got, f.Read(buf, want));
   if (got < want) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        f.path(), ": too short for an IDX ", what, " header (needs ", want,
-        " bytes, the file holds ", got, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(f.path(), ": too short for an IDX ", what,
+                                                   " header (needs ", want,
+                                                   " bytes, the file holds ", got, ")"));
   }
   std::vector<uint32_t> words(header_words);
   for (int i = 0; i < header_words; ++i) words[i] = BigEndian32(buf + 4 * i);
@@ -39,9 +37,9 @@ absl::StatusOr<std::vector<uint32_t>> ReadHeader(InputFile& f, int header_words,
     std::string hint;
     if (words[0] == kIdxImagesMagic) hint = "; this is an images file";
     if (words[0] == kIdxLabelsMagic) hint = "; this is a labels file";
-    return absl::InvalidArgumentError(absl::StrCat(
-        f.path(), ": bad magic ", Hex(words[0]), " (expected ", Hex(magic), ", an IDX ",
-        what, " file", hint, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(f.path(), ": bad magic ", Hex(words[0]),
+                                                   " (expected ", Hex(magic), ", an IDX ", what,
+                                                   " file", hint, ")"));
   }
   return words;
 }
@@ -49,20 +47,18 @@ absl::StatusOr<std::vector<uint32_t>> ReadHeader(InputFile& f, int header_words,
 // Reads exactly `expected` payload bytes; a short or long file is an error.
 // `promise` describes what the header claimed, for the message.
 absl::StatusOr<std::vector<uint8_t>> ReadPayload(InputFile& f, uint64_t expected,
-                                                 const std::string& promise,
-                                                 size_t header_bytes) {
+                                                 const std::string& promise, size_t header_bytes) {
   std::vector<uint8_t> data;
   RETURN_IF_ERROR(f.ReadRest(&data, expected + 1));
   if (data.size() < expected) {
     return absl::InvalidArgumentError(absl::StrCat(
-        f.path(), ": header says ", promise, " (", expected, " bytes after the ",
-        header_bytes, "-byte header) but the file holds ", data.size(),
-        " (truncated, or the header is wrong)"));
+        f.path(), ": header says ", promise, " (", expected, " bytes after the ", header_bytes,
+        "-byte header) but the file holds ", data.size(), " (truncated, or the header is wrong)"));
   }
   if (data.size() > expected) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        f.path(), ": header says ", promise, " (", expected, " bytes after the ",
-        header_bytes, "-byte header) but the file holds more (trailing data)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(f.path(), ": header says ", promise, " (", expected, " bytes after the ",
+                     header_bytes, "-byte header) but the file holds more (trailing data)"));
   }
   return data;
 }
@@ -87,14 +83,14 @@ absl::StatusOr<std::unique_ptr<Dataset>> ReadIdx(const std::string& images_path,
   ASSIGN_OR_RETURN(std::vector<uint32_t> ih, ReadHeader(imf, 4, kIdxImagesMagic, "images"));
   const uint32_t count = ih[1], rows = ih[2], cols = ih[3];
   if (count == 0 || rows == 0 || cols == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        images_path, ": header says ", count, " images of ", rows, "x", cols,
-        "; every dimension must be > 0"));
+    return absl::InvalidArgumentError(absl::StrCat(images_path, ": header says ", count,
+                                                   " images of ", rows, "x", cols,
+                                                   "; every dimension must be > 0"));
   }
   if (count != num_labels) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        images_path, " holds ", count, " images but ", labels_path, " holds ",
-        num_labels, " labels; they must match"));
+    return absl::InvalidArgumentError(absl::StrCat(images_path, " holds ", count, " images but ",
+                                                   labels_path, " holds ", num_labels,
+                                                   " labels; they must match"));
   }
   // Three u32 factors can overflow 64 bits; such a header can never match a
   // real file, so refuse it before asking for the payload.
@@ -102,9 +98,9 @@ absl::StatusOr<std::unique_ptr<Dataset>> ReadIdx(const std::string& images_path,
   if (__builtin_mul_overflow(uint64_t{rows}, uint64_t{cols}, &pixels) ||
       __builtin_mul_overflow(pixels, uint64_t{count}, &expected) ||
       expected > (uint64_t{1} << 50)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        images_path, ": header says ", count, " images of ", rows, "x", cols,
-        ", which no file can hold"));
+    return absl::InvalidArgumentError(absl::StrCat(images_path, ": header says ", count,
+                                                   " images of ", rows, "x", cols,
+                                                   ", which no file can hold"));
   }
   ASSIGN_OR_RETURN(
       std::vector<uint8_t> pixel_bytes,
@@ -114,8 +110,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> ReadIdx(const std::string& images_path,
   const int max_label = *std::max_element(label_bytes.begin(), label_bytes.end());
   const int num_classes = std::max(10, max_label + 1);
   return std::unique_ptr<Dataset>(std::make_unique<ByteDataset>(
-      std::vector<int64_t>{rows, cols, 1}, num_classes, std::move(pixel_bytes),
-      std::move(labels)));
+      std::vector<int64_t>{rows, cols, 1}, num_classes, std::move(pixel_bytes), std::move(labels)));
 }
 
 }  // namespace yoke::data

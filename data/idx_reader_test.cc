@@ -25,9 +25,7 @@ const char kFashion[] = "/usr/share/datasets/fashion-mnist/";
 
 std::string FashionFile(const std::string& name) { return std::string(kFashion) + name; }
 
-bool HaveFashion() {
-  return std::filesystem::exists(FashionFile("train-images-idx3-ubyte.gz"));
-}
+bool HaveFashion() { return std::filesystem::exists(FashionFile("train-images-idx3-ubyte.gz")); }
 
 // A tiny valid pair: 5 images of 3x4 with pixel = 10*i + j, labels 0..4.
 struct Tiny {
@@ -58,10 +56,9 @@ absl::Status ReadPair(const TempDir& dir, const std::vector<uint8_t>& images,
 TEST(IdxReaderTest, FashionMnistTrainLoads) {
   if (!HaveFashion()) GTEST_SKIP() << "no Fashion-MNIST under " << kFashion;
   const auto t0 = std::chrono::steady_clock::now();
-  auto ds = ReadIdx(FashionFile("train-images-idx3-ubyte.gz"),
-                    FashionFile("train-labels-idx1-ubyte.gz"));
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto ds =
+      ReadIdx(FashionFile("train-images-idx3-ubyte.gz"), FashionFile("train-labels-idx1-ubyte.gz"));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(ds.ok()) << ds.status();
   std::printf("Fashion-MNIST train (gz) loaded in %.3f s\n", secs);
   const Dataset& d = **ds;
@@ -89,8 +86,8 @@ TEST(IdxReaderTest, FashionMnistTrainLoads) {
 
 TEST(IdxReaderTest, FashionMnistTestLoadsAndRawCopyIsIdentical) {
   if (!HaveFashion()) GTEST_SKIP() << "no Fashion-MNIST under " << kFashion;
-  auto gz = ReadIdx(FashionFile("t10k-images-idx3-ubyte.gz"),
-                    FashionFile("t10k-labels-idx1-ubyte.gz"));
+  auto gz =
+      ReadIdx(FashionFile("t10k-images-idx3-ubyte.gz"), FashionFile("t10k-labels-idx1-ubyte.gz"));
   ASSERT_TRUE(gz.ok()) << gz.status();
   EXPECT_EQ((*gz)->size(), 10000);
   std::map<int, int> counts;
@@ -98,16 +95,15 @@ TEST(IdxReaderTest, FashionMnistTestLoadsAndRawCopyIsIdentical) {
   for (auto [label, n] : counts) EXPECT_EQ(n, 1000) << "label " << label;
 
   TempDir dir;
-  ASSERT_TRUE(WriteBytes(dir.File("images"),
-                         testing::Gunzip(FashionFile("t10k-images-idx3-ubyte.gz"))));
-  ASSERT_TRUE(WriteBytes(dir.File("labels"),
-                         testing::Gunzip(FashionFile("t10k-labels-idx1-ubyte.gz"))));
+  ASSERT_TRUE(
+      WriteBytes(dir.File("images"), testing::Gunzip(FashionFile("t10k-images-idx3-ubyte.gz"))));
+  ASSERT_TRUE(
+      WriteBytes(dir.File("labels"), testing::Gunzip(FashionFile("t10k-labels-idx1-ubyte.gz"))));
   auto raw = ReadIdx(dir.File("images"), dir.File("labels"));
   ASSERT_TRUE(raw.ok()) << raw.status();
   ASSERT_EQ((*raw)->size(), 10000);
   EXPECT_EQ((*raw)->example_shape(), (*gz)->example_shape());
-  EXPECT_EQ(0, std::memcmp((*raw)->Example(0, nullptr), (*gz)->Example(0, nullptr),
-                           10000 * 784));
+  EXPECT_EQ(0, std::memcmp((*raw)->Example(0, nullptr), (*gz)->Example(0, nullptr), 10000 * 784));
   for (int64_t i = 0; i < 10000; ++i) ASSERT_EQ((*raw)->Label(i), (*gz)->Label(i));
 }
 
@@ -259,8 +255,7 @@ TEST(IdxReaderTest, TruncatedGzipStreamFails) {
   ASSERT_TRUE(ReadIdx(dir.File("i.gz"), dir.File("l.gz")).ok());
   std::vector<uint8_t> gz = testing::Gunzip(dir.File("i.gz"));  // sanity
   ASSERT_EQ(gz.size(), 16u + pixels.size());
-  std::filesystem::resize_file(dir.File("i.gz"),
-                               std::filesystem::file_size(dir.File("i.gz")) / 2);
+  std::filesystem::resize_file(dir.File("i.gz"), std::filesystem::file_size(dir.File("i.gz")) / 2);
   auto ds = ReadIdx(dir.File("i.gz"), dir.File("l.gz"));
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument);
 }

@@ -35,8 +35,8 @@ bool IsPng(const uint8_t* p, size_t n) {
 
 absl::Status CheckSize(int64_t w, int64_t h) {
   if (w <= 0 || h <= 0 || w * h > kMaxImagePixels) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "image of ", w, "x", h, " pixels (at most ", kMaxImagePixels, " are accepted)"));
+    return absl::InvalidArgumentError(absl::StrCat("image of ", w, "x", h, " pixels (at most ",
+                                                   kMaxImagePixels, " are accepted)"));
   }
   return absl::OkStatus();
 }
@@ -62,9 +62,8 @@ absl::StatusOr<Image> DecodeJpeg(const uint8_t* data, size_t size, int channels)
   img.pixels.resize(static_cast<size_t>(w) * ht * channels);
   // Warnings (a truncated stream, bad Huffman data) fail too: libjpeg would
   // fill the missing rows with gray and carry on.
-  if (tjDecompress2(h.get(), data, static_cast<unsigned long>(size), img.pixels.data(), w,
-                    0, ht, channels == 1 ? TJPF_GRAY : TJPF_RGB,
-                    TJFLAG_STOPONWARNING) != 0) {
+  if (tjDecompress2(h.get(), data, static_cast<unsigned long>(size), img.pixels.data(), w, 0, ht,
+                    channels == 1 ? TJPF_GRAY : TJPF_RGB, TJFLAG_STOPONWARNING) != 0) {
     return TjError(h.get(), "data");
   }
   return img;
@@ -105,16 +104,15 @@ absl::StatusOr<Image> DecodePng(const uint8_t* data, size_t size, int channels) 
   if (absl::Status s = CheckSize(ihdr.width, ihdr.height); !s.ok()) return s;
   // G8 exists only for gray sources of <= 8 bits; everything else goes
   // through RGB8 (alpha dropped, 16 bits reduced), then to gray if asked.
-  const bool direct_gray = channels == 1 && ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE &&
-                           ihdr.bit_depth <= 8;
+  const bool direct_gray =
+      channels == 1 && ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE && ihdr.bit_depth <= 8;
   const int fmt = direct_gray ? SPNG_FMT_G8 : SPNG_FMT_RGB8;
   size_t out_size = 0;
   if (int e = spng_decoded_image_size(ctx.get(), fmt, &out_size); e != 0) {
     return SpngError(e, "size");
   }
   std::vector<uint8_t> out(out_size);
-  if (int e = spng_decode_image(ctx.get(), out.data(), out.size(), fmt, 0);
-      e != 0) {
+  if (int e = spng_decode_image(ctx.get(), out.data(), out.size(), fmt, 0); e != 0) {
     return SpngError(e, "data");
   }
   Image img;
@@ -242,8 +240,8 @@ absl::StatusOr<std::string> EncodePng(const Image& image) {
   ihdr.bit_depth = 8;
   ihdr.color_type = image.channels == 1 ? SPNG_COLOR_TYPE_GRAYSCALE : SPNG_COLOR_TYPE_TRUECOLOR;
   if (int e = spng_set_ihdr(ctx.get(), &ihdr); e != 0) return SpngError(e, "ihdr");
-  if (int e = spng_encode_image(ctx.get(), image.pixels.data(), image.pixels.size(),
-                                SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE);
+  if (int e = spng_encode_image(ctx.get(), image.pixels.data(), image.pixels.size(), SPNG_FMT_PNG,
+                                SPNG_ENCODE_FINALIZE);
       e != 0) {
     return SpngError(e, "encode");
   }

@@ -9,11 +9,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "data/listing/image_folder_list.h"
 #include "common/read_file.h"
-#include "common/status.h"
 #include "common/rng.h"
+#include "common/status.h"
 #include "data/image_decode.h"
+#include "data/listing/image_folder_list.h"
 #include "spdlog/spdlog.h"
 
 namespace yoke::data {
@@ -43,15 +43,13 @@ absl::StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
         absl::StrCat("image_size: must be two sizes > 0, got ", o.height, "x", o.width));
   }
   if (o.channels != 1 && o.channels != 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("channels: must be 1 or 3, got ", o.channels));
+    return absl::InvalidArgumentError(absl::StrCat("channels: must be 1 or 3, got ", o.channels));
   }
-  if (o.crop != CropMode::kNone &&
-      (o.crop_height <= 0 || o.crop_width <= 0 || o.crop_height > o.height ||
-       o.crop_width > o.width)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "crop_size: must lie in (0, image_size], got ", o.crop_height, "x", o.crop_width,
-        " for ", o.height, "x", o.width));
+  if (o.crop != CropMode::kNone && (o.crop_height <= 0 || o.crop_width <= 0 ||
+                                    o.crop_height > o.height || o.crop_width > o.width)) {
+    return absl::InvalidArgumentError(absl::StrCat("crop_size: must lie in (0, image_size], got ",
+                                                   o.crop_height, "x", o.crop_width, " for ",
+                                                   o.height, "x", o.width));
   }
   if (!(o.validation_split >= 0 && o.validation_split < 1)) {
     return absl::InvalidArgumentError(
@@ -82,8 +80,8 @@ absl::StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
     for (const common::ListedImage& l : listed) {
       std::error_code lec;
       if (o.skip_bad && !fs::exists(l.path, lec)) {  // a dangling symlink
-        spdlog::warn("skipping a bad image ({} skipped so far): {}: cannot resolve",
-                     ++d->skipped_, l.path.string());
+        spdlog::warn("skipping a bad image ({} skipped so far): {}: cannot resolve", ++d->skipped_,
+                     l.path.string());
         continue;
       }
       ASSIGN_OR_RETURN(std::string real, common::ResolveInside(l.path, root));
@@ -91,9 +89,9 @@ absl::StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
       labels.push_back(static_cast<int32_t>(c));
     }
     if (labels.empty() || labels.back() != static_cast<int32_t>(c)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          (fs::path(root) / class_names[c]).string(), ": class folder '", class_names[c],
-          "' holds no readable image"));
+      return absl::InvalidArgumentError(absl::StrCat((fs::path(root) / class_names[c]).string(),
+                                                     ": class folder '", class_names[c],
+                                                     "' holds no readable image"));
     }
   }
 
@@ -108,9 +106,9 @@ absl::StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
     }
     const int64_t num_val = static_cast<int64_t>(o.validation_split * n);
     if (num_val == 0 || num_val == n) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "validation_split: ", o.validation_split, " of ", n, " images leaves ",
-          num_val == 0 ? "no validation image" : "no training image"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("validation_split: ", o.validation_split, " of ", n, " images leaves ",
+                       num_val == 0 ? "no validation image" : "no training image"));
     }
     const bool val = o.subset == "validation";
     for (int64_t k = val ? n - num_val : 0; k < (val ? n : n - num_val); ++k) {
@@ -139,20 +137,18 @@ absl::StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
     // added or removed image, or another split, changes it.
     // Hashed entry by entry: a million files need no 100 MB string.
     CacheKeyHasher key;
-    key.Add(absl::StrCat("yoke image cache\n", o.height, "x", o.width, "x", o.channels,
-                         " resize ", kResizeVersion, "\n", n, "\n"));
+    key.Add(absl::StrCat("yoke image cache\n", o.height, "x", o.width, "x", o.channels, " resize ",
+                         kResizeVersion, "\n", n, "\n"));
     for (const std::string& f : d->files_) {
       struct stat st;
       key.Add(f);
       key.Add(absl::string_view("\0", 1));
-      key.Add(::stat(f.c_str(), &st) != 0
-                  ? std::string("unreadable\n")
-                  : absl::StrCat(st.st_size, " ", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec,
-                                 "\n"));
+      key.Add(::stat(f.c_str(), &st) != 0 ? std::string("unreadable\n")
+                                          : absl::StrCat(st.st_size, " ", st.st_mtim.tv_sec, ".",
+                                                         st.st_mtim.tv_nsec, "\n"));
     }
     absl::StatusOr<std::unique_ptr<ImageCacheFile>> cf = ImageCacheFile::Open(
-        o.cache_file, key.key(), static_cast<int64_t>(n),
-        static_cast<int64_t>(d->image_bytes_));
+        o.cache_file, key.key(), static_cast<int64_t>(n), static_cast<int64_t>(d->image_bytes_));
     if (!cf.ok()) return common::Annotate(cf.status(), "cache_file");
     d->cache_file_ = *std::move(cf);
   }
@@ -167,8 +163,7 @@ absl::Status ImageFolderDataset::DecodeResized(int64_t i, uint8_t* out) const {
   if (!img.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", img.status().message()));
   }
-  ResizeImage(img->pixels.data(), img->height, img->width, o_.channels, out, o_.height,
-              o_.width);
+  ResizeImage(img->pixels.data(), img->height, img->width, o_.channels, out, o_.height, o_.width);
   return absl::OkStatus();
 }
 
@@ -206,7 +201,8 @@ absl::StatusOr<const void*> ImageFolderDataset::Load(int64_t i, int64_t epoch, b
       if (!o_.skip_bad) return s;
       if (!bad_[i].exchange(true)) {
         const int64_t count = ++skipped_;
-        spdlog::warn("skipping a bad image ({} skipped so far): {}", count, std::string(s.message()));
+        spdlog::warn("skipping a bad image ({} skipped so far): {}", count,
+                     std::string(s.message()));
       }
       return nullptr;
     }

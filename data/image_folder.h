@@ -58,7 +58,7 @@ struct ImageFolderOptions {
   std::string root;
   int64_t height = 0;  // resize target, > 0
   int64_t width = 0;
-  int channels = 3;    // 1 or 3
+  int channels = 3;  // 1 or 3
   CropMode crop = CropMode::kNone;
   int64_t crop_height = 0;  // with a crop: 0 < crop <= resize target
   int64_t crop_width = 0;

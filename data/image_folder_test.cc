@@ -133,7 +133,7 @@ TEST(ImageFolderTest, ResizesThenCropsCenterOrRandom) {
   auto ds = ImageFolderDataset::Open(o);
   ASSERT_TRUE(ds.ok()) << ds.status();
   for (uint8_t v : Bytes(**ds, 0)) EXPECT_EQ(v, 90);  // 40x30 -> 8x8, still flat
-  EXPECT_EQ(Bytes(**ds, 1), Ramp(8, 8).pixels);      // same size: untouched
+  EXPECT_EQ(Bytes(**ds, 1), Ramp(8, 8).pixels);       // same size: untouched
 
   o.crop = CropMode::kCenter;
   o.crop_height = 4;
@@ -208,8 +208,7 @@ TEST(ImageFolderTest, ValidationSplitIsDeterministicDisjointAndComplete) {
 
   auto o = Opts(d.path(), 2);
   o.validation_split = 0.25;  // without a subset
-  EXPECT_THAT(std::string(ImageFolderDataset::Open(o).status().message()),
-              HasSubstr("subset"));
+  EXPECT_THAT(std::string(ImageFolderDataset::Open(o).status().message()), HasSubstr("subset"));
   o.subset = "validation";
   o.validation_split = 0.01;  // floor(0.2) = 0 images
   EXPECT_THAT(std::string(ImageFolderDataset::Open(o).status().message()),
@@ -283,8 +282,10 @@ class BadFiles : public ::testing::Test {
     auto png = EncodePng(Solid(16, 16, 1, 5));
     auto jpg = EncodeJpeg(Solid(16, 16, 3, 5), 95);
     ASSERT_TRUE(png.ok() && jpg.ok());
-    ASSERT_TRUE(testing::WriteText(dir_.File("a/1_truncated.png"), png->substr(0, png->size() / 2)));
-    ASSERT_TRUE(testing::WriteText(dir_.File("a/2_truncated.jpg"), jpg->substr(0, jpg->size() - 40)));
+    ASSERT_TRUE(
+        testing::WriteText(dir_.File("a/1_truncated.png"), png->substr(0, png->size() / 2)));
+    ASSERT_TRUE(
+        testing::WriteText(dir_.File("a/2_truncated.jpg"), jpg->substr(0, jpg->size() - 40)));
     ASSERT_TRUE(testing::WriteText(dir_.File("a/3_empty.png"), ""));
     ASSERT_TRUE(testing::WriteText(dir_.File("a/4_text.jpg"), "hello, I am text"));
     std::string corrupt = *png;

@@ -39,8 +39,7 @@ absl::Status WriteImageFolder(const Dataset& ds, const std::string& root,
   if (ds.element_type() != ElementType::kU8 || shape.size() != 3 ||
       (shape[2] != 1 && shape[2] != 3)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "WriteImageFolder: needs byte images of shape (H, W, 1 or 3), got ",
-        ShapeToString(shape)));
+        "WriteImageFolder: needs byte images of shape (H, W, 1 or 3), got ", ShapeToString(shape)));
   }
   const int label_width = Digits(ds.num_classes() - 1);
   const int index_width = Digits(ds.size() - 1);
@@ -68,16 +67,16 @@ absl::Status WriteImageFolder(const Dataset& ds, const std::string& root,
     }
     absl::StatusOr<std::string> bytes = o.jpeg ? EncodeJpeg(img, o.quality) : EncodePng(img);
     if (!bytes.ok()) return bytes.status();
-    RETURN_IF_ERROR(WriteFile(
-        absl::StrFormat("%s/%0*d.%s", dirs[ds.Label(i)], index_width, i, ext), *bytes));
+    RETURN_IF_ERROR(
+        WriteFile(absl::StrFormat("%s/%0*d.%s", dirs[ds.Label(i)], index_width, i, ext), *bytes));
   }
   return absl::OkStatus();
 }
 
 const std::vector<std::string>& FashionMnistClassNames() {
-  static const auto* names = new std::vector<std::string>{
-      "t-shirt_top", "trouser", "pullover", "dress", "coat",
-      "sandal",      "shirt",   "sneaker",  "bag",   "ankle_boot"};
+  static const auto* names =
+      new std::vector<std::string>{"t-shirt_top", "trouser", "pullover", "dress", "coat",
+                                   "sandal",      "shirt",   "sneaker",  "bag",   "ankle_boot"};
   return *names;
 }
 

@@ -28,8 +28,7 @@ absl::Status GzError(const std::string& path, gzFile gz) {
   int errnum = 0;
   const char* msg = gzerror(gz, &errnum);
   return absl::InvalidArgumentError(
-      absl::StrCat(path, ": cannot read: ",
-                   errnum == Z_ERRNO ? std::strerror(errno) : msg));
+      absl::StrCat(path, ": cannot read: ", errnum == Z_ERRNO ? std::strerror(errno) : msg));
 }
 
 }  // namespace
@@ -47,8 +46,7 @@ absl::StatusOr<InputFile> InputFile::Open(const std::string& path) {
   }
   gzFile gz = gzopen(path.c_str(), "rb");
   if (gz == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
   }
   gzbuffer(gz, 1 << 17);
   return InputFile(path, gz, static_cast<uint64_t>(st.st_size));
@@ -108,8 +106,7 @@ absl::Status InputFile::ReadRest(std::vector<uint8_t>* out, uint64_t limit) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<uint8_t>> ReadWholeFile(const std::string& path,
-                                                   uint64_t limit) {
+absl::StatusOr<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t limit) {
   ASSIGN_OR_RETURN(InputFile f, InputFile::Open(path));
   std::vector<uint8_t> out;
   RETURN_IF_ERROR(f.ReadRest(&out, limit + 1));

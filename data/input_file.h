@@ -55,8 +55,7 @@ class InputFile {
 
 // Reads the whole (decompressed) file, failing if it holds more than
 // `limit` bytes.
-absl::StatusOr<std::vector<uint8_t>> ReadWholeFile(const std::string& path,
-                                                   uint64_t limit);
+absl::StatusOr<std::vector<uint8_t>> ReadWholeFile(const std::string& path, uint64_t limit);
 
 }  // namespace yoke::data
 

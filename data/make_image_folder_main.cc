@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
     auto ds = yoke::data::ReadIdx(absl::StrCat(dir, "/", prefixes[s], "-images-idx3-ubyte.gz"),
                                   absl::StrCat(dir, "/", prefixes[s], "-labels-idx1-ubyte.gz"));
     if (!ds.ok()) {
-      std::fprintf(stderr, "yoke-make-image-folder: %s\n", std::string(ds.status().message()).c_str());
+      std::fprintf(stderr, "yoke-make-image-folder: %s\n",
+                   std::string(ds.status().message()).c_str());
       return 2;
     }
     std::unique_ptr<yoke::data::Dataset> d = std::move(*ds);

@@ -15,15 +15,14 @@ namespace yoke::data {
 
 namespace {
 
-absl::Status Required(const std::string& field_path, const char* field,
-                      const std::string& format) {
+absl::Status Required(const std::string& field_path, const char* field, const std::string& format) {
   return absl::InvalidArgumentError(
       absl::StrCat(field_path, ".", field, ": required for format '", format, "'"));
 }
 
 // Reader errors start with a file path; say which spec named the file.
-absl::StatusOr<std::unique_ptr<Dataset>> Prefixed(
-    absl::StatusOr<std::unique_ptr<Dataset>> ds, const std::string& field_path) {
+absl::StatusOr<std::unique_ptr<Dataset>> Prefixed(absl::StatusOr<std::unique_ptr<Dataset>> ds,
+                                                  const std::string& field_path) {
   if (!ds.ok()) return common::Annotate(ds.status(), field_path);
   return ds;
 }
@@ -42,8 +41,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenByFormat(const v1::DatasetSpec& spe
   }
   if (f == "csv") {
     if (spec.files_size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          fp, ".files: format 'csv' takes exactly one file, got ", spec.files_size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(fp, ".files: format 'csv' takes exactly one file, got ", spec.files_size()));
     }
     CsvOptions o;
     o.label_column = spec.has_label_column() ? spec.label_column() : -1;
@@ -54,9 +53,9 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenByFormat(const v1::DatasetSpec& spe
   if (f == "image_folder") {
     if (spec.root().empty()) return Required(fp, "root", f);
     if (spec.image_size_size() != 2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          fp, ".image_size: format 'image_folder' needs [height, width], got ",
-          spec.image_size_size(), " values"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(fp, ".image_size: format 'image_folder' needs [height, width], got ",
+                       spec.image_size_size(), " values"));
     }
     ImageFolderOptions o;
     o.root = spec.root();
@@ -66,15 +65,15 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenByFormat(const v1::DatasetSpec& spe
     if (spec.crop() == "center" || spec.crop() == "random") {
       o.crop = spec.crop() == "center" ? CropMode::kCenter : CropMode::kRandom;
       if (spec.crop_size_size() != 2) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            fp, ".crop_size: crop '", spec.crop(), "' needs [height, width], got ",
-            spec.crop_size_size(), " values"));
+        return absl::InvalidArgumentError(absl::StrCat(fp, ".crop_size: crop '", spec.crop(),
+                                                       "' needs [height, width], got ",
+                                                       spec.crop_size_size(), " values"));
       }
       o.crop_height = spec.crop_size(0);
       o.crop_width = spec.crop_size(1);
     } else if (!spec.crop().empty() && spec.crop() != "none") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          fp, ".crop: unknown crop '", spec.crop(), "' (known: none, center, random)"));
+      return absl::InvalidArgumentError(absl::StrCat(fp, ".crop: unknown crop '", spec.crop(),
+                                                     "' (known: none, center, random)"));
     }
     o.validation_split = spec.validation_split();
     o.subset = spec.subset();
@@ -83,8 +82,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenByFormat(const v1::DatasetSpec& spe
     o.cache_file = spec.cache_file();
     if (!spec.on_bad_image().empty() && spec.on_bad_image() != "fail" &&
         spec.on_bad_image() != "skip") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          fp, ".on_bad_image: unknown '", spec.on_bad_image(), "' (known: fail, skip)"));
+      return absl::InvalidArgumentError(absl::StrCat(fp, ".on_bad_image: unknown '",
+                                                     spec.on_bad_image(), "' (known: fail, skip)"));
     }
     o.skip_bad = spec.on_bad_image() == "skip";
     absl::StatusOr<std::unique_ptr<ImageFolderDataset>> ds = ImageFolderDataset::Open(o);
@@ -100,8 +99,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenByFormat(const v1::DatasetSpec& spe
     absl::StatusOr<std::unique_ptr<Dataset>> ds = MakeSynthetic(o);
     // Synthetic errors name the bare field ("shape: ..."); complete the path.
     if (!ds.ok()) {
-      return absl::Status(ds.status().code(),
-                          absl::StrCat(fp, ".", ds.status().message()));
+      return absl::Status(ds.status().code(), absl::StrCat(fp, ".", ds.status().message()));
     }
     return ds;
   }

@@ -10,9 +10,11 @@
 
 namespace yoke::data {
 
-absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
-    std::shared_ptr<const Dataset> dataset, const SamplerOptions& sampler_options,
-    const v1::TransformSpec& transform_spec, bool train, const PipelineOptions& options) {
+absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(std::shared_ptr<const Dataset> dataset,
+                                                           const SamplerOptions& sampler_options,
+                                                           const v1::TransformSpec& transform_spec,
+                                                           bool train,
+                                                           const PipelineOptions& options) {
   if (dataset == nullptr) return absl::InvalidArgumentError("pipeline: no dataset");
   if (options.prefetch < 1) {
     return absl::InvalidArgumentError(
@@ -20,26 +22,24 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
   }
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "pipeline: rank ", options.rank, " is outside [0, world_size ",
-        options.world_size, ")"));
+        "pipeline: rank ", options.rank, " is outside [0, world_size ", options.world_size, ")"));
   }
   if (options.start_epoch < 0 || options.start_step < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pipeline: start (epoch ", options.start_epoch, ", step ", options.start_step,
-        ") must not be negative"));
+    return absl::InvalidArgumentError(absl::StrCat("pipeline: start (epoch ", options.start_epoch,
+                                                   ", step ", options.start_step,
+                                                   ") must not be negative"));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Sampler> sampler,
                    Sampler::Create(dataset->size(), sampler_options));
-  ASSIGN_OR_RETURN(Transform transform,
-                   Transform::Create(transform_spec, dataset->example_shape(),
-                                     sampler_options.seed));
+  ASSIGN_OR_RETURN(Transform transform, Transform::Create(transform_spec, dataset->example_shape(),
+                                                          sampler_options.seed));
   PipelineOptions o = options;
   const int64_t steps = sampler->steps_per_epoch();
   if (o.end_epoch < 0) o.end_epoch = o.start_epoch + 1;
   o.start_epoch += o.start_step / steps;
   o.start_step %= steps;
-  std::unique_ptr<Pipeline> p(new Pipeline(std::move(dataset), std::move(sampler),
-                                           std::move(transform), train, o));
+  std::unique_ptr<Pipeline> p(
+      new Pipeline(std::move(dataset), std::move(sampler), std::move(transform), train, o));
   p->producer_ = std::thread([raw = p.get()] { raw->Produce(); });
   return p;
 }

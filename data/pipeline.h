@@ -66,9 +66,11 @@ class Pipeline {
   // Validates the options (INVALID_ARGUMENT naming the field) and the
   // transform against the dataset's example shape, then starts the producer.
   // The transform's augmentation seed is sampler.seed.
-  static absl::StatusOr<std::unique_ptr<Pipeline>> Create(
-      std::shared_ptr<const Dataset> dataset, const SamplerOptions& sampler,
-      const v1::TransformSpec& transform, bool train, const PipelineOptions& options);
+  static absl::StatusOr<std::unique_ptr<Pipeline>> Create(std::shared_ptr<const Dataset> dataset,
+                                                          const SamplerOptions& sampler,
+                                                          const v1::TransformSpec& transform,
+                                                          bool train,
+                                                          const PipelineOptions& options);
 
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
@@ -97,9 +99,7 @@ class Pipeline {
   bool CanProduce() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return stop_ || static_cast<int>(queue_.size()) < options_.prefetch;
   }
-  bool HasOutput() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !queue_.empty() || done_;
-  }
+  bool HasOutput() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || done_; }
 
   const std::shared_ptr<const Dataset> dataset_;
   const std::unique_ptr<Sampler> sampler_;

@@ -95,8 +95,8 @@ TEST(PipelineTest, MatchesDirectComputation) {
       for (size_t j = 0; j < idx.size(); ++j) {
         EXPECT_EQ(b.y[j], idx[j] % 5);
         std::vector<float> want(32);
-        t->Apply(static_cast<const uint8_t*>(ds->Example(idx[j], nullptr)), want.data(), e,
-                 idx[j], true);
+        t->Apply(static_cast<const uint8_t*>(ds->Example(idx[j], nullptr)), want.data(), e, idx[j],
+                 true);
         EXPECT_TRUE(std::equal(want.begin(), want.end(), b.x.begin() + j * 32))
             << "epoch " << e << " step " << s << " example " << j;
       }

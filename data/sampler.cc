@@ -76,8 +76,7 @@ std::shared_ptr<const std::vector<int64_t>> Sampler::CachedPermutation(int64_t e
   return p;
 }
 
-std::vector<int64_t> Sampler::Indices(int64_t epoch, int64_t step, int rank,
-                                      int world) const {
+std::vector<int64_t> Sampler::Indices(int64_t epoch, int64_t step, int rank, int world) const {
   const Slice s = RankSlice(step, rank, world);
   if (s.count == 0) return {};
   if (!options_.shuffle) {

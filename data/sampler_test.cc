@@ -11,8 +11,7 @@
 namespace yoke::data {
 namespace {
 
-std::unique_ptr<Sampler> Make(int64_t size, int64_t batch, uint64_t seed = 0,
-                              bool shuffle = true) {
+std::unique_ptr<Sampler> Make(int64_t size, int64_t batch, uint64_t seed = 0, bool shuffle = true) {
   SamplerOptions o;
   o.batch_size = batch;
   o.seed = seed;

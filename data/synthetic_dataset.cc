@@ -75,9 +75,9 @@ absl::StatusOr<std::unique_ptr<Dataset>> MakeSynthetic(const SyntheticOptions& o
   int64_t numel = 1;
   for (int64_t d : options.shape) {
     if (d <= 0 || d > kMaxExampleBytes || numel * d > kMaxExampleBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shape: ", ShapeToString(options.shape),
-          " must have dimensions > 0 and at most ", kMaxExampleBytes, " values in all"));
+      return absl::InvalidArgumentError(absl::StrCat("shape: ", ShapeToString(options.shape),
+                                                     " must have dimensions > 0 and at most ",
+                                                     kMaxExampleBytes, " values in all"));
     }
     numel *= d;
   }

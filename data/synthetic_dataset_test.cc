@@ -11,8 +11,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::unique_ptr<Dataset> Make(std::vector<int64_t> shape, int classes, int64_t n,
-                              uint64_t seed) {
+std::unique_ptr<Dataset> Make(std::vector<int64_t> shape, int classes, int64_t n, uint64_t seed) {
   SyntheticOptions o;
   o.shape = std::move(shape);
   o.num_classes = classes;

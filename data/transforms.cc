@@ -13,11 +13,11 @@ namespace {
 // Keeps augmentation draws apart from the shuffle (see sampler.cc).
 constexpr uint64_t kAugmentKey = 0x4155474D454E5431ull;  // "AUGMENT1"
 
-absl::Status CheckPerChannel(const google::protobuf::RepeatedField<float>& v,
-                             int64_t channels, const std::string& field) {
+absl::Status CheckPerChannel(const google::protobuf::RepeatedField<float>& v, int64_t channels,
+                             const std::string& field) {
   if (v.size() != 0 && v.size() != 1 && v.size() != channels) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": needs 1 value or one per channel (", channels, "), got ", v.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": needs 1 value or one per channel (", channels, "), got ", v.size()));
   }
   for (int i = 0; i < v.size(); ++i) {
     if (!std::isfinite(v[i])) {
@@ -42,8 +42,8 @@ absl::StatusOr<Transform> Transform::Create(const v1::TransformSpec& spec,
   t.seed_ = seed;
   const int64_t c = t.channels_;
   if (spec.divisor() < 0 || !std::isfinite(spec.divisor())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        fp, ".divisor: must be > 0 (or unset for 1), got ", spec.divisor()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(fp, ".divisor: must be > 0 (or unset for 1), got ", spec.divisor()));
   }
   const float divisor = spec.divisor() == 0 ? 1.0f : spec.divisor();
   absl::Status s = CheckPerChannel(spec.mean(), c, fp + ".mean");
@@ -64,15 +64,14 @@ absl::StatusOr<Transform> Transform::Create(const v1::TransformSpec& spec,
   }
 
   if (spec.random_crop_padding() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        fp, ".random_crop_padding: must be >= 0, got ", spec.random_crop_padding()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(fp, ".random_crop_padding: must be >= 0, got ", spec.random_crop_padding()));
   }
   const bool augment = spec.random_crop_padding() > 0 || spec.horizontal_flip();
   if (augment && example_shape.size() != 3) {
     return absl::InvalidArgumentError(absl::StrCat(
         fp, spec.random_crop_padding() > 0 ? ".random_crop_padding" : ".horizontal_flip",
-        ": needs (H, W, C) examples, got shape (", absl::StrJoin(example_shape, ", "),
-        ")"));
+        ": needs (H, W, C) examples, got shape (", absl::StrJoin(example_shape, ", "), ")"));
   }
   t.padding_ = spec.random_crop_padding();
   t.flip_ = spec.horizontal_flip();

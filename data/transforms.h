@@ -38,8 +38,7 @@ class Transform {
   // shapes). Errors are INVALID_ARGUMENT naming `field_path`.<field>.
   // `seed` drives the augmentation (TrainingSpec.seed).
   static absl::StatusOr<Transform> Create(const v1::TransformSpec& spec,
-                                          const std::vector<int64_t>& example_shape,
-                                          uint64_t seed,
+                                          const std::vector<int64_t>& example_shape, uint64_t seed,
                                           const std::string& field_path = "data.transform");
 
   // The identity: value -> float(value), no augmentation.
@@ -58,16 +57,13 @@ class Transform {
 
   // src: example_numel() values in the example shape; dst: as many floats
   // (must not alias src). With train == false no augmentation is applied.
-  void Apply(const uint8_t* src, float* dst, int64_t epoch, int64_t index,
-             bool train) const;
-  void Apply(const float* src, float* dst, int64_t epoch, int64_t index,
-             bool train) const;
+  void Apply(const uint8_t* src, float* dst, int64_t epoch, int64_t index, bool train) const;
+  void Apply(const float* src, float* dst, int64_t epoch, int64_t index, bool train) const;
 
  private:
   Transform() = default;
   template <typename T>
-  void ApplyImpl(const T* src, float* dst, int64_t epoch, int64_t index,
-                 bool train) const;
+  void ApplyImpl(const T* src, float* dst, int64_t epoch, int64_t index, bool train) const;
 
   std::vector<int64_t> shape_;
   int64_t channels_ = 1;

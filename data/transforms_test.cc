@@ -113,12 +113,9 @@ TEST(TransformTest, CropAndFlipByHand) {
   };
   // Pad by one zero on every side, cut a 2x3 window at (cy, cx), then flip.
   const Case cases[] = {
-      {1, 1, false, {1, 2, 3, 4, 5, 6}},
-      {1, 1, true, {3, 2, 1, 6, 5, 4}},
-      {0, 0, false, {0, 0, 0, 0, 1, 2}},
-      {2, 2, false, {5, 6, 0, 0, 0, 0}},
-      {0, 2, true, {0, 0, 0, 0, 3, 2}},
-      {2, 0, true, {5, 4, 0, 0, 0, 0}},
+      {1, 1, false, {1, 2, 3, 4, 5, 6}}, {1, 1, true, {3, 2, 1, 6, 5, 4}},
+      {0, 0, false, {0, 0, 0, 0, 1, 2}}, {2, 2, false, {5, 6, 0, 0, 0, 0}},
+      {0, 2, true, {0, 0, 0, 0, 3, 2}},  {2, 0, true, {5, 4, 0, 0, 0, 0}},
   };
   for (const Case& c : cases) {
     const int64_t i = FindIndex(t, [&](Transform::Augmentation a) {
@@ -148,11 +145,11 @@ TEST(TransformTest, PaddingIsZeroBeforeNormalisation) {
   t.Apply(src, dst, 0, i, true);
   EXPECT_FLOAT_EQ(dst[0], -0.25f);  // (0/2 - 1) / 4
   EXPECT_FLOAT_EQ(dst[1], -0.25f);  // (0/2 - 2) / 8
-  const int64_t j = FindIndex(
-      t, [](Transform::Augmentation a) { return a.crop_y == 1 && a.crop_x == 1; });
+  const int64_t j =
+      FindIndex(t, [](Transform::Augmentation a) { return a.crop_y == 1 && a.crop_x == 1; });
   t.Apply(src, dst, 0, j, true);
-  EXPECT_FLOAT_EQ(dst[0], 1.0f);   // (10/2 - 1) / 4
-  EXPECT_FLOAT_EQ(dst[1], 1.0f);   // (20/2 - 2) / 8
+  EXPECT_FLOAT_EQ(dst[0], 1.0f);  // (10/2 - 1) / 4
+  EXPECT_FLOAT_EQ(dst[1], 1.0f);  // (20/2 - 2) / 8
 }
 
 TEST(TransformTest, DrawsArePureAndSpread) {

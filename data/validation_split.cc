@@ -49,9 +49,9 @@ absl::StatusOr<SplitIndices> SplitForValidation(int64_t size, double fraction, u
   const auto held = static_cast<int64_t>(std::floor(fraction * static_cast<double>(size)));
   if (held < 1 || held >= size) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "data.validation_split: ", fraction, " of the ", size,
-        " training examples holds out ", held, ", leaving ", held < 1 ? "no validation" : "no training",
-        " examples; use a ", held < 1 ? "larger" : "smaller", " fraction or more data"));
+        "data.validation_split: ", fraction, " of the ", size, " training examples holds out ",
+        held, ", leaving ", held < 1 ? "no validation" : "no training", " examples; use a ",
+        held < 1 ? "larger" : "smaller", " fraction or more data"));
   }
   std::vector<int64_t> p(size);
   std::iota(p.begin(), p.end(), int64_t{0});
@@ -68,8 +68,7 @@ absl::StatusOr<SplitIndices> SplitForValidation(int64_t size, double fraction, u
   return s;
 }
 
-std::unique_ptr<Dataset> Subset(std::shared_ptr<const Dataset> base,
-                                std::vector<int64_t> indices) {
+std::unique_ptr<Dataset> Subset(std::shared_ptr<const Dataset> base, std::vector<int64_t> indices) {
   return std::make_unique<IndexSubset>(std::move(base), std::move(indices));
 }
 

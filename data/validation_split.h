@@ -34,8 +34,7 @@ absl::StatusOr<SplitIndices> SplitForValidation(int64_t size, double fraction, u
 
 // The examples `indices` of `base`, in that order (each in [0, base->size()),
 // and not empty). num_classes() and class_names() stay the base's.
-std::unique_ptr<Dataset> Subset(std::shared_ptr<const Dataset> base,
-                                std::vector<int64_t> indices);
+std::unique_ptr<Dataset> Subset(std::shared_ptr<const Dataset> base, std::vector<int64_t> indices);
 
 }  // namespace yoke::data
 

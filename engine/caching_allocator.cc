@@ -53,10 +53,10 @@ CachingAllocator::Block* CachingAllocator::NewSegment(size_t size, bool small) {
     p = memory_->Malloc(size);
   }
   if (!p.ok()) {
-    last_error_ = absl::StrCat("out of memory on ", memory_->device().ToString(),
-                               ": could not get a segment of ", MiB(size), " (",
-                               p.status().message(), "); in use ", MiB(stats_.in_use_bytes),
-                               ", held ", MiB(stats_.reserved_bytes));
+    last_error_ =
+        absl::StrCat("out of memory on ", memory_->device().ToString(),
+                     ": could not get a segment of ", MiB(size), " (", p.status().message(),
+                     "); in use ", MiB(stats_.in_use_bytes), ", held ", MiB(stats_.reserved_bytes));
     return nullptr;
   }
   ++stats_.device_mallocs;
@@ -134,9 +134,10 @@ void CachingAllocator::Deallocate(void* p, size_t /*bytes*/) {
   absl::MutexLock l(&mu_);
   auto it = live_.find(static_cast<char*>(p));
   if (it == live_.end()) {
-    spdlog::error("caching allocator for {}: free of {} which it did not hand out (or "
-                  "freed twice); ignored",
-                  memory_->device().ToString(), p);
+    spdlog::error(
+        "caching allocator for {}: free of {} which it did not hand out (or "
+        "freed twice); ignored",
+        memory_->device().ToString(), p);
     return;
   }
   Block* b = it->second;

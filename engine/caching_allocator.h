@@ -55,12 +55,12 @@ class DeviceMemory {
 };
 
 struct CachingAllocatorStats {
-  size_t in_use_bytes = 0;    // handed out now (rounded sizes)
-  size_t peak_bytes = 0;      // the most ever handed out at once
-  size_t reserved_bytes = 0;  // held from the device (segments)
-  int64_t device_mallocs = 0; // DeviceMemory::Malloc calls that succeeded
-  int64_t device_frees = 0;   // segments given back
-  int64_t allocations = 0;    // Allocate calls that succeeded
+  size_t in_use_bytes = 0;     // handed out now (rounded sizes)
+  size_t peak_bytes = 0;       // the most ever handed out at once
+  size_t reserved_bytes = 0;   // held from the device (segments)
+  int64_t device_mallocs = 0;  // DeviceMemory::Malloc calls that succeeded
+  int64_t device_frees = 0;    // segments given back
+  int64_t allocations = 0;     // Allocate calls that succeeded
 };
 
 class CachingAllocator final : public Allocator {

@@ -57,8 +57,8 @@ std::unique_ptr<CachingAllocator> Make(FakeCounters* c) {
 TEST(CachingAllocatorTest, SteadyStateStepsMakeNoDeviceCalls) {
   FakeCounters c;
   auto a = Make(&c);
-  const std::vector<size_t> sizes = {1 << 10, 3 << 20, 100, 12 << 20, 64 << 10, 5000,
-                                     3 << 20, 7,       800 << 10, 25 << 20};
+  const std::vector<size_t> sizes = {1 << 10, 3 << 20, 100, 12 << 20,  64 << 10,
+                                     5000,    3 << 20, 7,   800 << 10, 25 << 20};
   int64_t after_first = 0;
   for (int step = 0; step < 5; ++step) {
     std::vector<void*> ptrs;
@@ -91,8 +91,8 @@ TEST(CachingAllocatorTest, SmallBlocksShareASegmentAndCoalesceWhenFreed) {
   auto a = Make(&c);
   void* x = a->Allocate(1000);  // 1024
   void* y = a->Allocate(512);
-  void* z = a->Allocate(1);     // 512
-  EXPECT_EQ(c.mallocs, 1);      // one 2 MiB segment holds all three
+  void* z = a->Allocate(1);  // 512
+  EXPECT_EQ(c.mallocs, 1);   // one 2 MiB segment holds all three
   EXPECT_EQ(static_cast<char*>(y) - static_cast<char*>(x), 1024);
   EXPECT_EQ(static_cast<char*>(z) - static_cast<char*>(y), 512);
   EXPECT_EQ(a->in_use_bytes(), 2048u);
@@ -114,8 +114,8 @@ TEST(CachingAllocatorTest, SmallBlocksShareASegmentAndCoalesceWhenFreed) {
 TEST(CachingAllocatorTest, BestFitAndPoolsDoNotMix) {
   FakeCounters c;
   auto a = Make(&c);
-  void* big = a->Allocate(6 << 20);     // large pool: a 6 MiB segment
-  void* small = a->Allocate(4 << 10);   // small pool: its own 2 MiB segment
+  void* big = a->Allocate(6 << 20);    // large pool: a 6 MiB segment
+  void* small = a->Allocate(4 << 10);  // small pool: its own 2 MiB segment
   EXPECT_EQ(c.mallocs, 2);
   a->Deallocate(big, 6 << 20);
   // A small request never takes the free large block.

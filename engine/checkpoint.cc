@@ -37,8 +37,7 @@ absl::Status WriteAll(int fd, const void* data, size_t n, const std::string& pat
 }
 
 absl::StatusOr<DType> ParseDType(const std::string& s) {
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64,
-                  DType::kU8}) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kU8}) {
     if (s == DTypeName(t)) return t;
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown dtype ", common::Quote(s, 16)));
@@ -160,23 +159,21 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
     return bad(absl::StrCat("truncated: ", bytes.size(), " bytes"));
   }
   if (std::memcmp(bytes.data(), kCheckpointMagic, sizeof(kCheckpointMagic)) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not a Yoke checkpoint (bad magic)"));
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a Yoke checkpoint (bad magic)"));
   }
   uint32_t version, hdr_len, stored_crc;
   std::memcpy(&version, bytes.data() + 8, 4);
   std::memcpy(&hdr_len, bytes.data() + 12, 4);
   if (version != kCheckpointVersion) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "checkpoint ", path, ": version ", version, " is not supported (this build reads ",
-        kCheckpointVersion, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, ": version ", version,
+                                                   " is not supported (this build reads ",
+                                                   kCheckpointVersion, ")"));
   }
   std::memcpy(&stored_crc, bytes.data() + bytes.size() - 4, 4);
   uint32_t crc = crc32(0L, Z_NULL, 0);
   for (size_t done = 0; done < bytes.size() - 4;) {
     size_t chunk = std::min<size_t>(bytes.size() - 4 - done, 1u << 30);
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data()) + done,
-                static_cast<uInt>(chunk));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data()) + done, static_cast<uInt>(chunk));
     done += chunk;
   }
   if (crc != stored_crc) {
@@ -193,11 +190,14 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
     ASSIGN_OR_RETURN(DType dt, ParseDType(r.dtype()));
     Shape shape(r.shape().begin(), r.shape().end());
     for (int64_t d : shape) {
-      if (d < 0) return bad(absl::StrCat("tensor ", common::Quote(r.name(), 64), " has a negative dimension"));
+      if (d < 0)
+        return bad(
+            absl::StrCat("tensor ", common::Quote(r.name(), 64), " has a negative dimension"));
     }
     if (r.offset() > data_len || r.bytes() > data_len - r.offset() ||
         static_cast<uint64_t>(NumElements(shape)) * DTypeSize(dt) != r.bytes()) {
-      return bad(absl::StrCat("tensor ", common::Quote(r.name(), 64), " does not fit the data section"));
+      return bad(
+          absl::StrCat("tensor ", common::Quote(r.name(), 64), " does not fit the data section"));
     }
     ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(shape, dt, Device::CPU(),
                                                 absl::StrCat("checkpoint tensor ",

@@ -17,9 +17,7 @@ struct Device {
   bool is_cuda() const { return kind == Kind::kCUDA; }
   bool operator==(const Device& o) const { return kind == o.kind && index == o.index; }
   bool operator!=(const Device& o) const { return !(*this == o); }
-  std::string ToString() const {
-    return is_cpu() ? "cpu" : "cuda:" + std::to_string(index);
-  }
+  std::string ToString() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(index); }
 };
 
 }  // namespace yoke::engine

@@ -74,8 +74,7 @@ class Layer {
   // Checks the per-example input shapes and declares parameters in `params`.
   // Returns the per-example output shape, or INVALID_ARGUMENT naming the
   // mismatch ("expects 1 input of rank 3 (H, W, C), got (784)").
-  virtual absl::StatusOr<Shape> Build(const std::vector<Shape>& inputs,
-                                      ParamSet* params) = 0;
+  virtual absl::StatusOr<Shape> Build(const std::vector<Shape>& inputs, ParamSet* params) = 0;
 
   // out = f(in). `out` is allocated by the caller with shape (N, output...).
   virtual absl::Status Forward(const std::vector<const Tensor*>& in, Tensor* out,
@@ -83,9 +82,8 @@ class Layer {
 
   // Given dout = dL/dout, overwrites parameter gradients and each non-null
   // din[i] = dL/din[i]. `in` and `out` are those of the preceding Forward.
-  virtual absl::Status Backward(const std::vector<const Tensor*>& in,
-                                const Tensor& out, const Tensor& dout,
-                                const std::vector<Tensor*>& din,
+  virtual absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out,
+                                const Tensor& dout, const std::vector<Tensor*>& din,
                                 const LayerContext& ctx) = 0;
 
   // Multiply-accumulate count per example of Forward (for reporting FLOPs).

@@ -17,8 +17,8 @@ namespace yoke::engine {
 using Clock = std::chrono::steady_clock;
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
-                                                     const Shape& input_shape,
-                                                     int num_classes, Device device) {
+                                                     const Shape& input_shape, int num_classes,
+                                                     Device device) {
   std::vector<v1::LayerSpec> layers;
   std::string path = "model.layers";
   if (!spec.zoo().empty()) {
@@ -41,9 +41,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
     if (!layer_or.ok()) return common::Annotate(layer_or.status(), where);
     Node node;
     node.layer = std::move(layer_or).value();
-    std::string name = ls.name().empty()
-                           ? absl::StrCat(node.layer->type(), "_", i)
-                           : ls.name();
+    std::string name = ls.name().empty() ? absl::StrCat(node.layer->type(), "_", i) : ls.name();
     if (name == "input" || by_name.count(name)) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ".name: '", name, "' is already taken"));
@@ -61,9 +59,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
         } else if (auto it = by_name.find(in); it != by_name.end()) {
           node.inputs.push_back(it->second);
         } else {
-          return absl::InvalidArgumentError(absl::StrCat(
-              where, ".inputs[", j, "]: no earlier layer named '", in,
-              "' (a layer may read 'input' or layers listed before it)"));
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, ".inputs[", j, "]: no earlier layer named '", in,
+                           "' (a layer may read 'input' or layers listed before it)"));
         }
       }
     }
@@ -88,17 +86,17 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
   }
   for (size_t i = 0; i + 1 < m->nodes_.size(); ++i) {
     if (m->nodes_[i].consumers == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, "[", i, "] (", m->nodes_[i].layer->name(),
-          "): its output is never used; only the last layer may be unconsumed"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, "[", i, "] (", m->nodes_[i].layer->name(),
+                       "): its output is never used; only the last layer may be unconsumed"));
     }
   }
   m->FuseActivations();
   const Shape& out = m->nodes_.back().shape;
   if (out.size() != 1 || out[0] != num_classes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": the last layer must output (", num_classes,
-        ") logits, one per class; it outputs ", ShapeString(out)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the last layer must output (", num_classes,
+                     ") logits, one per class; it outputs ", ShapeString(out)));
   }
   RETURN_IF_ERROR(m->params_.Finalize(device));
   return m;
@@ -161,7 +159,7 @@ absl::Status Model::EnsureBuffers(int64_t n) {
   for (Node& node : nodes_) {
     Shape s = node.shape;
     s.insert(s.begin(), n);
-    node.out = Tensor();  // the old size's buffer goes first
+    node.out = Tensor();   // the old size's buffer goes first
     node.grad = Tensor();  // allocated by the first Backward at this size
     if (node.fused) {
       node.out = nodes_[node.inputs[0]].out;  // an earlier node: already sized
@@ -178,9 +176,9 @@ absl::Status Model::EnsureBuffers(int64_t n) {
 absl::StatusOr<Tensor> Model::Forward(const Tensor& x, const LayerContext& ctx) {
   if (x.rank() != static_cast<int>(input_shape_.size()) + 1 ||
       !std::equal(input_shape_.begin(), input_shape_.end(), x.shape().begin() + 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model input must be (N, ", ShapeString(input_shape_).substr(1), ", got ",
-        ShapeString(x.shape())));
+    return absl::InvalidArgumentError(absl::StrCat("model input must be (N, ",
+                                                   ShapeString(input_shape_).substr(1), ", got ",
+                                                   ShapeString(x.shape())));
   }
   RETURN_IF_ERROR(EnsureBuffers(x.dim(0)));
   input_ = x;
@@ -205,19 +203,17 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
     // Evaluation-only Forwards never pay for gradient buffers.
     for (Node& node : nodes_) {
       // A producer that absorbed a pool reads the pool's gradient instead.
-      if ((node.needs_grad && !node.backward_fused && node.writes_into < 0) ||
-          &node == &last) {
-        ASSIGN_OR_RETURN(
-            node.grad,
-            Tensor::Allocate(node.out.shape(), DType::kF32, Device::CPU(),
-                             absl::StrCat("the gradient of layer ", node.layer->name())));
+      if ((node.needs_grad && !node.backward_fused && node.writes_into < 0) || &node == &last) {
+        ASSIGN_OR_RETURN(node.grad, Tensor::Allocate(node.out.shape(), DType::kF32, Device::CPU(),
+                                                     absl::StrCat("the gradient of layer ",
+                                                                  node.layer->name())));
       }
     }
   }
   if (dlogits.numel() != last.out.numel()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dlogits ", ShapeString(dlogits.shape()), " does not match the logits ",
-        ShapeString(last.out.shape())));
+    return absl::InvalidArgumentError(absl::StrCat("dlogits ", ShapeString(dlogits.shape()),
+                                                   " does not match the logits ",
+                                                   ShapeString(last.out.shape())));
   }
   std::memcpy(last.grad.raw(), dlogits.raw(), dlogits.bytes());
   for (Node& node : nodes_) node.grads_received = 0;
@@ -230,7 +226,7 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
   std::vector<Tensor> scratch;
   for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
     Node& node = nodes_[i];
-    if (!node.needs_grad) continue;  // nothing upstream learns
+    if (!node.needs_grad) continue;     // nothing upstream learns
     if (node.backward_fused) continue;  // its consumer ran its backward
     if (node.absorbed) continue;        // its producer runs its backward
     in.clear();
@@ -245,10 +241,10 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
       } else if (nodes_[src].grads_received == 0) {
         din.push_back(&nodes_[src].grad);
       } else {
-        ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(nodes_[src].grad.shape(), DType::kF32,
-                                                    Device::CPU(),
-                                                    absl::StrCat("the gradient of layer ",
-                                                                 nodes_[src].layer->name())));
+        ASSIGN_OR_RETURN(
+            Tensor t,
+            Tensor::Allocate(nodes_[src].grad.shape(), DType::kF32, Device::CPU(),
+                             absl::StrCat("the gradient of layer ", nodes_[src].layer->name())));
         scratch.push_back(std::move(t));
         din.push_back(&scratch.back());
       }
@@ -316,8 +312,8 @@ std::string Model::Summary() const {
     for (const auto& e : params_.entries()) {
       if (e.name.rfind(n.layer->name() + "/", 0) == 0) count += NumElements(e.shape);
     }
-    absl::StrAppendFormat(&s, "  %-20s %-18s %-18s %10d\n", n.layer->name(),
-                          TypeLabel(n), ShapeString(n.shape), count);
+    absl::StrAppendFormat(&s, "  %-20s %-18s %-18s %10d\n", n.layer->name(), TypeLabel(n),
+                          ShapeString(n.shape), count);
   }
   absl::StrAppendFormat(&s, "  total parameters: %d\n", params_.num_parameters());
   return s;

@@ -32,8 +32,7 @@ class Model {
   // are INVALID_ARGUMENT with the field path, e.g.
   // "model.layers[3] (conv2d_3): expects 1 input of rank 3 ...".
   static absl::StatusOr<std::unique_ptr<Model>> Create(const v1::ModelSpec& spec,
-                                                       const Shape& input_shape,
-                                                       int num_classes,
+                                                       const Shape& input_shape, int num_classes,
                                                        Device device = Device::CPU());
 
   ParamSet& params() { return params_; }

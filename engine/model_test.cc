@@ -8,8 +8,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/losses/softmax_cross_entropy.h"
-#include "gmock/gmock.h"
 #include "engine/testing/random.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace yoke::engine {
@@ -113,11 +113,14 @@ TEST(ModelTest, GradReadyHookReportsEachParameterWhenFinal) {
   const auto& entries = model.params().entries();
   std::vector<int> order;
   std::vector<std::vector<float>> seen(entries.size());
-  ASSERT_TRUE(model.Backward(dlogits, ctx, [&](int id) {
-    order.push_back(id);
-    Tensor g = model.params().grad(id);
-    seen[id].assign(g.data<float>(), g.data<float>() + g.numel());
-  }).ok());
+  ASSERT_TRUE(model
+                  .Backward(dlogits, ctx,
+                            [&](int id) {
+                              order.push_back(id);
+                              Tensor g = model.params().grad(id);
+                              seen[id].assign(g.data<float>(), g.data<float>() + g.numel());
+                            })
+                  .ok());
   // out (kernel, bias) = ids 4, 5; d2 = 2, 3; d1 = 0, 1.
   EXPECT_EQ(order, (std::vector<int>{4, 5, 2, 3, 0, 1}));
   for (size_t id = 0; id < entries.size(); ++id) {
@@ -187,8 +190,8 @@ TEST(ModelTest, ParametersThatCannotBeAllocatedAreAnErrorNamingTheLayer) {
   const int64_t bytes = (in * units + units) * 4;  // kernel and bias, f32
   EXPECT_THAT(std::string(m.status().message()),
               ::testing::StartsWith(absl::StrCat("out of memory: ", bytes,
-                                               " bytes for the parameters (largest: layer huge, ",
-                                               in * units, " values) (")));
+                                                 " bytes for the parameters (largest: layer huge, ",
+                                                 in * units, " values) (")));
   EXPECT_GE(InUse(m.status().message()), 0) << m.status();
 }
 
@@ -202,14 +205,14 @@ TEST(ModelTest, ActivationsThatCannotBeAllocatedAreAnErrorNamingTheLayer) {
   Model& model = **m;
   model.params().Initialize(1);
   const int64_t n = int64_t{1} << 26;  // (n, units) f32 is 2^48 bytes
-  Tensor x = Tensor::Empty({n, 1});     // 256 MiB, never touched
+  Tensor x = Tensor::Empty({n, 1});    // 256 MiB, never touched
   LayerContext ctx;
   auto out = model.Forward(x, ctx);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted) << out.status();
   EXPECT_THAT(std::string(out.status().message()),
-              ::testing::StartsWith(absl::StrCat("out of memory: ", n * units * 4,
-                                               " bytes for layer wide (")));
+              ::testing::StartsWith(
+                  absl::StrCat("out of memory: ", n * units * 4, " bytes for layer wide (")));
   const int64_t params_bytes = 2 * (units + units) * 4;  // values and gradients
   EXPECT_GE(InUse(out.status().message()), params_bytes + x.bytes()) << out.status();
 
@@ -373,7 +376,6 @@ TEST(ModelTest, MaxPoolRunsTheReluBackwardAlsoWhenTheConvFeedsAnotherLayer) {
   EXPECT_EQ(Count(summary, "relu (fused bwd)"), 1) << summary;
   EXPECT_EQ(Count(summary, "(fused"), 1) << summary;
 }
-
 
 TEST(ModelTest, ProfilingTimesEveryLayerThatRunsAndNoFusedOne) {
   v1::ModelSpec cnn;

@@ -62,11 +62,10 @@ absl::StatusOr<LayerList> Mlp(const v1::ModelSpec& spec, int k) {
 absl::StatusOr<LayerList> Cnn(const v1::ModelSpec& spec, const Shape& in, int k) {
   if (in.size() != 3 || in[0] < 4 || in[1] < 4) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "model.zoo: cnn needs an image input (H, W, C) of at least 4x4, got ",
-        ShapeString(in)));
+        "model.zoo: cnn needs an image input (H, W, C) of at least 4x4, got ", ShapeString(in)));
   }
-  LayerList out{Conv(32, 5), Relu(), MaxPool(2, 2), Conv(64, 5), Relu(), MaxPool(2, 2),
-                Flatten(), Dense(1024), Relu()};
+  LayerList out{Conv(32, 5),   Relu(),    MaxPool(2, 2), Conv(64, 5), Relu(),
+                MaxPool(2, 2), Flatten(), Dense(1024),   Relu()};
   if (spec.dropout() > 0) {
     v1::LayerSpec d;
     d.mutable_dropout()->set_rate(spec.dropout());
@@ -79,16 +78,15 @@ absl::StatusOr<LayerList> Cnn(const v1::ModelSpec& spec, const Shape& in, int k)
 }  // namespace
 
 // Defined in model_zoo_resnet.cc.
-absl::StatusOr<LayerList> ResNet(const v1::ModelSpec& spec, const Shape& in, int k,
-                                 int depth);
+absl::StatusOr<LayerList> ResNet(const v1::ModelSpec& spec, const Shape& in, int k, int depth);
 
 std::vector<std::string> ZooNames() {
-  return {"cnn", "mlp", "resnet18", "resnet20", "resnet32", "resnet34", "resnet44", "resnet50", "resnet56"};
+  return {"cnn",      "mlp",      "resnet18", "resnet20", "resnet32",
+          "resnet34", "resnet44", "resnet50", "resnet56"};
 }
 
 absl::StatusOr<std::vector<v1::LayerSpec>> ExpandZoo(const v1::ModelSpec& spec,
-                                                     const Shape& input_shape,
-                                                     int num_classes) {
+                                                     const Shape& input_shape, int num_classes) {
   const std::string& z = spec.zoo();
   if (z == "mlp") return Mlp(spec, num_classes);
   if (z == "cnn") return Cnn(spec, input_shape, num_classes);

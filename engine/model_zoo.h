@@ -26,8 +26,7 @@ namespace yoke::engine {
 // INVALID_ARGUMENT for an unknown name (listing the known ones) or an input
 // shape the architecture cannot take.
 absl::StatusOr<std::vector<v1::LayerSpec>> ExpandZoo(const v1::ModelSpec& spec,
-                                                     const Shape& input_shape,
-                                                     int num_classes);
+                                                     const Shape& input_shape, int num_classes);
 
 std::vector<std::string> ZooNames();
 

@@ -35,8 +35,8 @@ namespace {
 class GraphBuilder {
  public:
   // Returns the new layer's name.
-  std::string Conv(const std::string& name, const std::string& in, int filters,
-                   int kernel, int stride) {
+  std::string Conv(const std::string& name, const std::string& in, int filters, int kernel,
+                   int stride) {
     v1::LayerSpec l = Start(name, {in});
     auto* c = l.mutable_conv2d();
     c->set_filters(filters);
@@ -56,8 +56,7 @@ class GraphBuilder {
     l.mutable_relu();
     return Push(l);
   }
-  std::string MaxPool(const std::string& name, const std::string& in, int size,
-                      int stride) {
+  std::string MaxPool(const std::string& name, const std::string& in, int size, int stride) {
     v1::LayerSpec l = Start(name, {in});
     auto* p = l.mutable_max_pool2d();
     p->set_size(size);
@@ -81,9 +80,8 @@ class GraphBuilder {
     return Push(l);
   }
   // conv -> bn -> relu (the relu skipped when `relu` is false).
-  std::string ConvBn(const std::string& prefix, const std::string& suffix,
-                     const std::string& in, int filters, int kernel, int stride,
-                     bool relu) {
+  std::string ConvBn(const std::string& prefix, const std::string& suffix, const std::string& in,
+                     int filters, int kernel, int stride, bool relu) {
     std::string x = Conv(prefix + "conv" + suffix, in, filters, kernel, stride);
     x = Bn(prefix + "bn" + suffix, x);
     return relu ? Relu(prefix + "relu" + suffix, x) : x;
@@ -92,8 +90,7 @@ class GraphBuilder {
   std::vector<v1::LayerSpec> Take() { return std::move(layers_); }
 
  private:
-  static v1::LayerSpec Start(const std::string& name,
-                             const std::vector<std::string>& inputs) {
+  static v1::LayerSpec Start(const std::string& name, const std::vector<std::string>& inputs) {
     v1::LayerSpec l;
     l.set_name(name);
     for (const std::string& in : inputs) l.add_inputs(in);
@@ -108,33 +105,43 @@ class GraphBuilder {
 
 }  // namespace
 
-absl::StatusOr<std::vector<v1::LayerSpec>> ResNet(const v1::ModelSpec& spec,
-                                                  const Shape& in, int k, int depth) {
+absl::StatusOr<std::vector<v1::LayerSpec>> ResNet(const v1::ModelSpec& spec, const Shape& in, int k,
+                                                  int depth) {
   const std::string zoo = absl::StrCat("resnet", depth);
   if (in.size() != 3 || in[0] <= 0 || in[1] <= 0 || in[2] <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model.zoo: ", zoo, " needs an image input (H, W, C), got ", ShapeString(in)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.zoo: ", zoo, " needs an image input (H, W, C), got ", ShapeString(in)));
   }
   if (spec.width() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model.width: must be > 0 (or unset for 64), got ", spec.width()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.width: must be > 0 (or unset for 64), got ", spec.width()));
   }
   std::vector<int> blocks;
   bool bottleneck = false;
   bool cifar = false;  // three stages, small stem, width 16
   switch (depth) {
-    case 18: blocks = {2, 2, 2, 2}; break;
-    case 34: blocks = {3, 4, 6, 3}; break;
-    case 50: blocks = {3, 4, 6, 3}; bottleneck = true; break;
-    case 20: case 32: case 44: case 56: {
+    case 18:
+      blocks = {2, 2, 2, 2};
+      break;
+    case 34:
+      blocks = {3, 4, 6, 3};
+      break;
+    case 50:
+      blocks = {3, 4, 6, 3};
+      bottleneck = true;
+      break;
+    case 20:
+    case 32:
+    case 44:
+    case 56: {
       const int n = (depth - 2) / 6;
       blocks = {n, n, n};
       cifar = true;
       break;
     }
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model.zoo: no ResNet of depth ", depth, " (known: 18, 20, 32, 34, 44, 50, 56)"));
+      return absl::InvalidArgumentError(absl::StrCat("model.zoo: no ResNet of depth ", depth,
+                                                     " (known: 18, 20, 32, 34, 44, 50, 56)"));
   }
   const int width = spec.width() == 0 ? (cifar ? 16 : 64) : spec.width();
   const int expansion = bottleneck ? 4 : 1;

@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
-#include "jobspec/job_validate.h"
-
 #include "engine/losses/softmax_cross_entropy.h"
 #include "engine/model.h"
 #include "engine/optim/optimizer.h"
 #include "engine/rng.h"
 #include "gtest/gtest.h"
+#include "jobspec/job_validate.h"
 
 namespace yoke::engine {
 namespace {
@@ -32,7 +31,7 @@ int64_t Params(const std::string& name, const Shape& in, int k, int width = 0) {
 
 // Published torchvision counts (trainable parameters, batch-norm gamma/beta
 // included, running statistics not).
-// Job validation (common/, which may not depend on the engine) keeps its own
+// Job validation (jobspec/, which may not depend on the engine) keeps its own
 // list of zoo names; a model added here must be added there too.
 TEST(ModelZooTest, ValidationKnowsExactlyTheZoo) {
   std::vector<std::string> engine_names = ZooNames();
@@ -121,8 +120,7 @@ TEST(ModelZooTest, RejectsBadInputs) {
 // Mean softmax cross-entropy of `m` on (x, y) in training mode (batch-norm
 // uses the batch's statistics, so the value depends only on the parameters).
 // With `backward`, also leaves d(mean loss)/dθ in the model's gradients.
-double TrainingLoss(Model& m, const Tensor& x, const Tensor& y, LayerContext& ctx,
-                    bool backward) {
+double TrainingLoss(Model& m, const Tensor& x, const Tensor& y, LayerContext& ctx, bool backward) {
   const int64_t n = x.shape()[0];
   auto logits = m.Forward(x, ctx);
   EXPECT_TRUE(logits.ok()) << logits.status();

@@ -58,8 +58,8 @@ absl::Status ParamSet::Finalize(Device device) {
   ASSIGN_OR_RETURN(values_, Tensor::AllocateZeros({size_}, DType::kF32, device, what));
   ASSIGN_OR_RETURN(grads_, Tensor::AllocateZeros({size_}, DType::kF32, device,
                                                  absl::StrCat("the gradients of ", what)));
-  ASSIGN_OR_RETURN(state_, Tensor::AllocateZeros({state_size_}, DType::kF32, device,
-                                                 "the state buffers"));
+  ASSIGN_OR_RETURN(state_,
+                   Tensor::AllocateZeros({state_size_}, DType::kF32, device, "the state buffers"));
   finalized_ = true;
   return absl::OkStatus();
 }
@@ -69,17 +69,14 @@ void ParamSet::Initialize(uint64_t seed) {
     Fill(entries_[i], values_.data<float>() + entries_[i].offset, seed, 2 * i);
   }
   for (size_t i = 0; i < state_entries_.size(); ++i) {
-    Fill(state_entries_[i], state_.data<float>() + state_entries_[i].offset, seed,
-         2 * i + 1);
+    Fill(state_entries_[i], state_.data<float>() + state_entries_[i].offset, seed, 2 * i + 1);
   }
 }
 
 Tensor ParamSet::value(int id) const {
   return values_.View(entries_[id].offset, entries_[id].shape);
 }
-Tensor ParamSet::grad(int id) const {
-  return grads_.View(entries_[id].offset, entries_[id].shape);
-}
+Tensor ParamSet::grad(int id) const { return grads_.View(entries_[id].offset, entries_[id].shape); }
 Tensor ParamSet::state(int id) const {
   return state_.View(state_entries_[id].offset, state_entries_[id].shape);
 }

@@ -35,9 +35,9 @@ struct Init {
 class ParamSet {
  public:
   struct Entry {
-    std::string name;   // "<layer>/<param>", e.g. "dense_1/kernel"
+    std::string name;  // "<layer>/<param>", e.g. "dense_1/kernel"
     Shape shape;
-    int64_t offset;     // elements into the flat buffer
+    int64_t offset;  // elements into the flat buffer
     Init init;
   };
 

@@ -31,19 +31,17 @@ std::string LayerKindName(const v1::LayerSpec& spec) {
   return field == nullptr ? "" : field->name();
 }
 
-absl::StatusOr<std::unique_ptr<Layer>> LayerRegistry::Create(
-    const v1::LayerSpec& spec) const {
+absl::StatusOr<std::unique_ptr<Layer>> LayerRegistry::Create(const v1::LayerSpec& spec) const {
   std::string kind = LayerKindName(spec);
   if (kind.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "layer has no type (known: ", absl::StrJoin(Names(), ", "), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer has no type (known: ", absl::StrJoin(Names(), ", "), ")"));
   }
   for (const auto& f : factories_) {
     if (f.first == kind) return f.second(spec);
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown layer type '", kind, "' (known: ",
-                   absl::StrJoin(Names(), ", "), ")"));
+      absl::StrCat("unknown layer type '", kind, "' (known: ", absl::StrJoin(Names(), ", "), ")"));
 }
 
 }  // namespace yoke::engine

@@ -21,8 +21,7 @@
 namespace yoke::engine {
 
 // Creates a layer from its spec; returns INVALID_ARGUMENT for bad values.
-using LayerFactory =
-    std::function<absl::StatusOr<std::unique_ptr<Layer>>(const v1::LayerSpec&)>;
+using LayerFactory = std::function<absl::StatusOr<std::unique_ptr<Layer>>(const v1::LayerSpec&)>;
 
 class LayerRegistry {
  public:

@@ -11,24 +11,36 @@ namespace yoke::engine {
 
 size_t DTypeSize(DType t) {
   switch (t) {
-    case DType::kF32: return 4;
-    case DType::kF16: return 2;
-    case DType::kBF16: return 2;
-    case DType::kI32: return 4;
-    case DType::kI64: return 8;
-    case DType::kU8: return 1;
+    case DType::kF32:
+      return 4;
+    case DType::kF16:
+      return 2;
+    case DType::kBF16:
+      return 2;
+    case DType::kI32:
+      return 4;
+    case DType::kI64:
+      return 8;
+    case DType::kU8:
+      return 1;
   }
   return 0;
 }
 
 const char* DTypeName(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kI32: return "i32";
-    case DType::kI64: return "i64";
-    case DType::kU8: return "u8";
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
+    case DType::kU8:
+      return "u8";
   }
   return "?";
 }
@@ -39,9 +51,7 @@ int64_t NumElements(const Shape& s) {
   return n;
 }
 
-std::string ShapeString(const Shape& s) {
-  return absl::StrCat("(", absl::StrJoin(s, ", "), ")");
-}
+std::string ShapeString(const Shape& s) { return absl::StrCat("(", absl::StrJoin(s, ", "), ")"); }
 
 Storage::Storage(Allocator* allocator, void* data, size_t bytes)
     : allocator_(allocator), data_(data), bytes_(bytes), device_(allocator->device()) {}
@@ -63,9 +73,8 @@ absl::StatusOr<Tensor> Tensor::Allocate(const Shape& shape, DType dtype, Device 
   const size_t bytes = NumElements(shape) * DTypeSize(dtype);
   void* data = a->Allocate(bytes);
   if (data == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat("out of memory: ", bytes, " bytes for ",
-                                                     what, " (", a->in_use_bytes(),
-                                                     " bytes in use)"));
+    return absl::ResourceExhaustedError(absl::StrCat("out of memory: ", bytes, " bytes for ", what,
+                                                     " (", a->in_use_bytes(), " bytes in use)"));
   }
   Tensor t;
   t.storage_ = std::make_shared<Storage>(a, data, bytes);
@@ -112,8 +121,7 @@ Tensor Tensor::View(int64_t offset, const Shape& shape) const {
   size_t end = begin + NumElements(shape) * DTypeSize(dtype_);
   if (storage_ == nullptr || end > storage_->bytes()) {
     std::fprintf(stderr, "yoke: Tensor::View out of range: %s at %lld of %s\n",
-                 ShapeString(shape).c_str(), static_cast<long long>(offset),
-                 DebugString().c_str());
+                 ShapeString(shape).c_str(), static_cast<long long>(offset), DebugString().c_str());
     std::abort();
   }
   Tensor t = *this;
@@ -124,8 +132,8 @@ Tensor Tensor::View(int64_t offset, const Shape& shape) const {
 
 Tensor Tensor::Reshape(const Shape& shape) const {
   if (NumElements(shape) != numel()) {
-    std::fprintf(stderr, "yoke: cannot reshape %s to %s\n",
-                 ShapeString(shape_).c_str(), ShapeString(shape).c_str());
+    std::fprintf(stderr, "yoke: cannot reshape %s to %s\n", ShapeString(shape_).c_str(),
+                 ShapeString(shape).c_str());
     std::abort();
   }
   Tensor t = *this;
@@ -140,8 +148,8 @@ void Tensor::SetZero() const {
 void Tensor::CopyFrom(const Tensor& src) const {
   if (src.numel() != numel() || src.dtype() != dtype() || !device_.is_cpu() ||
       !src.device().is_cpu()) {
-    std::fprintf(stderr, "yoke: CopyFrom mismatch %s <- %s\n",
-                 DebugString().c_str(), src.DebugString().c_str());
+    std::fprintf(stderr, "yoke: CopyFrom mismatch %s <- %s\n", DebugString().c_str(),
+                 src.DebugString().c_str());
     std::abort();
   }
   std::memcpy(raw(), src.raw(), bytes());
@@ -149,8 +157,8 @@ void Tensor::CopyFrom(const Tensor& src) const {
 
 std::string Tensor::DebugString() const {
   if (!defined()) return "Tensor(undefined)";
-  return absl::StrCat("Tensor(", DTypeName(dtype_), ShapeString(shape_), " ",
-                      device_.ToString(), ")");
+  return absl::StrCat("Tensor(", DTypeName(dtype_), ShapeString(shape_), " ", device_.ToString(),
+                      ")");
 }
 
 }  // namespace yoke::engine

@@ -76,10 +76,8 @@ class Tensor {
 
   // Uninitialised tensor, for small fixed-size buffers and tests. Allocation
   // failure is fatal, like operator new; use Allocate where it may fail.
-  static Tensor Empty(const Shape& shape, DType dtype = DType::kF32,
-                      Device device = Device::CPU());
-  static Tensor Zeros(const Shape& shape, DType dtype = DType::kF32,
-                      Device device = Device::CPU());
+  static Tensor Empty(const Shape& shape, DType dtype = DType::kF32, Device device = Device::CPU());
+  static Tensor Zeros(const Shape& shape, DType dtype = DType::kF32, Device device = Device::CPU());
   // A non-owning tensor over `data`, which must outlive it.
   static Tensor Wrap(void* data, const Shape& shape, DType dtype = DType::kF32,
                      Device device = Device::CPU());
@@ -93,11 +91,11 @@ class Tensor {
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
 
-  void* raw() const {
-    return static_cast<char*>(storage_->data()) + offset_;
-  }
+  void* raw() const { return static_cast<char*>(storage_->data()) + offset_; }
   template <typename T>
-  T* data() const { return static_cast<T*>(raw()); }
+  T* data() const {
+    return static_cast<T*>(raw());
+  }
 
   // A tensor of `shape` aliasing this one's storage, starting `offset`
   // elements in. Requires the view to fit inside the storage.

@@ -69,11 +69,10 @@ std::string DataYaml(const Args& a) {
   std::string cap;
   if (a.train_examples > 0) cap = ", num_examples: " + std::to_string(a.train_examples);
   return "data:\n"
-         "  train: {format: idx, images: " + file("train-images-idx3-ubyte.gz") +
-         ", labels: " + file("train-labels-idx1-ubyte.gz") + cap + "}\n" +
-         "  test: {format: idx, images: " + file("t10k-images-idx3-ubyte.gz") +
-         ", labels: " + file("t10k-labels-idx1-ubyte.gz") + "}\n" +
-         "  transform: {divisor: 255}\n";
+         "  train: {format: idx, images: " +
+         file("train-images-idx3-ubyte.gz") + ", labels: " + file("train-labels-idx1-ubyte.gz") +
+         cap + "}\n" + "  test: {format: idx, images: " + file("t10k-images-idx3-ubyte.gz") +
+         ", labels: " + file("t10k-labels-idx1-ubyte.gz") + "}\n" + "  transform: {divisor: 255}\n";
 }
 
 absl::Status Train(const Args& a) {

@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "data/listing/image_folder_list.h"
 #include "common/status.h"
+#include "data/listing/image_folder_list.h"
 
 namespace yoke::common {
 

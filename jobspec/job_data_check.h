@@ -15,8 +15,8 @@ namespace yoke::common {
 
 enum class DataCheck {
   // `yoke validate --data`: every file the job names must be here. An
-  // image_folder is listed in full (the trainer's rules, common/
-  // image_folder_list.h); idx, cifar10 and csv files must be readable
+  // image_folder is listed in full (the trainer's rules,
+  // data/listing/image_folder_list.h); idx, cifar10 and csv files must be readable
   // regular files.
   kAll,
   // The coordinator at submit: its data often lives on the workers only, so

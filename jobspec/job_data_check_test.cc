@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "config/config.h"
 #include "common/testing/temp_dir.h"
+#include "config/config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

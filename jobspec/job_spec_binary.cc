@@ -31,8 +31,8 @@ absl::StatusOr<std::string> ReadBounded(int fd, const std::string& name, int64_t
     if (n == 0) return bytes;
     bytes.append(buf, static_cast<size_t>(n));
     if (static_cast<int64_t>(bytes.size()) > max_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, ": a job spec is at most ", max_bytes, " bytes; this one is larger"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": a job spec is at most ", max_bytes, " bytes; this one is larger"));
     }
   }
 }

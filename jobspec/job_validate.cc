@@ -14,8 +14,9 @@
 namespace yoke::common {
 
 const std::vector<std::string>& KnownZooModels() {
-  static const std::vector<std::string> k = {"cnn",      "mlp",      "resnet18", "resnet20", "resnet32",
-                                             "resnet34", "resnet44", "resnet50", "resnet56"};
+  static const std::vector<std::string> k = {"cnn",      "mlp",      "resnet18",
+                                             "resnet20", "resnet32", "resnet34",
+                                             "resnet44", "resnet50", "resnet56"};
   return k;
 }
 
@@ -60,8 +61,8 @@ class Checker {
     if (value.empty()) {
       Add(absl::StrCat(path, ": required (one of ", absl::StrJoin(known, ", "), ")"));
     } else {
-      Add(absl::StrCat(path, ": unknown ", noun, " ", Quote(value), " (known: ",
-                       absl::StrJoin(known, ", "), ")"));
+      Add(absl::StrCat(path, ": unknown ", noun, " ", Quote(value),
+                       " (known: ", absl::StrJoin(known, ", "), ")"));
     }
   }
   void Unused(const std::string& path, const std::string& why) {
@@ -163,8 +164,8 @@ void CheckLayers(Checker& c, const v1::ModelSpec& m) {
     if (kind == "add" && l.inputs_size() < 2) {
       c.Add(absl::StrCat(p, ".inputs: add needs at least 2 inputs, got ", l.inputs_size()));
     } else if (kind != "add" && l.inputs_size() > 1) {
-      c.Add(absl::StrCat(p, ".inputs: ", kind.empty() ? "a layer" : kind,
-                         " takes 1 input, got ", l.inputs_size()));
+      c.Add(absl::StrCat(p, ".inputs: ", kind.empty() ? "a layer" : kind, " takes 1 input, got ",
+                         l.inputs_size()));
     }
   }
 }
@@ -186,8 +187,10 @@ void CheckModel(Checker& c, const v1::JobSpec& spec) {
   if (zoo) c.OneOf("model.zoo", m.zoo(), KnownZooModels(), "model", false);
 
   // Zoo knobs: each applies to some entries only; elsewhere it would be ignored.
-  for (int i = 0; i < m.hidden_size(); ++i) c.Positive(absl::StrCat("model.hidden[", i, "]"), m.hidden(i));
-  if (m.hidden_size() > 0 && m.zoo() != "mlp") c.Unused("model.hidden", "(only zoo 'mlp' has hidden layers)");
+  for (int i = 0; i < m.hidden_size(); ++i)
+    c.Positive(absl::StrCat("model.hidden[", i, "]"), m.hidden(i));
+  if (m.hidden_size() > 0 && m.zoo() != "mlp")
+    c.Unused("model.hidden", "(only zoo 'mlp' has hidden layers)");
   c.UnitHalfOpen("model.dropout", m.dropout());
   if (m.dropout() != 0 && m.zoo() != "mlp" && m.zoo() != "cnn") {
     c.Unused("model.dropout", "(only zoo 'mlp' and 'cnn'; use a dropout layer in a layers list)");
@@ -202,7 +205,8 @@ void CheckShape(Checker& c, const std::string& p, const v1::DatasetSpec& d, bool
   if (d.shape_size() < 1 || d.shape_size() > 3) {
     c.Add(absl::StrCat(p, ".shape: needs 1 to 3 dimensions (H, W, C), got ", d.shape_size()));
   }
-  for (int i = 0; i < d.shape_size(); ++i) c.Positive(absl::StrCat(p, ".shape[", i, "]"), d.shape(i));
+  for (int i = 0; i < d.shape_size(); ++i)
+    c.Positive(absl::StrCat(p, ".shape[", i, "]"), d.shape(i));
 }
 
 // The image_folder fields: required and checked for that format, refused for
@@ -358,8 +362,9 @@ void CheckData(Checker& c, const v1::JobSpec& spec) {
   c.NonNegative("data.prefetch", d.prefetch());
   c.UnitHalfOpen("data.validation_split", d.validation_split());
   if (d.validation_split() > 0 && d.train().validation_split() != 0) {
-    c.Add("data.validation_split: cannot be combined with data.train.validation_split (the "
-          "image_folder's own split, chosen with data.train.subset); set only one of them");
+    c.Add(
+        "data.validation_split: cannot be combined with data.train.validation_split (the "
+        "image_folder's own split, chosen with data.train.subset); set only one of them");
   }
 }
 
@@ -427,16 +432,18 @@ void CheckTrainingOptions(Checker& c, const v1::JobSpec& spec) {
     if (t.batch_size() % k != 0) {
       c.Add(absl::StrCat("training.accumulation_steps: training.batch_size (", t.batch_size(),
                          ", the global batch of one optimizer step) must be divisible by it, "
-                         "got ", k));
+                         "got ",
+                         k));
     } else if (t.batch_size() / k < replicas) {
-      c.Add(absl::StrCat("training.accumulation_steps: a micro-batch of training.batch_size / ",
-                         k, " = ", t.batch_size() / k, " samples leaves some of the ", replicas,
+      c.Add(absl::StrCat("training.accumulation_steps: a micro-batch of training.batch_size / ", k,
+                         " = ", t.batch_size() / k, " samples leaves some of the ", replicas,
                          " replicas without samples; use fewer steps or a larger batch"));
     }
   }
   if (k > 1 && spec.distribution().sync_batch_norm()) {
-    c.Add("training.accumulation_steps: not supported with distribution.sync_batch_norm (its "
-          "statistics would span one micro-batch, not the step); set one of them");
+    c.Add(
+        "training.accumulation_steps: not supported with distribution.sync_batch_norm (its "
+        "statistics would span one micro-batch, not the step); set one of them");
   }
   c.NonNegativeFinite("training.clip_grad_norm", t.clip_grad_norm());
   c.UnitHalfOpen("training.label_smoothing", t.label_smoothing());
@@ -467,8 +474,9 @@ void CheckTrainingOptions(Checker& c, const v1::JobSpec& spec) {
       c.Add("checkpoint.keep_best: needs checkpoint.dir (best.ckpt is written there)");
     }
     if (es.monitor().empty()) {
-      c.Add("checkpoint.keep_best: needs training.early_stopping.monitor (the metric that "
-            "picks the best epoch)");
+      c.Add(
+          "checkpoint.keep_best: needs training.early_stopping.monitor (the metric that "
+          "picks the best epoch)");
     }
   }
 }
@@ -503,17 +511,18 @@ void CheckPlacement(Checker& c, const v1::JobSpec& spec) {
   // The engine has CUDA kernels and an allocator but no CUDA layers yet: fail
   // here, at submit or `yoke train`, not in the trainer after scheduling.
   if (d.device() == "cuda") {
-    c.Add("distribution.device: 'cuda' is not supported: this build trains on CPU replicas "
-          "only; use 'cpu' (or leave it unset)");
+    c.Add(
+        "distribution.device: 'cuda' is not supported: this build trains on CPU replicas "
+        "only; use 'cpu' (or leave it unset)");
   }
   c.NonNegativeFinite("distribution.bucket_cap_mb", d.bucket_cap_mb());
   c.NonNegativeFinite("distribution.first_bucket_mb", d.first_bucket_mb());
-  c.OneOf("distribution.gradient_compression", d.gradient_compression(),
-          {"none", "fp16", "bf16"}, "compression", true);
+  c.OneOf("distribution.gradient_compression", d.gradient_compression(), {"none", "fp16", "bf16"},
+          "compression", true);
   c.NonNegative("distribution.collective_timeout_s", d.collective_timeout_s());
   // The global batch is split over replicas; each needs at least one example.
-  const int64_t replicas = static_cast<int64_t>(std::max(d.workers(), 1)) *
-                           std::max(d.devices_per_worker(), 1);
+  const int64_t replicas =
+      static_cast<int64_t>(std::max(d.workers(), 1)) * std::max(d.devices_per_worker(), 1);
   if (spec.training().batch_size() > 0 && spec.training().batch_size() < replicas) {
     c.Add(absl::StrCat("training.batch_size: the global batch (", spec.training().batch_size(),
                        ") must be at least the number of replicas (", replicas,
@@ -545,8 +554,7 @@ void CheckPathUnder(Checker& c, const std::string& field, const std::string& pat
   }
   const std::string norm = CanonicalPath(path);
   for (const std::string& root : roots) {
-    if (root == "/" || norm == root ||
-        (absl::StartsWith(norm, root) && norm[root.size()] == '/')) {
+    if (root == "/" || norm == root || (absl::StartsWith(norm, root) && norm[root.size()] == '/')) {
       return;
     }
   }
@@ -585,8 +593,7 @@ absl::Status ValidateJobPaths(const v1::JobSpec& spec, const std::vector<std::st
         spec.data().train().cache_file());
   }
   if (!spec.data().test().cache_file().empty()) {
-    checkpoint_only.mutable_data()->mutable_test()->set_cache_file(
-        spec.data().test().cache_file());
+    checkpoint_only.mutable_data()->mutable_test()->set_cache_file(spec.data().test().cache_file());
   }
   return ValidatePathsUnder(checkpoint_only, checkpoint_roots);
 }
@@ -623,8 +630,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   // Size first: a spec past the limit is refused before anything walks it.
   const size_t bytes = spec.ByteSizeLong();
   if (bytes > kMaxSubmitSpecBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("job spec: ", bytes, " bytes serialized, at most ",
-                                                   kMaxSubmitSpecBytes, " (1 MiB)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job spec: ", bytes, " bytes serialized, at most ", kMaxSubmitSpecBytes, " (1 MiB)"));
   }
   Checker c;
   if (spec.name().size() > kMaxJobNameChars) {

@@ -34,7 +34,7 @@ inline constexpr int kMaxTrainingThreads = 1024;
 // INVALID_ARGUMENT listing all violations.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 
-// The model.zoo names validation accepts. common/ may not depend on the
+// The model.zoo names validation accepts. jobspec/ may not depend on the
 // engine, so this is a copy of engine::ZooNames(); engine/model_zoo_test
 // fails when the two differ.
 const std::vector<std::string>& KnownZooModels();

@@ -65,8 +65,7 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
       }
       case v1::LayerSpec::kMaxPool2D:
       case v1::LayerSpec::kAvgPool2D: {
-        const v1::Pool2dSpec& p =
-            l.has_max_pool2d() ? l.max_pool2d() : l.avg_pool2d();
+        const v1::Pool2dSpec& p = l.has_max_pool2d() ? l.max_pool2d() : l.avg_pool2d();
         const double stride = p.stride() > 0 ? p.stride() : (p.size() > 0 ? p.size() : 2);
         out.spatial = std::max(1.0, in.spatial / (stride * stride));
         break;

@@ -28,8 +28,8 @@
 namespace yoke::common {
 
 struct MemoryEstimate {
-  double bytes = 0;            // the lower bound for one replica
-  std::string largest_layer;   // the layer that contributes most ("" if none)
+  double bytes = 0;           // the lower bound for one replica
+  std::string largest_layer;  // the layer that contributes most ("" if none)
   double largest_layer_bytes = 0;
 };
 

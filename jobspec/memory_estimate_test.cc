@@ -29,17 +29,18 @@ training: {batch_size: 8, optimizer: {type: sgd, lr: 0.1}}
 
 TEST(MemoryEstimateTest, AdamKeepsTwoMoreCopiesAndReplicasSplitTheBatch) {
   const std::string model = "model: {layers: [{dense: {units: 10}}, {dense: {units: 10}}]}\n";
-  const double sgd =
-      EstimateReplicaMemory(Spec(model + "training: {batch_size: 4, optimizer: {type: sgd, lr: 1}}"))
-          .bytes;
-  const double adam =
-      EstimateReplicaMemory(Spec(model + "training: {batch_size: 4, optimizer: {type: adam, lr: 1}}"))
-          .bytes;
+  const double sgd = EstimateReplicaMemory(
+                         Spec(model + "training: {batch_size: 4, optimizer: {type: sgd, lr: 1}}"))
+                         .bytes;
+  const double adam = EstimateReplicaMemory(
+                          Spec(model + "training: {batch_size: 4, optimizer: {type: adam, lr: 1}}"))
+                          .bytes;
   // 20 + 110 parameters, two more fp32 copies each.
   EXPECT_DOUBLE_EQ(adam - sgd, 130 * 8);
   const double split = EstimateReplicaMemory(
-      Spec(model + "training: {batch_size: 8, optimizer: {type: sgd, lr: 1}}\n"
-                   "distribution: {workers: 2}")).bytes;
+                           Spec(model + "training: {batch_size: 8, optimizer: {type: sgd, lr: 1}}\n"
+                                        "distribution: {workers: 2}"))
+                           .bytes;
   EXPECT_DOUBLE_EQ(split, sgd) << "8 examples over 2 replicas is 4 each";
 }
 

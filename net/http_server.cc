@@ -22,24 +22,33 @@ std::string Header(mg_connection* conn, const char* name) {
 
 const char* Reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 302: return "Found";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 503: return "Service Unavailable";
-    default: return "Internal Server Error";
+    case 200:
+      return "OK";
+    case 302:
+      return "Found";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Internal Server Error";
   }
 }
 
 void Send(mg_connection* conn, const HttpResponse& r, bool head) {
-  std::string out = absl::StrCat("HTTP/1.1 ", r.status, " ", Reason(r.status),
-                                 "\r\nContent-Type: ", r.content_type,
-                                 "\r\nContent-Length: ", r.body.size(),
-                                 "\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff"
-                                 "\r\nConnection: close\r\n");
+  std::string out =
+      absl::StrCat("HTTP/1.1 ", r.status, " ", Reason(r.status),
+                   "\r\nContent-Type: ", r.content_type, "\r\nContent-Length: ", r.body.size(),
+                   "\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff"
+                   "\r\nConnection: close\r\n");
   for (const auto& [k, v] : r.headers) absl::StrAppend(&out, k, ": ", v, "\r\n");
   absl::StrAppend(&out, "\r\n");
   if (!head) out += r.body;
@@ -84,9 +93,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   s->routes_ = std::move(routes);
   // civetweb copies the options. No document_root: nothing is served from
   // disk; a slow client is cut off after 10 s.
-  const char* options[] = {"listening_ports", listen.c_str(), "num_threads", "4",
-                           "request_timeout_ms", "10000", "enable_keep_alive", "no",
-                           nullptr};
+  const char* options[] = {
+      "listening_ports", listen.c_str(),      "num_threads", "4",    "request_timeout_ms",
+      "10000",           "enable_keep_alive", "no",          nullptr};
   mg_callbacks callbacks;
   std::memset(&callbacks, 0, sizeof(callbacks));
   callbacks.begin_request = &HttpServer::OnRequest;

@@ -48,7 +48,8 @@ std::unique_ptr<HttpServer> StartTestServer() {
                       return HttpResponse{200, "text/plain; version=0.0.4", "up 1\n", {}};
                     }});
   routes.push_back({"/api/job/", [](const HttpRequest& r) {
-                      return HttpResponse{200, "application/json",
+                      return HttpResponse{200,
+                                          "application/json",
                                           absl::StrCat("{\"path\":\"", r.path, "\",\"token\":\"",
                                                        r.QueryParam("token"), "\",\"cookie\":\"",
                                                        r.Cookie("yoke_token"), "\",\"auth\":\"",
@@ -94,7 +95,8 @@ TEST(HttpServerTest, UnknownPathsOtherMethodsAndThrowingHandlersGetStatusCodes) 
   EXPECT_THAT(Get(s->port(), "/nothing"), StartsWith("HTTP/1.1 404"));
   EXPECT_THAT(Get(s->port(), "/metrics/more"), StartsWith("HTTP/1.1 404"));
   EXPECT_THAT(Get(s->port(), "/etc/passwd"), StartsWith("HTTP/1.1 404"));
-  std::string post = Exchange(s->port(), "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc");
+  std::string post =
+      Exchange(s->port(), "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc");
   EXPECT_THAT(post, StartsWith("HTTP/1.1 405"));
   EXPECT_THAT(post, HasSubstr("Allow: GET, HEAD"));
   EXPECT_THAT(Get(s->port(), "/boom"), StartsWith("HTTP/1.1 500"));

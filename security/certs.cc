@@ -74,7 +74,8 @@ absl::StatusOr<std::string> ToPem(X509* cert) {
 
 absl::StatusOr<std::string> ToPem(EVP_PKEY* key) {
   BioPtr bio(BIO_new(BIO_s_mem()));
-  if (!bio || PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
+  if (!bio ||
+      PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
     return SslError("writing a private key");
   }
   char* data = nullptr;
@@ -206,21 +207,28 @@ absl::Status MakeDir(const std::string& dir) {
 
 absl::string_view RoleName(Role role) {
   switch (role) {
-    case Role::kViewer: return "viewer";
-    case Role::kSubmitter: return "submitter";
-    case Role::kAdmin: return "admin";
-    case Role::kWorker: return "worker";
-    case Role::kCoordinator: return "coordinator";
+    case Role::kViewer:
+      return "viewer";
+    case Role::kSubmitter:
+      return "submitter";
+    case Role::kAdmin:
+      return "admin";
+    case Role::kWorker:
+      return "worker";
+    case Role::kCoordinator:
+      return "coordinator";
   }
   return "unknown";
 }
 
 absl::StatusOr<Role> ParseRole(absl::string_view name) {
-  for (Role r : {Role::kViewer, Role::kSubmitter, Role::kAdmin, Role::kWorker, Role::kCoordinator}) {
+  for (Role r :
+       {Role::kViewer, Role::kSubmitter, Role::kAdmin, Role::kWorker, Role::kCoordinator}) {
     if (name == RoleName(r)) return r;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "role: '", name.substr(0, 64), "' is not one of viewer, submitter, admin, worker, coordinator"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("role: '", name.substr(0, 64),
+                   "' is not one of viewer, submitter, admin, worker, coordinator"));
 }
 
 absl::Status ValidateCertName(absl::string_view name, bool allow_pool) {
@@ -233,8 +241,8 @@ absl::Status ValidateCertName(absl::string_view name, bool allow_pool) {
   }
   for (char c : name) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "name: '", name, "' may hold only letters, digits, '.', '_' and '-'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("name: '", name, "' may hold only letters, digits, '.', '_' and '-'"));
     }
   }
   return absl::OkStatus();
@@ -278,7 +286,8 @@ absl::StatusOr<KeyCert> CreateCa(absl::string_view cluster_name, absl::Duration 
 
 absl::StatusOr<KeyCert> IssueCert(const KeyCert& ca, const IssueOptions& o) {
   if (auto s = ValidateCertName(o.name, /*allow_pool=*/o.role == Role::kWorker); !s.ok()) return s;
-  if (o.validity <= absl::ZeroDuration()) return absl::InvalidArgumentError("validity: must be > 0");
+  if (o.validity <= absl::ZeroDuration())
+    return absl::InvalidArgumentError("validity: must be > 0");
   auto ca_cert = ParseCert(ca.cert_pem);
   if (!ca_cert.ok()) return absl::InvalidArgumentError("CA certificate: not a PEM certificate");
   auto ca_key = ParseKey(ca.key_pem);
@@ -301,14 +310,12 @@ absl::StatusOr<KeyCert> IssueCert(const KeyCert& ca, const IssueOptions& o) {
       sans.push_back(absl::StrCat("IP:", h));
       continue;
     }
-    const bool dns = !h.empty() && h.size() <= 253 &&
-                     std::all_of(h.begin(), h.end(), [](char c) {
-                       return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' ||
-                              c == '-' || c == '*';
-                     });
+    const bool dns = !h.empty() && h.size() <= 253 && std::all_of(h.begin(), h.end(), [](char c) {
+      return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '*';
+    });
     if (!dns) {
-      return absl::InvalidArgumentError(absl::StrCat("host: '", h.substr(0, 64),
-                                                     "' is neither a DNS name nor an IP address"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("host: '", h.substr(0, 64), "' is neither a DNS name nor an IP address"));
     }
     sans.push_back(absl::StrCat("DNS:", h));
   }
@@ -354,7 +361,8 @@ absl::StatusOr<CertVerifier> CertVerifier::Create(absl::string_view ca_pem) {
   return v;
 }
 
-absl::StatusOr<CertIdentity> CertVerifier::Verify(absl::string_view cert_pem, absl::Time now) const {
+absl::StatusOr<CertIdentity> CertVerifier::Verify(absl::string_view cert_pem,
+                                                  absl::Time now) const {
   auto cert = ParseCert(cert_pem);
   if (!cert.ok()) return absl::UnauthenticatedError("peer certificate: not a PEM certificate");
   StoreCtxPtr ctx(X509_STORE_CTX_new());
@@ -367,8 +375,8 @@ absl::StatusOr<CertIdentity> CertVerifier::Verify(absl::string_view cert_pem, ab
   if (X509_verify_cert(ctx.get()) != 1) {
     const int err = X509_STORE_CTX_get_error(ctx.get());
     ERR_clear_error();
-    return absl::UnauthenticatedError(absl::StrCat("certificate '", cn.substr(0, 64),
-                                                   "' refused: ", X509_verify_cert_error_string(err)));
+    return absl::UnauthenticatedError(absl::StrCat(
+        "certificate '", cn.substr(0, 64), "' refused: ", X509_verify_cert_error_string(err)));
   }
   CertIdentity id;
   if (NameEntry(subject, NID_organizationName) != kOrganization) {
@@ -377,8 +385,8 @@ absl::StatusOr<CertIdentity> CertVerifier::Verify(absl::string_view cert_pem, ab
   }
   auto role = ParseRole(NameEntry(subject, NID_organizationalUnitName));
   if (!role.ok()) {
-    return absl::UnauthenticatedError(
-        absl::StrCat("certificate '", cn.substr(0, 64), "' names no role: ", role.status().message()));
+    return absl::UnauthenticatedError(absl::StrCat("certificate '", cn.substr(0, 64),
+                                                   "' names no role: ", role.status().message()));
   }
   if (auto s = ValidateCertName(cn, /*allow_pool=*/*role == Role::kWorker); !s.ok()) {
     return absl::UnauthenticatedError(absl::StrCat("certificate CN: ", s.message()));
@@ -406,8 +414,8 @@ absl::StatusOr<Credentials> ReadCredentialsDir(const std::string& dir, bool need
   // Others may not read it; a group may (Kubernetes secret volumes with an
   // fsGroup are 0440).
   if (::stat(key.c_str(), &st) == 0 && (st.st_mode & 0007) != 0) {
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "%s: readable by others (mode %o); chmod 600 it", key, st.st_mode & 0777));
+    return absl::PermissionDeniedError(
+        absl::StrFormat("%s: readable by others (mode %o); chmod 600 it", key, st.st_mode & 0777));
   }
   auto leaf_crt = ReadSmallFile(crt);
   if (!leaf_crt.ok()) return leaf_crt.status();

@@ -33,7 +33,8 @@ KeyCert* CertsTest::other_ca_ = nullptr;
 TEST_F(CertsTest, AnIssuedCertificateVerifiesAsItsRoleAndName) {
   auto v = CertVerifier::Create(ca_->cert_pem);
   ASSERT_TRUE(v.ok()) << v.status();
-  for (Role r : {Role::kViewer, Role::kSubmitter, Role::kAdmin, Role::kWorker, Role::kCoordinator}) {
+  for (Role r :
+       {Role::kViewer, Role::kSubmitter, Role::kAdmin, Role::kWorker, Role::kCoordinator}) {
     const std::string name = std::string(RoleName(r)) + "-1";
     auto id = v->Verify(Issue(r, name).cert_pem, absl::Now());
     ASSERT_TRUE(id.ok()) << id.status();
@@ -71,7 +72,8 @@ TEST_F(CertsTest, ExpiredAndNotYetValidCertificatesAreRefused) {
   ASSERT_TRUE(future.ok());
   auto early = v->Verify(future->cert_pem, absl::Now());
   EXPECT_EQ(early.status().code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_NE(early.status().message().find("not yet valid"), absl::string_view::npos) << early.status();
+  EXPECT_NE(early.status().message().find("not yet valid"), absl::string_view::npos)
+      << early.status();
   EXPECT_TRUE(v->Verify(future->cert_pem, absl::Now() + absl::Minutes(90)).ok());
 }
 

@@ -12,9 +12,9 @@
 #include <memory>
 #include <string>
 
-#include "security/certs.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
+#include "security/certs.h"
 
 namespace yoke::common {
 

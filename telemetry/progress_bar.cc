@@ -23,9 +23,9 @@ std::string ProgressBarText(const v1::StepProgress& p) {
   const int filled = static_cast<int>(frac * kWidth);
   std::string bar(filled, '#');
   bar.append(kWidth - filled, '.');
-  return absl::StrFormat("epoch %d/%d [%s] %d/%d  loss %.4f  %.0f samples/s  ETA %s",
-                         p.epoch() + 1, p.epochs(), bar, p.step_in_epoch(), p.steps_per_epoch(),
-                         p.loss(), p.samples_per_second(), FormatDuration(p.eta_seconds()));
+  return absl::StrFormat("epoch %d/%d [%s] %d/%d  loss %.4f  %.0f samples/s  ETA %s", p.epoch() + 1,
+                         p.epochs(), bar, p.step_in_epoch(), p.steps_per_epoch(), p.loss(),
+                         p.samples_per_second(), FormatDuration(p.eta_seconds()));
 }
 
 bool RedrawnLine::Draw(const std::string& text, bool force) {

@@ -100,8 +100,8 @@ uint32_t Crc32cPortable(const void* data, size_t n, uint32_t crc) {
   for (; n >= 8; n -= 8, p += 8) {
     const uint64_t w = LoadLe(p, 8) ^ c;
     c = kTables[7][w & 0xff] ^ kTables[6][(w >> 8) & 0xff] ^ kTables[5][(w >> 16) & 0xff] ^
-        kTables[4][(w >> 24) & 0xff] ^ kTables[3][(w >> 32) & 0xff] ^
-        kTables[2][(w >> 40) & 0xff] ^ kTables[1][(w >> 48) & 0xff] ^ kTables[0][w >> 56];
+        kTables[4][(w >> 24) & 0xff] ^ kTables[3][(w >> 32) & 0xff] ^ kTables[2][(w >> 40) & 0xff] ^
+        kTables[1][(w >> 48) & 0xff] ^ kTables[0][w >> 56];
   }
   for (; n > 0; --n, ++p) c = kTables[0][(c ^ *p) & 0xff] ^ (c >> 8);
   return ~c;
@@ -125,8 +125,7 @@ uint32_t Crc32cHardware(const void* data, size_t n, uint32_t crc) {
 }
 
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc) {
-  return Crc32cHardwareAvailable() ? Crc32cHardware(data, n, crc)
-                                   : Crc32cPortable(data, n, crc);
+  return Crc32cHardwareAvailable() ? Crc32cHardware(data, n, crc) : Crc32cPortable(data, n, crc);
 }
 
 uint32_t MaskCrc32c(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + kMaskDelta; }

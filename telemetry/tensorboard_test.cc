@@ -21,9 +21,7 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 namespace tb = ::yoke::tensorboard;
 
-double Seconds(absl::Time t) {
-  return absl::FDivDuration(t - absl::UnixEpoch(), absl::Seconds(1));
-}
+double Seconds(absl::Time t) { return absl::FDivDuration(t - absl::UnixEpoch(), absl::Seconds(1)); }
 
 std::string TempDir(const std::string& name) {
   const auto p = std::filesystem::path(testing::TempDir()) / name;
@@ -76,16 +74,16 @@ TEST(Crc32cTest, PathsAgreeOnARandomBufferAtEveryAlignmentAndSplit) {
   const uint32_t whole = Crc32cPortable(buf.data(), buf.size());
   // Extending: the CRC of a prefix continued over the rest is the whole's.
   for (size_t split : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{4097}, buf.size()}) {
-    EXPECT_EQ(Crc32cPortable(buf.data() + split, buf.size() - split,
-                             Crc32cPortable(buf.data(), split)),
-              whole)
+    EXPECT_EQ(
+        Crc32cPortable(buf.data() + split, buf.size() - split, Crc32cPortable(buf.data(), split)),
+        whole)
         << "split " << split;
   }
   if (!Crc32cHardwareAvailable()) GTEST_SKIP() << "no SSE4.2 on this CPU: portable path only";
   EXPECT_EQ(Crc32cHardware(buf.data(), buf.size()), whole);
   for (size_t off = 0; off < 16; ++off) {
-    for (size_t len : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{63},
-                       size_t{1000}}) {
+    for (size_t len :
+         {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{63}, size_t{1000}}) {
       EXPECT_EQ(Crc32cHardware(buf.data() + off, len), Crc32cPortable(buf.data() + off, len))
           << "offset " << off << " length " << len;
     }

@@ -33,8 +33,8 @@ std::string FormatBreakdown(const StepBreakdown& b) {
   auto pct = [&](double s) { return absl::StrFormat("%.0f%%", 100.0 * s / b.step); };
   std::string out = absl::StrCat("step ", ms(b.step), ": compute ", ms(b.compute), " (",
                                  pct(b.compute), "), data wait ", ms(b.data_wait), " (",
-                                 pct(b.data_wait), "), exposed allreduce ",
-                                 ms(b.allreduce_exposed), " (", pct(b.allreduce_exposed), ")");
+                                 pct(b.data_wait), "), exposed allreduce ", ms(b.allreduce_exposed),
+                                 " (", pct(b.allreduce_exposed), ")");
   if (b.allreduce_total > 0) {
     const double hidden = std::max(0.0, 1.0 - b.allreduce_exposed / b.allreduce_total);
     absl::StrAppend(&out, "; allreduce ", ms(b.allreduce_total), " in all, ",
@@ -51,9 +51,10 @@ std::string FormatEpoch(const v1::EpochResult& e) {
     validation = absl::StrFormat(" | validation loss %.4f acc %.4f", e.validation_loss(),
                                  e.validation_accuracy());
   }
-  return absl::StrFormat("train loss %.4f acc %.4f%s | test loss %.4f acc %.4f | %.0f samples/s, %.1fs",
-                         e.train_loss(), e.train_accuracy(), validation, e.test_loss(),
-                         e.test_accuracy(), e.samples_per_second(), e.seconds());
+  return absl::StrFormat(
+      "train loss %.4f acc %.4f%s | test loss %.4f acc %.4f | %.0f samples/s, %.1fs",
+      e.train_loss(), e.train_accuracy(), validation, e.test_loss(), e.test_accuracy(),
+      e.samples_per_second(), e.seconds());
 }
 
 std::string FormatBestEpoch(const v1::TrainResult& r) {

@@ -94,7 +94,8 @@ TEST(BadInputE2ETest, RefusedWithTheFieldAndNothingStored) {
   expect_refused(bad, "malformed.yaml:");
   // An unknown field, a negative batch size.
   expect_refused(mlp + " --set training.optimzer.lr=1", "did you mean 'optimizer'");
-  expect_refused(mlp + " --set training.batch_size=-64", "training.batch_size: must be > 0, got -64");
+  expect_refused(mlp + " --set training.batch_size=-64",
+                 "training.batch_size: must be > 0, got -64");
   // A dataset outside the coordinator's data roots: only the coordinator
   // knows its roots, so this one is its INVALID_ARGUMENT.
   expect_refused(mlp + " --set data.train.images=/etc/passwd", "data.train.images");
@@ -112,16 +113,17 @@ TEST(BadInputE2ETest, RefusedWithTheFieldAndNothingStored) {
   // Garbage on the port, an HTTP/2 preface followed by junk, and a
   // truncated SubmitJobRequest inside a well-formed gRPC call.
   SendRaw(cluster.address(), "this is not http/2 at all\r\n\r\n\x01\x02\x03");
-  SendRaw(cluster.address(),
-          std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + std::string("\xff\xff\xff\x09\x00garbage", 12));
+  SendRaw(cluster.address(), std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") +
+                                 std::string("\xff\xff\xff\x09\x00garbage", 12));
   v1::SubmitJobRequest req;
   *req.mutable_spec() = *common::LoadJobSpecFile(mlp, {});
   std::string wire = req.SerializeAsString();
-  grpc::Status st = RawCall(cluster.address(), cluster.Credentials(), "/yoke.v1.Coordinator/SubmitJob",
-                            wire.substr(0, wire.size() / 2));
+  grpc::Status st = RawCall(cluster.address(), cluster.Credentials(),
+                            "/yoke.v1.Coordinator/SubmitJob", wire.substr(0, wire.size() / 2));
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.error_code(), grpc::StatusCode::UNAVAILABLE) << st.error_message();
-  st = RawCall(cluster.address(), cluster.Credentials(), "/yoke.v1.Coordinator/GetJob", std::string("\x0a\xff\xff", 3));
+  st = RawCall(cluster.address(), cluster.Credentials(), "/yoke.v1.Coordinator/GetJob",
+               std::string("\x0a\xff\xff", 3));
   EXPECT_FALSE(st.ok());
 
   // Still up, still serving, and nothing was stored.
@@ -132,7 +134,8 @@ TEST(BadInputE2ETest, RefusedWithTheFieldAndNothingStored) {
   // Standard health checking answers SERVING: HealthCheckResponse field 1
   // (status) = 1; NOT_SERVING would be 2.
   std::string health;
-  st = RawCall(cluster.address(), cluster.Credentials(), "/grpc.health.v1.Health/Check", "", &health);
+  st = RawCall(cluster.address(), cluster.Credentials(), "/grpc.health.v1.Health/Check", "",
+               &health);
   EXPECT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(health, std::string("\x08\x01", 2));
   r = cluster.Yoke("get job-nope", true);

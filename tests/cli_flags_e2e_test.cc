@@ -1,7 +1,7 @@
 // The command lines of the shipped binaries behave alike (common/flags.h):
 // --help prints the usage and exits 0, an unknown flag is
 // "PROGRAM: unknown flag '...'" with exit 2, and --flag=value is the same
-// flag as --flag value. yoke-trainer is covered by worker/trainer tests.
+// flag as --flag value. yoke-trainer is covered by trainer/ tests.
 #include <string>
 
 #include "gtest/gtest.h"

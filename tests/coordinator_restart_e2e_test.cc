@@ -50,8 +50,8 @@ TEST(CoordinatorRestartE2ETest, JobSurvivesCoordinatorKill9) {
   ASSERT_GT(coordinator.pid(), 0);
   ASSERT_TRUE(WaitFor([&] { return yoke("workers").exit_code == 0; }, std::chrono::seconds(30)))
       << logs();
-  Daemon worker({bin + "/yoke-worker", "--coordinator", addr, "--cpu-replicas", "1",
-                 "--work-dir", dir + "/worker", "--tls-dir", tls + "/w-1"},
+  Daemon worker({bin + "/yoke-worker", "--coordinator", addr, "--cpu-replicas", "1", "--work-dir",
+                 dir + "/worker", "--tls-dir", tls + "/w-1"},
                 dir + "/worker.log");
   ASSERT_GT(worker.pid(), 0);
 
@@ -77,8 +77,8 @@ TEST(CoordinatorRestartE2ETest, JobSurvivesCoordinatorKill9) {
     RunResult r = yoke("get " + id + " --output json");
     return r.exit_code == 0 && ParseJson(r.out, job);
   };
-  bool got = WaitFor([&] { return get(&before) && before.history_size() >= 1; },
-                     std::chrono::seconds(90));
+  bool got =
+      WaitFor([&] { return get(&before) && before.history_size() >= 1; }, std::chrono::seconds(90));
   if (!got) {
     coordinator.Kill();  // ends the watcher
     watcher.join();
@@ -123,7 +123,9 @@ TEST(CoordinatorRestartE2ETest, JobSurvivesCoordinatorKill9) {
   ASSERT_EQ(logs_after.exit_code, 0);
   EXPECT_GE(logs_after.out.size(), logs_before.out.size());
   EXPECT_EQ(logs_after.out.compare(0, logs_before.out.size(), logs_before.out), 0)
-      << "before:\n" << logs_before.out << "\nafter:\n" << logs_after.out;
+      << "before:\n"
+      << logs_before.out << "\nafter:\n"
+      << logs_after.out;
 
   worker.Kill();
   coordinator.Kill();

@@ -167,20 +167,20 @@ TEST(DataParallelE2ETest, HungRankIsNamedWithItsWorkerAndEveryRanksLastCollectiv
   auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(kill(rank1, SIGSTOP), 0);
   v1::Job job;
-  const bool failed = WaitFor(
-      [&] { return cluster.GetJob(id, &job) && job.state() == v1::JOB_FAILED; },
-      std::chrono::seconds(40));
+  const bool failed =
+      WaitFor([&] { return cluster.GetJob(id, &job) && job.state() == v1::JOB_FAILED; },
+              std::chrono::seconds(40));
   kill(rank1, SIGCONT);  // let it take the daemon's SIGTERM
   ASSERT_TRUE(failed) << "state " << job.state() << " " << job.reason() << "\n" << cluster.Logs();
-  const double took =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("job FAILED %.1fs after SIGSTOP of rank 1: %s\n", took, job.reason().c_str());
   const std::string w = job.attempts(0).assignments(1).worker_id();
   EXPECT_TRUE(std::regex_search(
       // Gloo's own timeout ("Read timeout") or the watchdog's ("timed out
       // after 5s"), whichever fires first; then the hang check's verdict.
       job.reason(), std::regex("^trainer of rank 0 on w-[0-9]+ exited with code 1: .*on rank 0 "
-                               "of 2.*ranks? 1 .*\\(worker " + w + " at 127\\.0\\.0\\.1\\)")))
+                               "of 2.*ranks? 1 .*\\(worker " +
+                               w + " at 127\\.0\\.0\\.1\\)")))
       << job.reason();
   EXPECT_TRUE(std::regex_search(
       job.reason(), std::regex("last collective completed per rank: r0=[0-9]+ r1=[0-9]+$")))

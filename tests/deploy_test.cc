@@ -93,10 +93,10 @@ TEST(DeployTest, KubernetesManifestsAreWellFormedAndComplete) {
   // port the coordinator listens on.
   v1::CoordinatorConfig cc;
   v1::WorkerConfig wc;
-  ASSERT_TRUE(common::YamlToProto(YAML::Load(objects.at("ConfigMap/yoke-coordinator")["data"]
-                                         ["coordinator.yaml"]
-                                             .as<std::string>()),
-                          &cc, "")
+  ASSERT_TRUE(common::YamlToProto(
+                  YAML::Load(objects.at("ConfigMap/yoke-coordinator")["data"]["coordinator.yaml"]
+                                 .as<std::string>()),
+                  &cc, "")
                   .ok());
   ASSERT_TRUE(
       common::YamlToProto(
@@ -145,9 +145,9 @@ void ExpectDaemonsStartAndMeet(std::vector<std::string> coordinator_argv,
   // credentials made by `yoke certs` stand in (the flag overrides the file).
   const std::string tls = dir + "/tls";
   ASSERT_EQ(IssueTestCerts(tls, {"127.0.0.1"}, {"w-1"}), "");
-  coordinator_argv.insert(coordinator_argv.end(), {"--listen", addr, "--store",
-                                                   dir + "/coordinator.db", "--tls-dir",
-                                                   tls + "/coordinator"});
+  coordinator_argv.insert(
+      coordinator_argv.end(),
+      {"--listen", addr, "--store", dir + "/coordinator.db", "--tls-dir", tls + "/coordinator"});
   worker_argv.insert(worker_argv.end(), {"--coordinator", addr, "--work-dir", dir + "/work",
                                          "--no-cuda", "--tls-dir", tls + "/w-1"});
   Daemon coordinator(coordinator_argv, dir + "/coordinator.log");
@@ -197,8 +197,8 @@ std::vector<std::string> ExecStart(const std::string& unit) {
 
 TEST(DeployTest, SystemdUnitsAndConfigsStartTheRealDaemons) {
   const std::string dir = MakeTempDir("yoke_deploy_systemd");
-  ExpectDaemonsStartAndMeet(ExecStart("yoke-coordinator.service"),
-                            ExecStart("yoke-worker.service"), dir);
+  ExpectDaemonsStartAndMeet(ExecStart("yoke-coordinator.service"), ExecStart("yoke-worker.service"),
+                            dir);
   if (!::testing::Test::HasFailure()) fs::remove_all(dir);
 }
 

@@ -29,12 +29,12 @@
 
 #include "client/client.h"
 #include "client/cluster_state.h"
-#include "security/certs.h"
-#include "security/tls_credentials.h"
 #include "client/local_cluster.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "proto/yoke/v1/coordinator.pb.h"
+#include "security/certs.h"
+#include "security/tls_credentials.h"
 
 namespace yoke::e2e {
 
@@ -320,8 +320,7 @@ class TestCluster {
     if (out->submit.exit_code != 0) return false;
     out->id = out->submit.out.substr(0, out->submit.out.find('\n'));
     out->watch = Yoke("watch " + out->id, true);
-    out->seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    out->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return GetJob(out->id, &out->job);
   }
 

@@ -36,9 +36,9 @@ std::string Losses(const std::string& out) {
 TEST(ImageCacheFileE2ETest, TrainsAsWithoutTheCacheAndLaterRunsReadOnlyTheFile) {
   if (!fs::exists(kFashion)) GTEST_SKIP() << kFashion << " is missing";
   const std::string dir = MakeTempDir("yoke_e2e_cache_file");
-  RunResult made = Sh(BinDir() + "/yoke-make-image-folder " + dir +
-                          "/images --train 300 --test 100 --formats png",
-                      true);
+  RunResult made = Sh(
+      BinDir() + "/yoke-make-image-folder " + dir + "/images --train 300 --test 100 --formats png",
+      true);
   ASSERT_EQ(made.exit_code, 0) << made.out;
   const std::string job = dir + "/job.yaml";
   std::ofstream(job) << "name: cache-file\n"

@@ -81,10 +81,10 @@ int HostWithTrainer(NetnsCluster& cluster, pid_t* trainer) {
 }
 
 struct Crash {
-  v1::Job job;              // its final state
-  int host = -1;            // the host whose daemon or trainer was killed
-  int64_t resumed_at = 0;   // the first step the next attempt reported
-  double stalled_s = 0;     // kill -> that step
+  v1::Job job;             // its final state
+  int host = -1;           // the host whose daemon or trainer was killed
+  int64_t resumed_at = 0;  // the first step the next attempt reported
+  double stalled_s = 0;    // kill -> that step
 };
 
 // Kills a worker daemon (or only its trainer) in a running 2-worker CNN job
@@ -114,9 +114,8 @@ void KillMidJob(NetnsCluster& cluster, bool kill_daemon, Crash* c) {
       seconds(120)))
       << job->DebugString() << cluster.Logs();
   const int64_t stale = job->progress().step();
-  ASSERT_TRUE(
-      WaitFor([&] { return cluster.GetJob(id, job) && job->progress().step() != stale; },
-              seconds(120)))
+  ASSERT_TRUE(WaitFor([&] { return cluster.GetJob(id, job) && job->progress().step() != stale; },
+                      seconds(120)))
       << job->DebugString() << cluster.Logs();
   c->stalled_s = std::chrono::duration<double>(Clock::now() - killed).count();
   c->resumed_at = job->progress().step();
@@ -129,11 +128,11 @@ TEST(MultiHostCrashE2ETest, CoordinatorKillNineThenTheSameCommandLineContinuesTh
   ASSERT_TRUE(cluster.StartCoordinator()) << cluster.Logs();
   ASSERT_TRUE(cluster.StartWorkers(1)) << cluster.Logs();
   // Heavy enough to be still running after a 5 s outage (1,125 steps).
-  const std::string id = Submit(
-      cluster, Config("fashion_mnist_mlp.yaml") +
-                   " --set distribution.workers=2 --set training.epochs=3"
-                   " --set training.threads=1 --set data.train.num_examples=24000"
-                   " --set data.test.num_examples=1000 --set restart.max_restarts=0");
+  const std::string id =
+      Submit(cluster, Config("fashion_mnist_mlp.yaml") +
+                          " --set distribution.workers=2 --set training.epochs=3"
+                          " --set training.threads=1 --set data.train.num_examples=24000"
+                          " --set data.test.num_examples=1000 --set restart.max_restarts=0");
   ASSERT_FALSE(id.empty());
   v1::Job job;
   ASSERT_TRUE(WaitForStep(cluster, id, 20, &job)) << job.DebugString() << cluster.Logs();

@@ -84,8 +84,8 @@ std::vector<int> Epochs(const v1::Job& job) {
 
 // Small enough to finish in seconds on two cores.
 std::string MlpArgs(const std::string& ckpt_dir, int workers, int per_worker) {
-  return Config("fashion_mnist_mlp.yaml") + " --set distribution.workers=" +
-         std::to_string(workers) +
+  return Config("fashion_mnist_mlp.yaml") +
+         " --set distribution.workers=" + std::to_string(workers) +
          " --set distribution.devices_per_worker=" + std::to_string(per_worker) +
          " --set training.epochs=2 --set training.threads=1"
          " --set data.train.num_examples=4096 --set data.test.num_examples=1000"
@@ -211,8 +211,8 @@ TEST(MultiHostE2ETest, LinkCutFailsTheAttemptThenTheJobResumes) {
   ASSERT_EQ(s.exit_code, 0) << s.out;
   const std::string id = s.out.substr(0, s.out.find('\n'));
   v1::Job job;
-  ASSERT_TRUE(WaitFor(
-      [&] { return cluster.GetJob(id, &job) && job.progress().step() >= 40; }, seconds(180)))
+  ASSERT_TRUE(WaitFor([&] { return cluster.GetJob(id, &job) && job.progress().step() >= 40; },
+                      seconds(180)))
       << job.DebugString() << cluster.Logs();
 
   ASSERT_TRUE(cluster.SetLink(1, false));
@@ -247,9 +247,9 @@ TEST(MultiHostE2ETest, RankThatCannotReachItsPeerFailsPromptlyNamingIt) {
   ASSERT_TRUE(cluster.StartWorkers(1)) << cluster.Logs();
   // h1 (w-2) reaches the coordinator, but not h0 (w-1): its packets to
   // 10.77.0.11 are refused at once by its own routing table.
-  RunResult r = Sh("ip -n " + cluster.Ns("h1") + " route add prohibit " +
-                       NetnsCluster::HostAddress(0) + "/32",
-                   true);
+  RunResult r = Sh(
+      "ip -n " + cluster.Ns("h1") + " route add prohibit " + NetnsCluster::HostAddress(0) + "/32",
+      true);
   ASSERT_EQ(r.exit_code, 0) << r.out;
 
   std::string id;
@@ -264,8 +264,7 @@ TEST(MultiHostE2ETest, RankThatCannotReachItsPeerFailsPromptlyNamingIt) {
   double seconds_to_fail =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_EQ(job.state(), v1::JOB_FAILED) << job.DebugString();
-  std::printf("unreachable peer: failed after %.1fs: %s\n", seconds_to_fail,
-              job.reason().c_str());
+  std::printf("unreachable peer: failed after %.1fs: %s\n", seconds_to_fail, job.reason().c_str());
   EXPECT_LE(seconds_to_fail, 60);
   // "rank 1 on w-2 could not connect to rank 0 at 10.77.0.11:PORT (w-1): ..."
   EXPECT_NE(job.reason().find("could not connect"), std::string::npos) << job.reason();

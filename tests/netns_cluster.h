@@ -151,11 +151,23 @@ class NetnsCluster {
     const std::string h = "h" + std::to_string(host);
     std::string work = dir_ + "/work-" + h;
     std::filesystem::create_directories(work);
-    std::vector<std::string> argv = {IpBinary(), "netns", "exec", Ns(h), BinDir() + "/yoke-worker",
-                                     "--coordinator", coordinator_address(), "--cpu-replicas",
-                                     std::to_string(replicas), "--work-dir", work,
-                                     "--heartbeat-interval", "500ms", "--stop-grace", "3s",
-                                     "--tls-dir", dir_ + "/tls/w-" + std::to_string(host + 1)};
+    std::vector<std::string> argv = {IpBinary(),
+                                     "netns",
+                                     "exec",
+                                     Ns(h),
+                                     BinDir() + "/yoke-worker",
+                                     "--coordinator",
+                                     coordinator_address(),
+                                     "--cpu-replicas",
+                                     std::to_string(replicas),
+                                     "--work-dir",
+                                     work,
+                                     "--heartbeat-interval",
+                                     "500ms",
+                                     "--stop-grace",
+                                     "3s",
+                                     "--tls-dir",
+                                     dir_ + "/tls/w-" + std::to_string(host + 1)};
     argv.insert(argv.end(), extra.begin(), extra.end());
     const std::string log = "worker-" + h + ".log";
     if (static_cast<size_t>(host) >= workers_.size()) workers_.resize(host + 1);
@@ -169,8 +181,8 @@ class NetnsCluster {
 
   // `yoke ARGS --coordinator ADDR`, run in the CLI's namespace.
   RunResult Yoke(const std::string& args, bool merge_stderr = false) const {
-    return Sh("ip netns exec " + Ns("cli") + " " + BinDir() + "/yoke " + args +
-                  " --coordinator " + coordinator_address() + " --tls-dir " + dir_ + "/tls/admin",
+    return Sh("ip netns exec " + Ns("cli") + " " + BinDir() + "/yoke " + args + " --coordinator " +
+                  coordinator_address() + " --tls-dir " + dir_ + "/tls/admin",
               merge_stderr);
   }
 
@@ -212,8 +224,8 @@ class NetnsCluster {
   // dropped, as a firewalled machine would. Removed with the namespace.
   bool Firewall(int host, const std::string& ports) {
     RunResult r = Sh("ip netns exec " + Ns("h" + std::to_string(host)) +
-                         " iptables -A INPUT -i eth0 -p tcp --syn -m multiport ! --dports " + ports +
-                         " -j DROP",
+                         " iptables -A INPUT -i eth0 -p tcp --syn -m multiport ! --dports " +
+                         ports + " -j DROP",
                      true);
     if (r.exit_code != 0) std::fprintf(stderr, "NetnsCluster: iptables: %s\n", r.out.c_str());
     return r.exit_code == 0;
@@ -241,7 +253,8 @@ class NetnsCluster {
     if (!Ip("netns add " + ns)) return false;
     created_.push_back(ns);
     hosts_.push_back(name);
-    return Ip("link add eth0 netns " + ns + " type veth peer name " + peer + " netns " + Ns("sw")) &&
+    return Ip("link add eth0 netns " + ns + " type veth peer name " + peer + " netns " +
+              Ns("sw")) &&
            Ip("-n " + Ns("sw") + " link set " + peer + " master br0") &&
            Ip("-n " + Ns("sw") + " link set " + peer + " up") &&
            Ip("-n " + ns + " addr add " + address + "/24 dev eth0") &&

@@ -87,13 +87,13 @@ class ObservabilityE2ETest : public ::testing::Test {
 
 TEST_F(ObservabilityE2ETest, PrometheusScrapesAndChromiumShowsARunningJob) {
   ASSERT_EQ(IssueTestCerts(dir_ + "/tls", {"127.0.0.1"}, {"w-1", "w-2"}), "");
-  coordinator_ = Daemon({BinDir() + "/yoke-coordinator", "--listen", "127.0.0.1:0", "--http-listen",
-                         "127.0.0.1:0", "--store", dir_ + "/coordinator.db", "--tls-dir",
-                         dir_ + "/tls/coordinator"},
-                        dir_ + "/coordinator.log");
-  ASSERT_TRUE(WaitFor([&] { return !PrintedAddress(dir_ + "/coordinator.log",
-                                                   "listening on").empty(); },
-                      seconds(20)))
+  coordinator_ = Daemon(
+      {BinDir() + "/yoke-coordinator", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+       "--store", dir_ + "/coordinator.db", "--tls-dir", dir_ + "/tls/coordinator"},
+      dir_ + "/coordinator.log");
+  ASSERT_TRUE(
+      WaitFor([&] { return !PrintedAddress(dir_ + "/coordinator.log", "listening on").empty(); },
+              seconds(20)))
       << LogTails(dir_);
   grpc_ = PrintedAddress(dir_ + "/coordinator.log", "listening on");
   const std::string http = PrintedAddress(dir_ + "/coordinator.log", "http on");
@@ -106,8 +106,8 @@ TEST_F(ObservabilityE2ETest, PrometheusScrapesAndChromiumShowsARunningJob) {
     workers_.emplace_back(
         std::vector<std::string>{BinDir() + "/yoke-worker", "--coordinator", grpc_,
                                  "--cpu-replicas", "2", "--work-dir", dir_ + "/work-" + id,
-                                 "--heartbeat-interval", "500ms", "--metrics-listen",
-                                 "127.0.0.1:0", "--tls-dir", dir_ + "/tls/" + id},
+                                 "--heartbeat-interval", "500ms", "--metrics-listen", "127.0.0.1:0",
+                                 "--tls-dir", dir_ + "/tls/" + id},
         log);
     ASSERT_TRUE(WaitFor([&] { return ReadFile(log).find("registered with") != std::string::npos; },
                         seconds(20)))
@@ -140,8 +140,8 @@ TEST_F(ObservabilityE2ETest, PrometheusScrapesAndChromiumShowsARunningJob) {
         << "    authorization:\n      credentials: " << token
         << "\n    static_configs:\n      - targets: ['" << http << "']\n"
         << "  - job_name: yoke-workers\n    honor_labels: true\n"
-        << "    static_configs:\n      - targets: ['"
-        << worker_metrics[0] << "', '" << worker_metrics[1] << "']\n";
+        << "    static_configs:\n      - targets: ['" << worker_metrics[0] << "', '"
+        << worker_metrics[1] << "']\n";
   }
   const std::string prometheus_bin = Sh("command -v prometheus").out;
   prometheus_ = Daemon({prometheus_bin.substr(0, prometheus_bin.find('\n')),
@@ -157,7 +157,8 @@ TEST_F(ObservabilityE2ETest, PrometheusScrapesAndChromiumShowsARunningJob) {
                        " --set training.epochs=500 --set training.threads=1"
                        " --set training.log_every_steps=10"
                        " --set data.train.num_examples=8192 --set data.test.num_examples=500"
-                       " --set checkpoint.dir=" + dir_ + "/ckpt");
+                       " --set checkpoint.dir=" +
+                       dir_ + "/ckpt");
   ASSERT_EQ(sub.exit_code, 0) << sub.out;
   const std::string id = sub.out.substr(0, sub.out.find('\n'));
 
@@ -218,7 +219,8 @@ TEST_F(ObservabilityE2ETest, PrometheusScrapesAndChromiumShowsARunningJob) {
   // a cookie and sends the browser on to the page.
   const std::string chromium =
       "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
-      "--user-data-dir=" + dir_ + "/chromium --virtual-time-budget=8000 ";
+      "--user-data-dir=" +
+      dir_ + "/chromium --virtual-time-budget=8000 ";
   auto page = [&](const std::string& path) {
     return "'http://" + http + "/login?token=" + token + "&next=" + path + "'";
   };
@@ -227,8 +229,9 @@ TEST_F(ObservabilityE2ETest, PrometheusScrapesAndChromiumShowsARunningJob) {
   EXPECT_NE(jobs.out.find("data-job=\"" + id + "\""), std::string::npos) << jobs.out;
   EXPECT_NE(jobs.out.find("RUNNING"), std::string::npos) << jobs.out;
   RunResult job_page = Sh(chromium + "--dump-dom " + page("/job/" + id) + " 2>/dev/null");
-  ASSERT_TRUE(std::regex_search(job_page.out, m, std::regex("id=\"loss\"[^>]*data-points=\"(\\d+)\"")) ||
-              std::regex_search(job_page.out, m, std::regex("data-points=\"(\\d+)\"[^>]*id=\"loss\"")))
+  ASSERT_TRUE(
+      std::regex_search(job_page.out, m, std::regex("id=\"loss\"[^>]*data-points=\"(\\d+)\"")) ||
+      std::regex_search(job_page.out, m, std::regex("data-points=\"(\\d+)\"[^>]*id=\"loss\"")))
       << job_page.out;
   EXPECT_GT(std::stoi(m[1].str()), 0) << "the loss chart has points";
   EXPECT_NE(job_page.out.find("w-1"), std::string::npos) << "the job's workers are listed";

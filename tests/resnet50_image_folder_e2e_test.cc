@@ -33,9 +33,9 @@ TEST(ResNet50ImageFolderE2ETest, TwoWorkersCheckpointAndResumeAfterAKill) {
     GTEST_SKIP() << kFashion << " is missing (package dataset-fashion-mnist)";
   }
   const std::string dir = MakeTempDir("yoke_e2e_resnet50");
-  RunResult made = Sh(BinDir() + "/yoke-make-image-folder " + dir +
-                          "/images --train 100 --test 50 --formats jpeg",
-                      true);
+  RunResult made = Sh(
+      BinDir() + "/yoke-make-image-folder " + dir + "/images --train 100 --test 50 --formats jpeg",
+      true);
   ASSERT_EQ(made.exit_code, 0) << made.out;
   const std::string ckpt = dir + "/ckpt";
 
@@ -45,21 +45,29 @@ TEST(ResNet50ImageFolderE2ETest, TwoWorkersCheckpointAndResumeAfterAKill) {
       "name: resnet50-image-folder\n"
       "model: {zoo: resnet50}\n"
       "data:\n"
-      "  train: {format: image_folder, root: " + dir + "/images/jpeg/train,"
+      "  train: {format: image_folder, root: " +
+      dir +
+      "/images/jpeg/train,"
       " image_size: [224, 224], channels: 3}\n"
-      "  test: {format: image_folder, root: " + dir + "/images/jpeg/test,"
+      "  test: {format: image_folder, root: " +
+      dir +
+      "/images/jpeg/test,"
       " image_size: [224, 224], channels: 3}\n"
       "  transform: {divisor: 255}\n"
       "training:\n"
       "  epochs: 1\n"
       "  batch_size: 2\n"
-      "  max_steps: " + std::to_string(kSteps) + "\n"
+      "  max_steps: " +
+      std::to_string(kSteps) +
+      "\n"
       "  threads: 1\n"
       "  log_every_steps: 1\n"
       "  eval_batch_size: 5\n"
       "  optimizer: {type: sgd, lr: 0.01, momentum: 0.9}\n"
       "distribution: {workers: 2}\n"
-      "checkpoint: {dir: " + ckpt + ", every_steps: 2, keep: 10}\n"
+      "checkpoint: {dir: " +
+      ckpt +
+      ", every_steps: 2, keep: 10}\n"
       "restart: {max_restarts: 1}\n";
   const std::string spec_path = dir + "/job.yaml";
   {
@@ -133,8 +141,9 @@ TEST(ResNet50ImageFolderE2ETest, TwoWorkersCheckpointAndResumeAfterAKill) {
   // The first exit the coordinator hears of: rank 1's own ("killed by signal
   // 9"), or rank 0's when it saw its local peer die first (both workers share
   // the host, so they sum through shared memory): "local rank 1 (pid N) died".
-  EXPECT_TRUE(std::regex_search(job.attempts(0).reason(),
-                                std::regex("killed by signal 9|local rank 1 \\(pid [0-9]+\\) died")))
+  EXPECT_TRUE(
+      std::regex_search(job.attempts(0).reason(),
+                        std::regex("killed by signal 9|local rank 1 \\(pid [0-9]+\\) died")))
       << job.attempts(0).reason();
   EXPECT_EQ(job.attempts(1).world_size(), 2);
   EXPECT_EQ(job.result().steps(), kSteps);
@@ -148,10 +157,11 @@ TEST(ResNet50ImageFolderE2ETest, TwoWorkersCheckpointAndResumeAfterAKill) {
   ASSERT_EQ(last->header.class_names_size(), 10);
   EXPECT_EQ(last->header.class_names(0), "0_t-shirt_top");
   EXPECT_EQ(last->header.class_names(9), "9_ankle_boot");
-  std::printf("ResNet-50 224x224, 2 workers: killed rank 1 at step %lld, resumed at step %lld, "
-              "%d steps, %.2f samples/s\n",
-              static_cast<long long>(step_at_kill), static_cast<long long>(resumed_at), kSteps,
-              job.result().samples_per_second());
+  std::printf(
+      "ResNet-50 224x224, 2 workers: killed rank 1 at step %lld, resumed at step %lld, "
+      "%d steps, %.2f samples/s\n",
+      static_cast<long long>(step_at_kill), static_cast<long long>(resumed_at), kSteps,
+      job.result().samples_per_second());
   if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);
 }
 

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "security/certs.h"
-#include "security/tls_credentials.h"
 #include "gtest/gtest.h"
 #include "proto/yoke/v1/coordinator.grpc.pb.h"
+#include "security/certs.h"
+#include "security/tls_credentials.h"
 #include "tests/e2e_util.h"
 
 namespace yoke::e2e {
@@ -78,9 +78,9 @@ std::unique_ptr<grpc::ClientContext> Context(const std::string& secret = "") {
 
 // Every method of the three services, called with harmless arguments.
 const std::vector<std::string> kMethods = {
-    "SubmitJob",  "GetJob",         "ListJobs",  "CancelJob", "WatchJob",
-    "GetJobLogs", "ListWorkers",    "CreateToken", "RevokeToken", "RegisterWorker",
-    "Heartbeat",  "RendezvousPut",  "RendezvousGet"};
+    "SubmitJob",  "GetJob",        "ListJobs",     "CancelJob",   "WatchJob",
+    "GetJobLogs", "ListWorkers",   "CreateToken",  "RevokeToken", "RegisterWorker",
+    "Heartbeat",  "RendezvousPut", "RendezvousGet"};
 
 grpc::Status Call(const std::shared_ptr<grpc::Channel>& ch, const std::string& method,
                   const std::string& job_id = "job-000001") {
@@ -115,7 +115,7 @@ grpc::Status Call(const std::shared_ptr<grpc::Channel>& ch, const std::string& m
     auto reader = coord->WatchJob(ctx.get(), req);
     v1::JobEvent ev;
     if (!reader->Read(&ev)) return reader->Finish();  // refused: no event
-    ctx->TryCancel();  // the first event came: enough
+    ctx->TryCancel();                                 // the first event came: enough
     reader->Finish();
     return grpc::Status::OK;
   }
@@ -191,12 +191,12 @@ TEST(SecurityE2ETest, EveryRpcRefusesStrangersAndTheWrongRole) {
   const KeyCert foreign = mint.Issue(Role::kAdmin, "admin", /*other_ca=*/true);
   const KeyCert expired = mint.Issue(Role::kAdmin, "admin", false, /*expired=*/true);
   for (const std::string& m : kMethods) {
-    for (const auto& [what, leaf] : {std::pair{"no certificate", no_cert},
-                                     std::pair{"another CA's certificate", foreign},
-                                     std::pair{"an expired certificate", expired}}) {
+    for (const auto& [what, leaf] :
+         {std::pair{"no certificate", no_cert}, std::pair{"another CA's certificate", foreign},
+          std::pair{"an expired certificate", expired}}) {
       grpc::Status s = Call(mint.Channel(addr, leaf), m);
-      EXPECT_EQ(s.error_code(), kUnauthenticated) << m << " with " << what << ": "
-                                                  << s.error_message();
+      EXPECT_EQ(s.error_code(), kUnauthenticated)
+          << m << " with " << what << ": " << s.error_message();
     }
   }
   // The wrong role: a viewer may only look; a worker may only be a worker.
@@ -278,9 +278,9 @@ TEST(SecurityE2ETest, AttacksFailWhileAJobTrainsAndTheJobSucceeds) {
   EXPECT_EQ(Call(mint.Channel(addr, mint.Issue(Role::kWorker, "w-9", true)), "RegisterWorker")
                 .error_code(),
             kUnauthenticated);
-  EXPECT_EQ(Call(mint.Channel(addr, mint.Issue(Role::kViewer, "w-9")), "RegisterWorker")
-                .error_code(),
-            kDenied);
+  EXPECT_EQ(
+      Call(mint.Channel(addr, mint.Issue(Role::kViewer, "w-9")), "RegisterWorker").error_code(),
+      kDenied);
   // w-1 forging w-2's result for the running job.
   {
     v1::HeartbeatRequest req;
@@ -314,7 +314,8 @@ TEST(SecurityE2ETest, AttacksFailWhileAJobTrainsAndTheJobSucceeds) {
   }
   // Rendezvous writes into the running attempt without its secret, with a
   // made-up one, or as a submitter.
-  auto kv_admin_less = v1::Rendezvous::NewStub(mint.Channel(addr, mint.Issue(Role::kSubmitter, "bob")));
+  auto kv_admin_less =
+      v1::Rendezvous::NewStub(mint.Channel(addr, mint.Issue(Role::kSubmitter, "bob")));
   for (const std::string& key : {"data-parallel/gloo/0", "hang/request/0"}) {
     v1::KvPutRequest req;
     req.set_job_id(id);
@@ -398,8 +399,9 @@ TEST(SecurityE2ETest, TokensKeepTheirRoleAndDieWhenRevoked) {
   http = http.substr(0, http.find('/'));
   if (Sh("command -v curl >/dev/null").exit_code == 0) {
     const std::string get = "curl -s --max-time 10 -o /dev/null -w '%{http_code}' ";
-    EXPECT_EQ(Sh(get + "-H 'Authorization: Bearer " + grafana + "' http://" + http + "/metrics").out,
-              "200")
+    EXPECT_EQ(
+        Sh(get + "-H 'Authorization: Bearer " + grafana + "' http://" + http + "/metrics").out,
+        "200")
         << http;
     EXPECT_EQ(Sh(get + "http://" + http + "/metrics").out, "401") << http;
   } else {

@@ -62,7 +62,7 @@ std::string LastLine(const std::string& s) {
 // The MLP recipe, one epoch on the full 60,000 training images.
 TEST(TrainE2ETest, MlpOneEpochReachesAccuracy) {
   RunResult r = Yoke("train " + SourceDir() +
-               "/configs/fashion_mnist_mlp.yaml --set training.epochs=1 --output json");
+                     "/configs/fashion_mnist_mlp.yaml --set training.epochs=1 --output json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   v1::TrainResult result;
   auto s = google::protobuf::util::JsonStringToMessage(LastLine(r.out), &result);
@@ -169,9 +169,9 @@ TEST(TrainE2ETest, HostileFilesAreRefusedAtOnce) {
   const std::string root = dir + "/root";
   std::filesystem::create_directories(root);
   std::filesystem::create_directory_symlink("/etc", root + "/etc");
-  r = Yoke("train " + cfg + " --data-root " + root + " --set data.train.images=" + root +
-               "/etc/shadow",
-           true);
+  r = Yoke(
+      "train " + cfg + " --data-root " + root + " --set data.train.images=" + root + "/etc/shadow",
+      true);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("is outside the allowed directories"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("root:"), std::string::npos) << "no bytes of the file: " << r.out;
@@ -210,8 +210,7 @@ TEST(TrainE2ETest, ResumeLatestStartsFreshOnlyWhenThereIsNoCheckpoint) {
   const std::string job = cfg + " --set checkpoint.dir=" + dir + " --set checkpoint.every_steps=10";
   RunResult r = Yoke("train " + job + " --set training.max_steps=20 --resume-latest " + dir, true);
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("no checkpoint in " + dir + " yet: starting from step 0"),
-            std::string::npos)
+  EXPECT_NE(r.out.find("no checkpoint in " + dir + " yet: starting from step 0"), std::string::npos)
       << r.out;
   const std::string newest = dir + "/ckpt-0000000020.yoke";
   ASSERT_TRUE(std::filesystem::exists(newest)) << r.out;

@@ -35,7 +35,7 @@ struct Crash {
   v1::Job job;
   double stalled_seconds = 0;  // kill -> first step of the next attempt
   int64_t step_at_kill = 0;
-  int64_t resumed_at = 0;      // the step the next attempt first reported
+  int64_t resumed_at = 0;  // the step the next attempt first reported
 };
 
 // Submits the job, waits until it is past `kill_after` steps (and so past a
@@ -76,8 +76,9 @@ void RunAndKill(const TestCluster& cluster, const std::string& ckpt_dir,
       std::chrono::seconds(120)))
       << job.DebugString() << cluster.Logs();
   const int64_t stale = job.progress().step();
-  ASSERT_TRUE(WaitFor([&] { return cluster.GetJob(out->id, &job) && job.progress().step() != stale; },
-                      std::chrono::seconds(120)))
+  ASSERT_TRUE(
+      WaitFor([&] { return cluster.GetJob(out->id, &job) && job.progress().step() != stale; },
+              std::chrono::seconds(120)))
       << job.DebugString() << cluster.Logs();
   out->stalled_seconds = std::chrono::duration<double>(Clock::now() - killed).count();
   out->resumed_at = job.progress().step();
@@ -102,7 +103,8 @@ TEST(WorkerCrashE2ETest, WorkerDaemonKillNineResumesOnTheOtherWorker) {
   ASSERT_TRUE(cluster.ok()) << cluster.up_output();
   const std::string ckpt = MakeTempDir("yoke_e2e_worker_crash_ckpt");
   Crash c;
-  RunAndKill(cluster, ckpt, [](pid_t daemon, pid_t) { return daemon; }, &c);
+  RunAndKill(
+      cluster, ckpt, [](pid_t daemon, pid_t) { return daemon; }, &c);
   if (::testing::Test::HasFatalFailure()) return;
   const v1::Job& job = c.job;
   ASSERT_EQ(job.state(), v1::JOB_SUCCEEDED) << job.reason() << cluster.Logs();
@@ -117,10 +119,11 @@ TEST(WorkerCrashE2ETest, WorkerDaemonKillNineResumesOnTheOtherWorker) {
   // past 120), not from step 0.
   EXPECT_GE(c.resumed_at, 100) << job.DebugString();
   ExpectEveryEpochOnce(job);
-  std::printf("worker kill -9 at step %lld: next attempt's first step %.1f s later, "
-              "at step %lld (checkpoint every 25 steps, heartbeat deadline 10 s)\n",
-              static_cast<long long>(c.step_at_kill), c.stalled_seconds,
-              static_cast<long long>(c.resumed_at));
+  std::printf(
+      "worker kill -9 at step %lld: next attempt's first step %.1f s later, "
+      "at step %lld (checkpoint every 25 steps, heartbeat deadline 10 s)\n",
+      static_cast<long long>(c.step_at_kill), c.stalled_seconds,
+      static_cast<long long>(c.resumed_at));
   std::error_code ec;
   std::filesystem::remove_all(ckpt, ec);
 }
@@ -130,7 +133,8 @@ TEST(WorkerCrashE2ETest, TrainerKillNineIsRetriedFromTheCheckpoint) {
   ASSERT_TRUE(cluster.ok()) << cluster.up_output();
   const std::string ckpt = MakeTempDir("yoke_e2e_trainer_crash_ckpt");
   Crash c;
-  RunAndKill(cluster, ckpt, [](pid_t, pid_t trainer) { return trainer; }, &c);
+  RunAndKill(
+      cluster, ckpt, [](pid_t, pid_t trainer) { return trainer; }, &c);
   if (::testing::Test::HasFatalFailure()) return;
   const v1::Job& job = c.job;
   ASSERT_EQ(job.state(), v1::JOB_SUCCEEDED) << job.reason() << cluster.Logs();
@@ -142,10 +146,11 @@ TEST(WorkerCrashE2ETest, TrainerKillNineIsRetriedFromTheCheckpoint) {
       << job.attempts(0).reason();
   EXPECT_GE(c.resumed_at, 100) << job.DebugString();
   ExpectEveryEpochOnce(job);
-  std::printf("trainer kill -9 at step %lld: next attempt's first step %.1f s later, "
-              "at step %lld (checkpoint every 25 steps)\n",
-              static_cast<long long>(c.step_at_kill), c.stalled_seconds,
-              static_cast<long long>(c.resumed_at));
+  std::printf(
+      "trainer kill -9 at step %lld: next attempt's first step %.1f s later, "
+      "at step %lld (checkpoint every 25 steps)\n",
+      static_cast<long long>(c.step_at_kill), c.stalled_seconds,
+      static_cast<long long>(c.resumed_at));
   std::error_code ec;
   std::filesystem::remove_all(ckpt, ec);
 }

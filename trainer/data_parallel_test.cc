@@ -5,8 +5,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -86,8 +86,10 @@ TEST(DataParallelTest, TwoRanksMatchOneReplicaWithTheGlobalBatch) {
   const std::vector<float> p0 = Params(*w[0].trainer), p1 = Params(*w[1].trainer);
   EXPECT_EQ(p0, p1);  // every rank applies the same reduced gradients
   const double d = RelMaxDiff(p0, alone);
-  std::printf("[ measured ] 2x1 ranks (batch 32 each) vs 1 replica (batch 64), 20 steps: "
-              "max |diff| / max |w| = %.3g (bound %.0e)\n", d, kTolerance);
+  std::printf(
+      "[ measured ] 2x1 ranks (batch 32 each) vs 1 replica (batch 64), 20 steps: "
+      "max |diff| / max |w| = %.3g (bound %.0e)\n",
+      d, kTolerance);
   EXPECT_LE(d, kTolerance);
   EXPECT_GT(RelMaxDiff(alone, TrainAlone(MlpJob(32, 20))), 1e-3)
       << "the comparison cannot tell batch 32 from batch 64";
@@ -105,8 +107,10 @@ TEST(DataParallelTest, TwoWorkersOfTwoReplicasMatchOneReplicaWithBatch128) {
   EXPECT_EQ(Params(*w[1].trainer, 0), p);
   EXPECT_EQ(Params(*w[1].trainer, 1), p);
   const double d = RelMaxDiff(p, alone);
-  std::printf("[ measured ] 2 workers x 2 replicas (batch 32 each) vs 1 replica (batch 128), "
-              "20 steps: max |diff| / max |w| = %.3g (bound %.0e)\n", d, kTolerance);
+  std::printf(
+      "[ measured ] 2 workers x 2 replicas (batch 32 each) vs 1 replica (batch 128), "
+      "20 steps: max |diff| / max |w| = %.3g (bound %.0e)\n",
+      d, kTolerance);
   EXPECT_LE(d, kTolerance);
 }
 
@@ -125,7 +129,7 @@ model:
     - relu
     - dense: {units: 10}
 )",
-                                {}, "test");
+                                        {}, "test");
   EXPECT_TRUE(yaml.ok()) << yaml.status();
   *spec.mutable_model() = yaml->model();
   spec.mutable_distribution()->set_sync_batch_norm(sync);
@@ -162,10 +166,11 @@ TEST(DataParallelTest, SyncBatchNormMatchesOneReplicaWithTheGlobalBatch) {
     // Synchronized, every rank's running statistics are the global batch's.
     if (sync) EXPECT_LE(RelMaxDiff(State(*w[1].trainer, 1), State(**one)), 1e-4);
   }
-  std::printf("[ measured ] 2 workers x 2 replicas vs 1 replica (batch 128), 20 steps, "
-              "BatchNorm: max |diff| / max |w| = %.3g synchronized (bound 1e-4), %.3g "
-              "per-replica statistics\n",
-              diff[1], diff[0]);
+  std::printf(
+      "[ measured ] 2 workers x 2 replicas vs 1 replica (batch 128), 20 steps, "
+      "BatchNorm: max |diff| / max |w| = %.3g synchronized (bound 1e-4), %.3g "
+      "per-replica statistics\n",
+      diff[1], diff[0]);
   EXPECT_LE(diff[1], 1e-4);
   EXPECT_GT(diff[0], 1e-3) << "the comparison cannot tell synchronized statistics apart";
 }
@@ -232,8 +237,10 @@ TEST(DataParallelTest, FirstStepMatchesAHandComputedUpdate) {
     want[i] = ps.flat_values().data<float>()[i] - lr * ps.flat_grads().data<float>()[i];
   }
   const double d = RelMaxDiff(Params(*w[1].trainer), want);
-  std::printf("[ measured ] 1 step on 2 ranks vs hand-computed SGD update: "
-              "max |diff| / max |w| = %.3g\n", d);
+  std::printf(
+      "[ measured ] 1 step on 2 ranks vs hand-computed SGD update: "
+      "max |diff| / max |w| = %.3g\n",
+      d);
   // One step: only the gradient's summation order differs (~1e-7).
   EXPECT_LE(d, 1e-6);
 }
@@ -254,9 +261,9 @@ TEST(DataParallelTest, ARankThatStopsEarlyFailsTheOtherClearly) {
   ASSERT_FALSE(w[0].status.ok());
   std::printf("[ measured ] rank 0 failed after %.1f s: %s\n", seconds,
               w[0].status.ToString().c_str());
-  EXPECT_THAT(w[0].status.code(), AnyOf(absl::StatusCode::kUnavailable,
-                                        absl::StatusCode::kDeadlineExceeded,
-                                        absl::StatusCode::kAborted));
+  EXPECT_THAT(w[0].status.code(),
+              AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded,
+                    absl::StatusCode::kAborted));
   EXPECT_THAT(w[0].status.message(), HasSubstr("allreduce"));
   EXPECT_THAT(w[0].status.message(), HasSubstr("rank 0 of 2"));
   EXPECT_LT(seconds, 30);

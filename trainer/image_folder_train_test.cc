@@ -14,8 +14,8 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "config/config.h"
 #include "common/testing/temp_dir.h"
+#include "config/config.h"
 #include "data/dataset.h"
 #include "data/idx_reader.h"
 #include "data/image_folder_writer.h"
@@ -100,12 +100,15 @@ v1::JobSpec Job(const std::string& train, const std::string& test, int64_t batch
   auto spec = common::LoadJobSpecString(absl::StrCat(R"(
 model: {zoo: cnn}
 data:
-  train: )", train, R"(
-  test: )", test, R"(
+  train: )",
+                                                     train, R"(
+  test: )",
+                                                     test, R"(
   transform: {divisor: 255}
 training:
   epochs: 1
-  batch_size: )", batch, R"(
+  batch_size: )",
+                                                     batch, R"(
   seed: 5
   optimizer: {type: adam, lr: 0.001}
 )"),

@@ -3,8 +3,8 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
-#include "telemetry/train_metrics.h"
 #include "google/protobuf/util/json_util.h"
+#include "telemetry/train_metrics.h"
 
 namespace yoke::worker {
 
@@ -24,9 +24,9 @@ void ConsoleProgress::OnStep(const v1::StepProgress& p) {
                  "lr %.4g  %.0f samples/s  ETA %s\n",
                  static_cast<long long>(p.epoch() + 1), static_cast<long long>(p.epochs()),
                  static_cast<long long>(p.step_in_epoch()),
-                 static_cast<long long>(p.steps_per_epoch()),
-                 static_cast<long long>(p.step()), p.loss(), p.accuracy(), p.lr(),
-                 p.samples_per_second(), common::FormatDuration(p.eta_seconds()).c_str());
+                 static_cast<long long>(p.steps_per_epoch()), static_cast<long long>(p.step()),
+                 p.loss(), p.accuracy(), p.lr(), p.samples_per_second(),
+                 common::FormatDuration(p.eta_seconds()).c_str());
   }
   std::fflush(out_);
 }
@@ -45,9 +45,8 @@ void ConsoleProgress::OnFinish(const v1::TrainResult& r) {
                "%.0f samples/s (training) | peak memory %.0f MiB%s%s%s\n",
                static_cast<long long>(r.epochs()), static_cast<long long>(r.steps()),
                r.test_accuracy(), r.test_loss(), r.samples_per_second(),
-               r.peak_memory_bytes() / 1048576.0,
-               r.checkpoint().empty() ? "" : " | checkpoint ", r.checkpoint().c_str(),
-               common::FormatBestEpoch(r).c_str());
+               r.peak_memory_bytes() / 1048576.0, r.checkpoint().empty() ? "" : " | checkpoint ",
+               r.checkpoint().c_str(), common::FormatBestEpoch(r).c_str());
   std::fflush(out_);
 }
 

@@ -2,10 +2,10 @@
 //
 // The trainer calls a ProgressSink on every logged step, at the end of every
 // epoch, and once with the final result. ConsoleProgress renders for people:
-// a redrawn one-line bar on a terminal (telemetry/progress_bar.h), or plain log lines otherwise (a file,
-// a pipe, CI). EventProgress writes the machine-readable form the worker
-// daemon reads from a child trainer: one v1::TrainerEvent per line, as JSON.
-// TeeProgress sends every event to two sinks.
+// a redrawn one-line bar on a terminal (telemetry/progress_bar.h), or plain log lines otherwise (a
+// file, a pipe, CI). EventProgress writes the machine-readable form the worker daemon reads from a
+// child trainer: one v1::TrainerEvent per line, as JSON. TeeProgress sends every event to two
+// sinks.
 //
 // Thread-safety: the trainer calls a sink from one thread.
 #ifndef YOKE_TRAINER_PROGRESS_H_
@@ -14,8 +14,8 @@
 #include <cstdio>
 #include <string>
 
-#include "telemetry/progress_bar.h"
 #include "proto/yoke/v1/metrics.pb.h"
+#include "telemetry/progress_bar.h"
 
 namespace yoke::worker {
 

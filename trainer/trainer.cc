@@ -12,7 +12,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "jobspec/job_validate.h"
 #include "collective/coordinator_store.h"
 #include "collective/gloo_communicator.h"
 #include "collective/reducer.h"
@@ -22,6 +21,7 @@
 #include "data/open_dataset.h"
 #include "data/validation_split.h"
 #include "engine/kernels/cpu/dnnl_context.h"
+#include "jobspec/job_validate.h"
 #include "spdlog/spdlog.h"
 #include "trainer/trainer_internal.h"
 
@@ -77,8 +77,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
       options.first_rank + options.num_replicas > options.world_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "trainer: ranks [", options.first_rank, ", ", options.first_rank + options.num_replicas,
-        ") (first rank, local replicas) must lie in [0, world size ", options.world_size,
-        ")"));
+        ") (first rank, local replicas) must lie in [0, world size ", options.world_size, ")"));
   }
   if (options.world_size > 1 && options.store == nullptr && options.coordinator.empty()) {
     return absl::InvalidArgumentError(
@@ -125,9 +124,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
   // The held-out part is chosen before anything else looks at data.train's
   // size: steps per epoch and the sampler see only the part trained on.
   if (spec.data().validation_split() > 0) {
-    ASSIGN_OR_RETURN(data::SplitIndices split,
-                     data::SplitForValidation(t->train_->size(), spec.data().validation_split(),
-                                              tr.seed()));
+    ASSIGN_OR_RETURN(
+        data::SplitIndices split,
+        data::SplitForValidation(t->train_->size(), spec.data().validation_split(), tr.seed()));
     std::shared_ptr<const data::Dataset> all = t->train_;
     t->validation_ = data::Subset(all, std::move(split.validation));
     t->train_ = data::Subset(all, std::move(split.train));
@@ -141,9 +140,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
     r->local = i;
     r->rank = options.first_rank + i;
     ASSIGN_OR_RETURN(r->model, engine::Model::Create(spec.model(), input, classes));
-    ASSIGN_OR_RETURN(r->loss, engine::CreateLoss(tr.loss().empty() ? "softmax_cross_entropy"
-                                                                   : tr.loss(),
-                                                 tr.label_smoothing()));
+    ASSIGN_OR_RETURN(r->loss,
+                     engine::CreateLoss(tr.loss().empty() ? "softmax_cross_entropy" : tr.loss(),
+                                        tr.label_smoothing()));
     ASSIGN_OR_RETURN(r->optimizer, engine::CreateOptimizer(tr.optimizer(), &r->model->params()));
     r->model->params().Initialize(tr.seed());
     t->replicas_.push_back(std::move(r));
@@ -170,8 +169,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
   t->steps_per_epoch_ = (t->train_->size() + tr.batch_size() - 1) / tr.batch_size();
   t->total_steps_ = t->steps_per_epoch_ * tr.epochs();
   if (tr.max_steps() > 0) t->total_steps_ = std::min(t->total_steps_, tr.max_steps());
-  ASSIGN_OR_RETURN(t->schedule_, engine::CreateSchedule(tr.schedule(), tr.optimizer().lr(),
-                                                t->total_steps_));
+  ASSIGN_OR_RETURN(t->schedule_,
+                   engine::CreateSchedule(tr.schedule(), tr.optimizer().lr(), t->total_steps_));
 
   if (!options.resume.empty()) RETURN_IF_ERROR(t->Restore(options.resume));
   // A restart keeps reporting the best checkpoint an earlier attempt wrote.
@@ -205,9 +204,10 @@ absl::Status Trainer::Connect(Replica& r) {
   // optimizer state (identical already when every rank used the same seed or
   // checkpoint; the broadcast makes it a guarantee, once, before step 1).
   engine::ParamSet& ps = r.model->params();
-  std::vector<std::pair<std::string, engine::Tensor>> tensors = {{"parameters", ps.flat_values()},
-                                                         {"state buffers", ps.flat_state()}};
-  for (auto& named : r.optimizer->State()) tensors.emplace_back("optimizer " + named.first, named.second);
+  std::vector<std::pair<std::string, engine::Tensor>> tensors = {
+      {"parameters", ps.flat_values()}, {"state buffers", ps.flat_state()}};
+  for (auto& named : r.optimizer->State())
+    tensors.emplace_back("optimizer " + named.first, named.second);
   std::vector<std::unique_ptr<collective::Work>> works;
   for (auto& [name, t] : tensors) {
     if (!t.defined() || t.numel() == 0) continue;
@@ -244,7 +244,8 @@ absl::Status Trainer::Connect(Replica& r) {
   for (const auto& e : ps.entries()) ranges.push_back({e.offset, engine::NumElements(e.shape)});
   const v1::DistributionSpec& d = spec_.distribution();
   collective::ReducerOptions ro;
-  if (d.first_bucket_mb() > 0) ro.first_bucket_bytes = static_cast<int64_t>(d.first_bucket_mb() * (1 << 20));
+  if (d.first_bucket_mb() > 0)
+    ro.first_bucket_bytes = static_cast<int64_t>(d.first_bucket_mb() * (1 << 20));
   if (d.bucket_cap_mb() > 0) ro.bucket_bytes = static_cast<int64_t>(d.bucket_cap_mb() * (1 << 20));
   ro.first_bucket_bytes = std::max<int64_t>(ro.first_bucket_bytes, 1);
   ro.bucket_bytes = std::max<int64_t>(ro.bucket_bytes, 1);

@@ -40,8 +40,8 @@
 // samples of the step instead (engine/layers/batch_norm.h: three small
 // allreduces per layer and step on the rank's communicator), so the run
 // equals one replica with the global batch even for models with BatchNorm;
-// every rank must then get samples in every step (checked in Create). Only global rank 0 evaluates, checkpoints and
-// reports epochs and the final result; every process reports steps, with the
+// every rank must then get samples in every step (checked in Create). Only global rank 0 evaluates,
+// checkpoints and reports epochs and the final result; every process reports steps, with the
 // communicator's sequence numbers for hang attribution. A failed or timed-out
 // collective fails Run() with the communicator's message, and aborts this
 // process's other replicas so that they fail at once instead of timing out.
@@ -92,14 +92,12 @@
 #include <functional>
 #include <memory>
 #include <string>
-
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collective/store.h"
-#include "telemetry/tensorboard.h"
 #include "data/dataset.h"
 #include "engine/losses/loss.h"
 #include "engine/model.h"
@@ -107,6 +105,7 @@
 #include "engine/optim/schedule.h"
 #include "proto/yoke/v1/job.pb.h"
 #include "proto/yoke/v1/metrics.pb.h"
+#include "telemetry/tensorboard.h"
 #include "trainer/progress.h"
 
 namespace yoke::worker {

@@ -28,7 +28,7 @@ absl::Status Trainer::SaveCheckpoint(const std::string& path) {
   *h.mutable_history() = {history_.begin(), history_.end()};
   for (const std::string& name : train_->class_names()) h.add_class_names(name);
   engine::NamedTensors tensors = {{"params", r.model->params().flat_values()},
-                          {"state", r.model->params().flat_state()}};
+                                  {"state", r.model->params().flat_state()}};
   for (auto& [name, t] : r.optimizer->State()) tensors.emplace_back("optim/" + name, t);
   return engine::WriteCheckpoint(path, h, tensors);
 }
@@ -40,10 +40,10 @@ absl::Status Trainer::Restore(const std::string& path) {
   if (ck.header.class_names_size() > 0 && !classes.empty() &&
       !std::equal(classes.begin(), classes.end(), ck.header.class_names().begin(),
                   ck.header.class_names().end())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "checkpoint ", path, " was trained on classes [",
-        absl::StrJoin(ck.header.class_names(), ", "), "] but data.train has [",
-        absl::StrJoin(classes, ", "), "]"));
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " was trained on classes [",
+                                                   absl::StrJoin(ck.header.class_names(), ", "),
+                                                   "] but data.train has [",
+                                                   absl::StrJoin(classes, ", "), "]"));
   }
   auto restore = [&](const std::string& name, const engine::Tensor& dst) -> absl::Status {
     const engine::Tensor* src = ck.Find(name);
@@ -52,10 +52,10 @@ absl::Status Trainer::Restore(const std::string& path) {
           absl::StrCat("checkpoint ", path, " has no '", name, "' tensor"));
     }
     if (src->numel() != dst.numel() || src->dtype() != dst.dtype()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "checkpoint ", path, ": '", name, "' holds ", src->numel(),
-          " values but this model needs ", dst.numel(),
-          " (was it written for a different model?)"));
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, ": '", name, "' holds ",
+                                                     src->numel(), " values but this model needs ",
+                                                     dst.numel(),
+                                                     " (was it written for a different model?)"));
     }
     dst.CopyFrom(*src);
     return absl::OkStatus();

@@ -51,8 +51,7 @@ Trainer::EarlyStop Trainer::EarlyStopping() const {
 absl::StatusOr<std::pair<double, double>> Trainer::EvaluateOn(
     const std::shared_ptr<data::Dataset>& set) {
   if (!set) return std::make_pair(0.0, 0.0);
-  int64_t bs = spec_.training().eval_batch_size() > 0 ? spec_.training().eval_batch_size()
-                                                      : 500;
+  int64_t bs = spec_.training().eval_batch_size() > 0 ? spec_.training().eval_batch_size() : 500;
   data::SamplerOptions so;
   so.batch_size = bs;
   so.seed = spec_.training().seed();

@@ -54,14 +54,14 @@
 #include "absl/strings/str_split.h"
 #include "collective/listen_ports.h"
 #include "collective/store.h"
-#include "config/config.h"
 #include "common/flags.h"
-#include "jobspec/job_spec_binary.h"
-#include "jobspec/job_validate.h"
 #include "common/logging.h"
 #include "common/port_range.h"
+#include "config/config.h"
 #include "engine/checkpoint.h"
 #include "google/protobuf/util/json_util.h"
+#include "jobspec/job_spec_binary.h"
+#include "jobspec/job_validate.h"
 #include "trainer/progress.h"
 #include "trainer/trainer.h"
 
@@ -132,8 +132,8 @@ int main(int argc, char** argv) {
     return *code;
   }
   if (positional.size() > 1) {
-    return flags.UsageError(stderr, absl::StrCat("more than one job file ('", positional[0],
-                                                 "', '", positional[1], "')"));
+    return flags.UsageError(stderr, absl::StrCat("more than one job file ('", positional[0], "', '",
+                                                 positional[1], "')"));
   }
   if (!positional.empty()) job_file = positional[0];
   if (output != "text" && output != "json" && output != "events") {

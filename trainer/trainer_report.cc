@@ -24,15 +24,14 @@ void Trainer::ReportStart() const {
         "model: %d parameters, %.1f MFLOP per example (forward+backward); "
         "train %d examples, %s%d steps per epoch, %d threads",
         model0.params().num_parameters(), 6.0 * model0.ForwardMacsPerExample() / 1e6,
-        train_->size(),
-        test_ ? absl::StrCat("test ", test_->size(), " examples, ") : std::string(),
+        train_->size(), test_ ? absl::StrCat("test ", test_->size(), " examples, ") : std::string(),
         steps_per_epoch_, threads_ * options_.num_replicas));
     if (distributed()) {
       options_.progress->OnInfo(absl::StrFormat(
           "data parallel: ranks %d..%d of %d in this process (%d threads each); global "
           "batch %d, about %d per replica",
-          options_.first_rank, options_.first_rank + options_.num_replicas - 1,
-          options_.world_size, threads_, spec_.training().batch_size(),
+          options_.first_rank, options_.first_rank + options_.num_replicas - 1, options_.world_size,
+          threads_, spec_.training().batch_size(),
           spec_.training().batch_size() / options_.world_size));
     }
   }

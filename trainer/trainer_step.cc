@@ -8,11 +8,11 @@
 #include "absl/strings/str_format.h"
 #include "collective/coordinator_store.h"
 #include "common/status.h"
-#include "telemetry/train_metrics.h"
 #include "data/pipeline.h"
 #include "engine/checkpoint.h"
 #include "engine/kernels/cpu/dnnl_context.h"
 #include "spdlog/spdlog.h"
+#include "telemetry/train_metrics.h"
 #include "trainer/trainer.h"
 #include "trainer/trainer_internal.h"
 
@@ -255,8 +255,7 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     // The mean gradient is grad_scale * flat_grads (alone, the 1 / batch is
     // already in dlogits); clipping multiplies the scale, identically on
     // every rank as they hold the same allreduced sums.
-    float grad_scale =
-        reducer ? 1.0f / static_cast<float>(std::max<int64_t>(global_n, 1)) : 1.0f;
+    float grad_scale = reducer ? 1.0f / static_cast<float>(std::max<int64_t>(global_n, 1)) : 1.0f;
     if (clip > 0) {
       const double norm = engine::GradNorm(ps, grad_scale);
       window_grad_norm += norm;
@@ -362,8 +361,7 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
         if (progress) progress->OnEpoch(e);
         WriteEpochEvents(step, e);
         // An epoch-end checkpoint, unless the step cadence just wrote one.
-        if (spec_.checkpoint().every_steps() <= 0 ||
-            step % spec_.checkpoint().every_steps() != 0) {
+        if (spec_.checkpoint().every_steps() <= 0 || step % spec_.checkpoint().every_steps() != 0) {
           RETURN_IF_ERROR(MaybeCheckpoint(true));
         }
         if (early_stopping) {

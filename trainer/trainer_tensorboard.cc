@@ -24,7 +24,7 @@ bool WriteScalars(common::EventFileWriter& w, int64_t step,
   }
   if (absl::Status s = w.Flush(); !s.ok()) {
     spdlog::warn("TensorBoard: {}; no more events are written for this run",
-                   std::string(s.message()));
+                 std::string(s.message()));
     return false;
   }
   return true;
@@ -49,8 +49,7 @@ void Trainer::OpenEventFile() {
     absl::StrAppend(&text, "    ", line, "\n");
   }
   if (absl::Status s = (*w)->WriteText("hparams/spec", step_, text); !s.ok()) {
-    spdlog::warn("TensorBoard: {}; training goes on without event files",
-                 std::string(s.message()));
+    spdlog::warn("TensorBoard: {}; training goes on without event files", std::string(s.message()));
     return;
   }
   spdlog::info("TensorBoard event file: {}", (*w)->path());

@@ -5,13 +5,13 @@
 #include <filesystem>
 #include <map>
 
-#include "config/config.h"
 #include "common/read_file.h"
-#include "telemetry/tensorboard.h"
-#include "proto/yoke/v1/tensorboard.pb.h"
+#include "config/config.h"
 #include "engine/checkpoint.h"
-#include "trainer/progress.h"
 #include "gtest/gtest.h"
+#include "proto/yoke/v1/tensorboard.pb.h"
+#include "telemetry/tensorboard.h"
+#include "trainer/progress.h"
 
 namespace yoke::worker {
 namespace {

@@ -14,15 +14,15 @@
 #include <vector>
 
 #include "collective/store.h"
-#include "config/config.h"
 #include "common/read_file.h"
-#include "telemetry/tensorboard.h"
 #include "common/testing/temp_dir.h"
+#include "config/config.h"
 #include "data/open_dataset.h"
 #include "data/validation_split.h"
 #include "engine/checkpoint.h"
 #include "gtest/gtest.h"
 #include "proto/yoke/v1/tensorboard.pb.h"
+#include "telemetry/tensorboard.h"
 #include "trainer/progress.h"
 #include "trainer/testing/trainer_runs.h"
 #include "trainer/trainer.h"
@@ -94,8 +94,10 @@ TEST(TrainingOptionsTest, AccumulationEqualsOneBatchOfTheSameGlobalSize) {
   spec.mutable_training()->set_accumulation_steps(4);
   const std::vector<float> accumulated = TrainAlone(spec);
   const double d = RelMaxDiff(accumulated, whole);
-  std::printf("[ measured ] batch 64 as 4 micro-batches of 16 vs batch 64, 20 steps: "
-              "max |diff| / max |w| = %.3g (bound %.0e)\n", d, kTolerance);
+  std::printf(
+      "[ measured ] batch 64 as 4 micro-batches of 16 vs batch 64, 20 steps: "
+      "max |diff| / max |w| = %.3g (bound %.0e)\n",
+      d, kTolerance);
   EXPECT_LE(d, kTolerance);
   // The comparison can fail: 20 steps of batch 16 (what a 1/16 scale per
   // micro-batch, without the sum, would amount to) land elsewhere.
@@ -116,8 +118,10 @@ TEST(TrainingOptionsTest, AccumulationOnTwoRanksEqualsOneReplica) {
   const std::vector<float> p0 = Params(*ranks[0].trainer);
   EXPECT_EQ(p0, Params(*ranks[1].trainer));
   const double d = RelMaxDiff(p0, whole);
-  std::printf("[ measured ] 2 ranks x 2 micro-batches of 16 vs 1 replica batch 64, 63 steps: "
-              "max |diff| / max |w| = %.3g (bound %.0e)\n", d, 2 * kTolerance);
+  std::printf(
+      "[ measured ] 2 ranks x 2 micro-batches of 16 vs 1 replica batch 64, 63 steps: "
+      "max |diff| / max |w| = %.3g (bound %.0e)\n",
+      d, 2 * kTolerance);
   // 63 steps instead of 20: twice the bound.
   EXPECT_LE(d, 2 * kTolerance);
 }
@@ -200,8 +204,7 @@ TEST(TrainingOptionsTest, ClippingOnTwoRanksEqualsOneReplica) {
 }
 
 // The scalars of the one event file in `dir`, by tag: (step, value).
-std::map<std::string, std::vector<std::pair<int64_t, float>>> ReadScalars(
-    const std::string& dir) {
+std::map<std::string, std::vector<std::pair<int64_t, float>>> ReadScalars(const std::string& dir) {
   std::map<std::string, std::vector<std::pair<int64_t, float>>> scalars;
   for (const auto& f : std::filesystem::directory_iterator(dir)) {
     auto bytes = common::ReadRegularFile(f.path(), 64 << 20, "event file");

@@ -26,7 +26,8 @@ absl::Status SplitHostPort(const std::string& address, std::string* host, std::s
   } else {
     size_t colon = address.rfind(':');
     if (colon == std::string::npos || colon == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("address '", address, "': expected HOST:PORT"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("address '", address, "': expected HOST:PORT"));
     }
     *host = address.substr(0, colon);
     *port = address.substr(colon + 1);
@@ -70,9 +71,10 @@ absl::StatusOr<std::string> LocalAddressTowards(const std::string& host_port) {
       continue;
     }
     char text[INET6_ADDRSTRLEN] = {};
-    const void* a = local.ss_family == AF_INET6
-                        ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
-                        : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+    const void* a =
+        local.ss_family == AF_INET6
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
     if (::inet_ntop(local.ss_family, a, text, sizeof(text)) == nullptr) {
       last_error = std::strerror(errno);
       continue;
@@ -102,18 +104,17 @@ absl::StatusOr<std::string> ResolveAdvertiseAddress(const std::string& configure
   if (address.empty()) {
     absl::StatusOr<std::string> local = LocalAddressTowards(coordinator);
     if (!local.ok()) {
-      return absl::Status(local.status().code(),
-                          absl::StrCat("cannot find the address to advertise to peers (",
-                                       local.status().message(),
-                                       "); set advertise_address, --advertise-address or "
-                                       "YOKE_ADVERTISE_ADDRESS"));
+      return absl::Status(
+          local.status().code(),
+          absl::StrCat("cannot find the address to advertise to peers (", local.status().message(),
+                       "); set advertise_address, --advertise-address or "
+                       "YOKE_ADVERTISE_ADDRESS"));
     }
     address = *local;
   }
   if (IsLoopback(address) && !IsLoopback(coord_host)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "advertise address ", address, " is a loopback address, but the coordinator (",
-        coordinator,
+        "advertise address ", address, " is a loopback address, but the coordinator (", coordinator,
         ") is not on loopback: workers on other machines could not reach this one's trainers; "
         "set advertise_address, --advertise-address or YOKE_ADVERTISE_ADDRESS to an address "
         "of this machine that the other workers can reach"));

@@ -8,12 +8,12 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "net/grpc_status.h"
-#include "jobspec/job_spec_binary.h"
 #include "common/logging.h"
 #include "common/omp_env.h"
 #include "common/status.h"
 #include "grpcpp/grpcpp.h"
+#include "jobspec/job_spec_binary.h"
+#include "net/grpc_status.h"
 #include "proto/yoke/v1/coordinator.grpc.pb.h"
 #include "worker/devices.h"
 #include "worker/worker_metrics.h"
@@ -69,9 +69,9 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
   // at once; the call itself still fails fast with the connection's error.
   void AwaitConnection() {
     if (channel_->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) return;
-    channel_->WaitForConnected(std::chrono::system_clock::now() +
-                               std::min(absl::ToChronoMilliseconds(timeout_),
-                                        std::chrono::milliseconds(1000)));
+    channel_->WaitForConnected(
+        std::chrono::system_clock::now() +
+        std::min(absl::ToChronoMilliseconds(timeout_), std::chrono::milliseconds(1000)));
   }
 
   std::chrono::system_clock::time_point Deadline() const {
@@ -152,9 +152,9 @@ bool WorkerDaemon::SleepUnlessShutdown(absl::Duration d) {
 void WorkerDaemon::NoteRpc(const absl::Status& s) {
   if (s.ok()) {
     if (outage_) {
-      spdlog::info("coordinator {} reachable again after {}", options_.coordinator_address,
-                   absl::FormatDuration(absl::Trunc(absl::Now() - outage_start_,
-                                                    absl::Milliseconds(100))));
+      spdlog::info(
+          "coordinator {} reachable again after {}", options_.coordinator_address,
+          absl::FormatDuration(absl::Trunc(absl::Now() - outage_start_, absl::Milliseconds(100))));
     }
     outage_ = false;
     backoff_ = options_.initial_backoff;
@@ -163,9 +163,9 @@ void WorkerDaemon::NoteRpc(const absl::Status& s) {
   if (!outage_) {
     outage_ = true;
     outage_start_ = absl::Now();
-    spdlog::warn(
-        "coordinator {} unreachable: {}; trainers keep running, retrying every {} at most",
-        options_.coordinator_address, s.ToString(), absl::FormatDuration(options_.max_backoff));
+    spdlog::warn("coordinator {} unreachable: {}; trainers keep running, retrying every {} at most",
+                 options_.coordinator_address, s.ToString(),
+                 absl::FormatDuration(options_.max_backoff));
   }
 }
 
@@ -301,8 +301,8 @@ absl::Status WorkerDaemon::Register() {
                  CountDevices(options_.devices, "cpu"), CountDevices(options_.devices, "cuda"),
                  absl::FormatDuration(interval_));
   } else {
-    spdlog::info("registered again as {} with {}, listing {} attempts",
-                 resp->worker_id(), options_.coordinator_address, req.attempts_size());
+    spdlog::info("registered again as {} with {}, listing {} attempts", resp->worker_id(),
+                 options_.coordinator_address, req.attempts_size());
   }
   if (on_registered) on_registered(resp->worker_id(), first);
   return absl::OkStatus();
@@ -386,9 +386,10 @@ void WorkerDaemon::CheckSameSpec(Attempt* a, const v1::DesiredAttempt& d) {
   }
   // (job, attempt) names one spec for good; a new spec comes as a new attempt.
   a->digest_mismatch_logged = true;
-  spdlog::error("{}: the coordinator now lists spec digest {}, but this worker runs {}; "
-                "keeping the running trainer",
-                a->key, absl::BytesToHexString(d.spec_digest()), absl::BytesToHexString(ran));
+  spdlog::error(
+      "{}: the coordinator now lists spec digest {}, but this worker runs {}; "
+      "keeping the running trainer",
+      a->key, absl::BytesToHexString(d.spec_digest()), absl::BytesToHexString(ran));
 }
 
 absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerProcessOptions* opts) {
@@ -402,24 +403,23 @@ absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerProcessOptions* opt
   }
   if (!IsSafePathComponent(d.job_id())) {
     return absl::InvalidArgumentError(
-        absl::StrCat("job_id: must be letters, digits, '-', '_' or '.', got '", d.job_id(),
-                     "'"));
+        absl::StrCat("job_id: must be letters, digits, '-', '_' or '.', got '", d.job_id(), "'"));
   }
   if (d.attempt() < 1) {
     return absl::InvalidArgumentError(absl::StrCat("attempt: must be >= 1, got ", d.attempt()));
   }
   const int world = d.world_size() > 0 ? d.world_size() : 1;
   if (d.first_rank() < 0 || d.first_rank() >= world) {
-    return absl::InvalidArgumentError(absl::StrCat("first_rank: must be in [0, ", world,
-                                                   "), got ", d.first_rank()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("first_rank: must be in [0, ", world, "), got ", d.first_rank()));
   }
   if (d.first_rank() + std::max(d.num_replicas(), 1) > world) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_replicas: ranks ", d.first_rank(), "..",
-                     d.first_rank() + d.num_replicas() - 1, " do not fit a world of ", world));
+    return absl::InvalidArgumentError(absl::StrCat("num_replicas: ranks ", d.first_rank(), "..",
+                                                   d.first_rank() + d.num_replicas() - 1,
+                                                   " do not fit a world of ", world));
   }
-  std::filesystem::path dir = std::filesystem::path(options_.work_dir) / d.job_id() /
-                              absl::StrCat("attempt-", d.attempt());
+  std::filesystem::path dir =
+      std::filesystem::path(options_.work_dir) / d.job_id() / absl::StrCat("attempt-", d.attempt());
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
@@ -431,8 +431,8 @@ absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerProcessOptions* opt
   const std::string spec_path = (dir / "job.pb").string();
   RETURN_IF_ERROR(common::WriteJobSpecFile(spec_path, d.spec()));
   opts->binary = options_.trainer_path;
-  opts->args = {"--spec-file", spec_path,   "--output",
-                "events",      "--rank",    absl::StrCat(d.first_rank()),
+  opts->args = {"--spec-file",  spec_path,          "--output",
+                "events",       "--rank",           absl::StrCat(d.first_rank()),
                 "--world-size", absl::StrCat(world)};
   if (world > 1) {
     // Ranks [first_rank, first_rank + replicas) run here as threads; the
@@ -440,12 +440,11 @@ absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerProcessOptions* opt
     // namespace on the coordinator this daemon talks to. A world of one
     // needs no rendezvous and gets the single-process command line.
     const int replicas = d.num_replicas() > 0 ? d.num_replicas() : 1;
-    opts->args.insert(opts->args.end(),
-                      {"--replicas", absl::StrCat(replicas), "--coordinator",
-                       options_.coordinator_address, "--job-id", d.job_id(), "--attempt",
-                       absl::StrCat(d.attempt()), "--gloo-hostname",
-                       options_.advertise_address.empty() ? "127.0.0.1"
-                                                          : options_.advertise_address});
+    opts->args.insert(
+        opts->args.end(),
+        {"--replicas", absl::StrCat(replicas), "--coordinator", options_.coordinator_address,
+         "--job-id", d.job_id(), "--attempt", absl::StrCat(d.attempt()), "--gloo-hostname",
+         options_.advertise_address.empty() ? "127.0.0.1" : options_.advertise_address});
     // Who runs each rank ("w-1@10.0.0.5"), for the trainer's messages.
     if (d.rank_workers_size() == world) {
       std::vector<std::string> hosts;
@@ -467,13 +466,11 @@ absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerProcessOptions* opt
   if (d.resume() && !d.spec().checkpoint().dir().empty()) {
     opts->args.insert(opts->args.end(), {"--resume-latest", d.spec().checkpoint().dir()});
   }
-  opts->args.insert(opts->args.end(), options_.trainer_args.begin(),
-                    options_.trainer_args.end());
+  opts->args.insert(opts->args.end(), options_.trainer_args.begin(), options_.trainer_args.end());
   opts->work_dir = dir.string();
   opts->log_path = (dir / "trainer.log").string();
   opts->max_log_lines = options_.max_log_lines_buffered;
-  opts->env = {absl::StrCat("YOKE_JOB_ID=", d.job_id()),
-               absl::StrCat("YOKE_ATTEMPT=", d.attempt()),
+  opts->env = {absl::StrCat("YOKE_JOB_ID=", d.job_id()), absl::StrCat("YOKE_ATTEMPT=", d.attempt()),
                absl::StrCat("YOKE_WORKER_ID=", worker_id())};
   if (std::optional<std::string> spin = common::TrainerOmpSpinEnv()) {
     opts->env.push_back(*spin);
@@ -513,8 +510,7 @@ void WorkerDaemon::StartAttempt(const v1::DesiredAttempt& desired) {
     a->start_error = absl::StrCat("cannot start the trainer: ", s.message());
     spdlog::error("{}: {}", a->key, a->start_error);
   } else {
-    spdlog::info("started {} (ranks {}..{} of {}) as pid {} in {}", a->key,
-                 desired.first_rank(),
+    spdlog::info("started {} (ranks {}..{} of {}) as pid {} in {}", a->key, desired.first_rank(),
                  desired.first_rank() + std::max(desired.num_replicas(), 1) - 1,
                  std::max(desired.world_size(), 1), a->proc->pid(), opts.work_dir);
   }

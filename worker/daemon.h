@@ -77,8 +77,7 @@ class CoordinatorClient {
   virtual ~CoordinatorClient() = default;
   virtual absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
       const v1::RegisterWorkerRequest& request) = 0;
-  virtual absl::StatusOr<v1::HeartbeatResponse> Heartbeat(
-      const v1::HeartbeatRequest& request) = 0;
+  virtual absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request) = 0;
 };
 
 // A CoordinatorClient over a gRPC channel to `address` (host:port); each RPC

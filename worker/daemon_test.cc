@@ -14,9 +14,9 @@
 #include <sstream>
 #include <thread>
 
-#include "jobspec/job_spec_binary.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "jobspec/job_spec_binary.h"
 
 namespace yoke::worker {
 namespace {
@@ -307,9 +307,8 @@ TEST_F(DaemonTest, LimitsLogBytesPerHeartbeat) {
 TEST_F(DaemonTest, StopsAttemptsNoLongerDesired) {
   fake_.desired = {Desired("job-3", 1, "long")};
   auto d = NewDaemon();
-  ASSERT_TRUE(TickUntil(*d, [&] {
-    return fake_.Last("job-3/1").phase() == v1::AttemptStatus::RUNNING;
-  }));
+  ASSERT_TRUE(
+      TickUntil(*d, [&] { return fake_.Last("job-3/1").phase() == v1::AttemptStatus::RUNNING; }));
   const pid_t pid = fake_.Last("job-3/1").pid();
   fake_.desired.clear();  // cancelled
   ASSERT_TRUE(TickUntil(*d, [&] { return Exited("job-3/1"); }));
@@ -326,9 +325,8 @@ TEST_F(DaemonTest, StopsAttemptsNoLongerDesired) {
 TEST_F(DaemonTest, ReRegistersAfterNotFoundWhileTrainersKeepRunning) {
   fake_.desired = {Desired("job-4", 1, "long")};
   auto d = NewDaemon();
-  ASSERT_TRUE(TickUntil(*d, [&] {
-    return fake_.Last("job-4/1").phase() == v1::AttemptStatus::RUNNING;
-  }));
+  ASSERT_TRUE(
+      TickUntil(*d, [&] { return fake_.Last("job-4/1").phase() == v1::AttemptStatus::RUNNING; }));
   const pid_t pid = fake_.Last("job-4/1").pid();
   {
     absl::MutexLock l(&fake_.mu);
@@ -354,9 +352,8 @@ TEST_F(DaemonTest, ReRegistersAfterNotFoundWhileTrainersKeepRunning) {
 TEST_F(DaemonTest, RefusedIncarnationStartsOverAsANewWorker) {
   fake_.desired = {Desired("job-6", 1, "long")};
   auto d = NewDaemon();
-  ASSERT_TRUE(TickUntil(*d, [&] {
-    return fake_.Last("job-6/1").phase() == v1::AttemptStatus::RUNNING;
-  }));
+  ASSERT_TRUE(
+      TickUntil(*d, [&] { return fake_.Last("job-6/1").phase() == v1::AttemptStatus::RUNNING; }));
   const pid_t pid = fake_.Last("job-6/1").pid();
   {
     absl::MutexLock l(&fake_.mu);
@@ -475,9 +472,8 @@ TEST_F(DaemonTest, BadDesiredAttemptsAreReportedAsExitsNotCrashes) {
 TEST_F(DaemonTest, KeepsRunningAnAttemptWhoseLaterRepliesOmitTheSpec) {
   fake_.desired = {Desired("job-13", 1, "long")};
   auto d = NewDaemon();
-  ASSERT_TRUE(TickUntil(*d, [&] {
-    return fake_.Last("job-13/1").phase() == v1::AttemptStatus::RUNNING;
-  }));
+  ASSERT_TRUE(
+      TickUntil(*d, [&] { return fake_.Last("job-13/1").phase() == v1::AttemptStatus::RUNNING; }));
   const pid_t pid = fake_.Last("job-13/1").pid();
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(d->Tick().ok());
   EXPECT_EQ(fake_.Last("job-13/1").phase(), v1::AttemptStatus::RUNNING);
@@ -563,8 +559,7 @@ TEST_F(DaemonTest, ShutdownStopsTrainersAndReportsTheirExit) {
   absl::Status run_status = absl::UnknownError("not returned");
   std::thread t([&] { run_status = d->Run(); });
   absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (fake_.Last("job-10/1").phase() != v1::AttemptStatus::RUNNING &&
-         absl::Now() < deadline) {
+  while (fake_.Last("job-10/1").phase() != v1::AttemptStatus::RUNNING && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   ASSERT_EQ(fake_.Last("job-10/1").phase(), v1::AttemptStatus::RUNNING);

@@ -59,8 +59,7 @@ std::string DiscoverCuda(const std::string& library, std::vector<v1::Device>* ou
   DriverLibrary lib(library);
   if (!lib.loaded()) {
     const char* err = ::dlerror();
-    return absl::StrCat("no CUDA driver: cannot load ", library, ": ",
-                        err ? err : "unknown error");
+    return absl::StrCat("no CUDA driver: cannot load ", library, ": ", err ? err : "unknown error");
   }
   auto init = lib.Get<CuInit>("cuInit");
   auto get_count = lib.Get<CuDeviceGetCount>("cuDeviceGetCount");
@@ -115,8 +114,7 @@ std::string DiscoverCuda(const std::string& library, std::vector<v1::Device>* ou
     out->push_back(std::move(d));
     ++found;
   }
-  return absl::StrCat(found, " CUDA device", found == 1 ? "" : "s", " via ", library,
-                      skipped);
+  return absl::StrCat(found, " CUDA device", found == 1 ? "" : "s", " via ", library, skipped);
 }
 
 }  // namespace
@@ -135,13 +133,10 @@ DeviceInventory DiscoverDevices(const DeviceOptions& options) {
     d.set_cores(cores);
     inv.devices.push_back(std::move(d));
   }
-  inv.cuda_note = options.discover_cuda
-                      ? DiscoverCuda(options.cuda_driver_library, &inv.devices)
-                      : "CUDA discovery disabled";
+  inv.cuda_note = options.discover_cuda ? DiscoverCuda(options.cuda_driver_library, &inv.devices)
+                                        : "CUDA discovery disabled";
   return inv;
 }
-
-
 
 int CountDevices(const std::vector<v1::Device>& devices, const std::string& kind) {
   int n = 0;

@@ -17,8 +17,7 @@ TEST(DevicesTest, CpuReplicasComeFromOptions) {
   o.discover_cuda = false;
   DeviceInventory inv = DiscoverDevices(o);
   ASSERT_EQ(inv.devices.size(), 3u);
-  const int64_t host_memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
-                              sysconf(_SC_PAGESIZE);
+  const int64_t host_memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(inv.devices[i].kind(), "cpu");
     EXPECT_EQ(inv.devices[i].index(), i);
@@ -85,8 +84,7 @@ TEST(DevicesTest, RealDriverIfAny) {
     EXPECT_EQ(d.index(), expected_index++);
     EXPECT_FALSE(d.name().empty());
     EXPECT_GT(d.memory_bytes(), int64_t{1} << 30);  // every supported GPU has > 1 GiB
-    EXPECT_TRUE(std::regex_match(d.compute_capability(), capability))
-        << d.compute_capability();
+    EXPECT_TRUE(std::regex_match(d.compute_capability(), capability)) << d.compute_capability();
   }
 }
 

@@ -154,8 +154,7 @@ absl::StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(
     return absl::FailedPreconditionError(
         in_dir ? absl::StrCat("cannot enter working directory ", options.work_dir, ": ",
                               std::strerror(child_errno))
-               : absl::StrCat("cannot run ", options.binary, ": ",
-                              std::strerror(child_errno)));
+               : absl::StrCat("cannot run ", options.binary, ": ", std::strerror(child_errno)));
   }
 
   std::unique_ptr<TrainerProcess> p(new TrainerProcess());
@@ -195,8 +194,7 @@ TrainerState TrainerProcess::State() const {
   return state_;
 }
 
-std::vector<TrainerLogLine> TrainerProcess::LogsSince(int64_t after_seq,
-                                                      size_t max_lines) const {
+std::vector<TrainerLogLine> TrainerProcess::LogsSince(int64_t after_seq, size_t max_lines) const {
   absl::MutexLock l(&mu_);
   std::vector<TrainerLogLine> out;
   if (logs_.empty()) return out;
@@ -251,7 +249,8 @@ void TrainerProcess::HandleLine(int which, std::string line) {
     jo.ignore_unknown_fields = true;  // a newer trainer may add fields
     if (google::protobuf::util::JsonStringToMessage(line, &ev, jo).ok() &&
         ev.event_case() != v1::TrainerEvent::EVENT_NOT_SET) {
-      if (ev.event_case() == v1::TrainerEvent::kStep && options_.on_step) options_.on_step(ev.step());
+      if (ev.event_case() == v1::TrainerEvent::kStep && options_.on_step)
+        options_.on_step(ev.step());
       absl::MutexLock l(&mu_);
       state_.reported = true;
       switch (ev.event_case()) {
@@ -311,8 +310,8 @@ std::string TrainerProcess::ExitReason(int status) const {
                     : absl::StrCat("stopped on request (exit code ", code, ")");
   }
   if (signaled) {
-    std::string r = absl::StrFormat("killed by signal %d (%s)", WTERMSIG(status),
-                                    strsignal(WTERMSIG(status)));
+    std::string r =
+        absl::StrFormat("killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
     if (!last_stderr_.empty()) absl::StrAppend(&r, "; last output: ", last_stderr_);
     return r;
   }

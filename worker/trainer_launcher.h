@@ -68,9 +68,9 @@ struct TrainerProcessOptions {
 };
 
 struct TrainerLogLine {
-  int64_t seq = 0;       // 1, 2, ... per process
-  int64_t time_ms = 0;   // Unix time the line was read
-  std::string text;      // without the newline
+  int64_t seq = 0;      // 1, 2, ... per process
+  int64_t time_ms = 0;  // Unix time the line was read
+  std::string text;     // without the newline
 };
 
 // A snapshot of what the child has reported so far.
@@ -80,12 +80,12 @@ struct TrainerState {
   bool reported = false;
   bool stop_requested = false;
   bool has_progress = false;
-  v1::StepProgress progress;           // the latest step event
-  std::vector<v1::EpochResult> epochs; // every epoch event, in order
+  v1::StepProgress progress;            // the latest step event
+  std::vector<v1::EpochResult> epochs;  // every epoch event, in order
   bool has_result = false;
   v1::TrainResult result;
-  std::string error;                   // the {"error": ...} message, if any
-  int64_t last_log_seq = 0;            // highest sequence number so far
+  std::string error;         // the {"error": ...} message, if any
+  int64_t last_log_seq = 0;  // highest sequence number so far
   // Set once the child has exited and its output has been read to the end.
   bool exited = false;
   int exit_code = 0;

@@ -16,8 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "config/config.h"
-#include "jobspec/job_spec_binary.h"
 #include "gtest/gtest.h"
+#include "jobspec/job_spec_binary.h"
 
 namespace yoke::worker {
 namespace {
@@ -82,8 +82,8 @@ bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout) {
 TEST(TrainerProcessTest, RealTrainerRunsTinyJobToTheEnd) {
   std::string dir = TempDir();
   // 640 examples at batch 64: 10 steps per epoch, 2 epochs.
-  std::string spec = WriteMlpSpec(dir, {"data.train.num_examples=640",
-                                        "data.test.num_examples=500", "training.epochs=2"});
+  std::string spec = WriteMlpSpec(
+      dir, {"data.train.num_examples=640", "data.test.num_examples=500", "training.epochs=2"});
   TrainerProcessOptions o;
   o.binary = BinDir() + "/yoke-trainer";
   o.args = {"--spec-file", spec, "--output", "events"};
@@ -126,8 +126,7 @@ TEST(TrainerProcessTest, StopEndsARunningTrainerWithinTheGrace) {
   // Wait until it trains (its first event comes from the training loop,
   // after its signal handler is installed), so SIGTERM reaches the trainer's
   // own handler rather than killing it during start-up.
-  ASSERT_TRUE(WaitFor([&] { return p->State().reported; }, absl::Seconds(60)))
-      << AllLogs(*p);
+  ASSERT_TRUE(WaitFor([&] { return p->State().reported; }, absl::Seconds(60))) << AllLogs(*p);
   const pid_t pid = p->pid();
   const absl::Duration grace = absl::Seconds(10);
   absl::Time t0 = absl::Now();
@@ -137,7 +136,7 @@ TEST(TrainerProcessTest, StopEndsARunningTrainerWithinTheGrace) {
   TrainerState s = p->State();
   EXPECT_EQ(s.exit_code, 128 + SIGTERM) << s.reason;  // the trainer's own exit on SIGTERM
   EXPECT_NE(s.reason.find("stopped on request"), std::string::npos) << s.reason;
-  EXPECT_TRUE(s.has_result);  // a stopped trainer still reports what it did
+  EXPECT_TRUE(s.has_result);    // a stopped trainer still reports what it did
   EXPECT_EQ(kill(pid, 0), -1);  // gone, and reaped
 }
 
@@ -203,17 +202,16 @@ TEST(TrainerProcessTest, SpecFromStdinIsReadWithinTheBound) {
   std::string spec = WriteMlpSpec(dir, {"data.train.images=/nonexistent/images.gz"});
   const std::string trainer = BinDir() + "/yoke-trainer";
   // The spec parsed: what fails is the dataset it names, on this machine.
-  auto p = StartOrDie(Shell(absl::StrCat("exec ", trainer, " --spec-file - --output events < ",
-                                         spec)));
+  auto p =
+      StartOrDie(Shell(absl::StrCat("exec ", trainer, " --spec-file - --output events < ", spec)));
   ASSERT_NE(p, nullptr);
   ASSERT_TRUE(p->WaitForExit(absl::Seconds(30)));
   EXPECT_EQ(p->State().exit_code, 2) << p->State().reason;
   EXPECT_NE(p->State().reason.find("/nonexistent/images.gz"), std::string::npos)
       << p->State().reason;
 
-  p = StartOrDie(Shell(absl::StrCat("head -c ", common::kMaxJobSpecBytes + 1,
-                                    " /dev/zero | exec ", trainer,
-                                    " --spec-file - --output events")));
+  p = StartOrDie(Shell(absl::StrCat("head -c ", common::kMaxJobSpecBytes + 1, " /dev/zero | exec ",
+                                    trainer, " --spec-file - --output events")));
   ASSERT_NE(p, nullptr);
   ASSERT_TRUE(p->WaitForExit(absl::Seconds(30)));
   EXPECT_EQ(p->State().exit_code, 2) << p->State().reason;
@@ -237,8 +235,7 @@ TEST(TrainerProcessTest, MultiRankWorldWithoutRendezvousIsRefusedClearly) {
   TrainerState s = p->State();
   EXPECT_EQ(s.exit_code, 2);
   EXPECT_NE(s.reason.find("--coordinator HOST:PORT"), std::string::npos) << s.reason;
-  EXPECT_NE(s.reason.find("--job-id"), std::string::npos)
-      << s.reason;
+  EXPECT_NE(s.reason.find("--job-id"), std::string::npos) << s.reason;
 }
 
 TEST(TrainerProcessTest, ChildIgnoringSigtermIsKilledAfterTheGrace) {
@@ -261,15 +258,15 @@ TEST(TrainerProcessTest, ChildIgnoringSigtermIsKilledAfterTheGrace) {
 }
 
 TEST(TrainerProcessTest, ParsesEventLinesAndKeepsOtherOutputAsLogs) {
-  auto p = StartOrDie(Shell(
-      "echo '{\"info\": \"hello\"}';"
-      "echo '{\"step\": {\"step\": \"7\", \"loss\": 0.5, \"new_field\": 1}}';"
-      "echo 'plain stdout';"
-      "echo '{not json';"
-      "echo '{\"epoch\": {\"epoch\": 1, \"test_accuracy\": 0.75}}';"
-      "echo 'to stderr' >&2;"
-      "echo '{\"error\": \"boom\"}';"
-      "exit 1"));
+  auto p =
+      StartOrDie(Shell("echo '{\"info\": \"hello\"}';"
+                       "echo '{\"step\": {\"step\": \"7\", \"loss\": 0.5, \"new_field\": 1}}';"
+                       "echo 'plain stdout';"
+                       "echo '{not json';"
+                       "echo '{\"epoch\": {\"epoch\": 1, \"test_accuracy\": 0.75}}';"
+                       "echo 'to stderr' >&2;"
+                       "echo '{\"error\": \"boom\"}';"
+                       "exit 1"));
   ASSERT_NE(p, nullptr);
   ASSERT_TRUE(p->WaitForExit(absl::Seconds(10)));
   TrainerState s = p->State();
@@ -349,8 +346,7 @@ TEST(TrainerProcessTest, StartFailuresAreReported) {
   auto p = TrainerProcess::Start(o);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(p.status().message().find("cannot run /nonexistent/yoke-trainer"),
-            std::string::npos)
+  EXPECT_NE(p.status().message().find("cannot run /nonexistent/yoke-trainer"), std::string::npos)
       << p.status();
 
   o = Shell("true");

@@ -31,8 +31,9 @@ TEST(TrainerOomTest, ActivationsThatDoNotFitExitOneWithTheLayer) {
   // The first layer's output is (4096, 28, 28, 262144) f32, 3.4 TB: the
   // kernel refuses it at once unless it overcommits blindly (mode 1), where
   // the allocation would succeed and the step would really use the memory.
-  if (Overcommit() == "1") GTEST_SKIP() << "vm.overcommit_memory is 1: a 3.4 TB allocation "
-                                           "would succeed, and the test would exhaust memory";
+  if (Overcommit() == "1")
+    GTEST_SKIP() << "vm.overcommit_memory is 1: a 3.4 TB allocation "
+                    "would succeed, and the test would exhaust memory";
   char tmpl[] = "/tmp/yoke_trainer_oom_XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   const char* source_dir = std::getenv("YOKE_SOURCE_DIR");

@@ -44,16 +44,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "config/daemon_config.h"
-#include "security/certs.h"
 #include "common/flags.h"
-#include "net/http_server.h"
-#include "security/tls_credentials.h"
 #include "common/logging.h"
 #include "common/port_range.h"
 #include "common/self_dir.h"
 #include "common/status.h"
+#include "config/daemon_config.h"
+#include "net/http_server.h"
 #include "proto/yoke/v1/config.pb.h"
+#include "security/certs.h"
+#include "security/tls_credentials.h"
 #include "worker/address.h"
 #include "worker/daemon.h"
 #include "worker/devices.h"
@@ -170,8 +170,9 @@ int main(int argc, char** argv) {
     }
   }
   if (cfg.tls_dir().empty() && !cfg.insecure()) {
-    return Fail("no TLS credentials: pass --tls-dir DIR (ca.crt, tls.crt, tls.key from `yoke "
-                "certs issue --role worker --name ID`), or --insecure for development");
+    return Fail(
+        "no TLS credentials: pass --tls-dir DIR (ca.crt, tls.crt, tls.key from `yoke "
+        "certs issue --role worker --name ID`), or --insecure for development");
   }
   if (!cfg.tls_dir().empty() && cfg.insecure()) return Fail("--tls-dir and --insecure: choose one");
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
@@ -187,8 +188,8 @@ int main(int argc, char** argv) {
     return Fail(absl::StrCat("cpu_replicas: must be >= 0, got ", cfg.cpu_replicas()));
   }
   if (::access(cfg.trainer_path().c_str(), X_OK) != 0) {
-    return Fail(absl::StrCat("trainer_path: cannot execute ", cfg.trainer_path(),
-                             " (set --trainer)"));
+    return Fail(
+        absl::StrCat("trainer_path: cannot execute ", cfg.trainer_path(), " (set --trainer)"));
   }
   std::error_code ec;
   std::filesystem::create_directories(cfg.work_dir(), ec);
@@ -229,8 +230,7 @@ int main(int argc, char** argv) {
   opts.trainer_path = cfg.trainer_path();
   opts.trainer_args = {"--log-level", cfg.log_level() == "debug" ? "debug" : "info"};
   if (!cfg.data_ports().empty()) {
-    absl::StatusOr<yoke::common::PortRange> range =
-        yoke::common::ParsePortRange(cfg.data_ports());
+    absl::StatusOr<yoke::common::PortRange> range = yoke::common::ParsePortRange(cfg.data_ports());
     if (!range.ok()) return Fail(std::string(range.status().message()));
     opts.trainer_args.insert(opts.trainer_args.end(), {"--data-ports", range->ToString()});
   }
@@ -238,20 +238,21 @@ int main(int argc, char** argv) {
   opts.stop_grace = absl::Milliseconds(cfg.stop_grace_ms());
   opts.tls_ca_path = tls_ca_path;
   if (cfg.insecure()) {
-    spdlog::warn("--insecure: plaintext to {}, and the coordinator cannot tell this worker from "
-                 "any other client. Development only.",
-                 cfg.coordinator());
+    spdlog::warn(
+        "--insecure: plaintext to {}, and the coordinator cannot tell this worker from "
+        "any other client. Development only.",
+        cfg.coordinator());
   }
 
   yoke::worker::WorkerMetrics metrics;
   std::unique_ptr<yoke::common::HttpServer> http;
   if (!cfg.metrics_listen().empty() && cfg.metrics_listen() != "off") {
     std::vector<std::pair<std::string, yoke::common::HttpHandler>> routes;
-    routes.push_back({"/metrics", [&metrics](const yoke::common::HttpRequest&) {
-                        return yoke::common::HttpResponse{
-                            200, "text/plain; version=0.0.4; charset=utf-8", metrics.Exposition(),
-                            {}};
-                      }});
+    routes.push_back(
+        {"/metrics", [&metrics](const yoke::common::HttpRequest&) {
+           return yoke::common::HttpResponse{
+               200, "text/plain; version=0.0.4; charset=utf-8", metrics.Exposition(), {}};
+         }});
     auto h = yoke::common::HttpServer::Start(cfg.metrics_listen(), std::move(routes));
     if (!h.ok()) return Fail(absl::StrCat("metrics_listen: ", h.status().message()));
     http = std::move(*h);

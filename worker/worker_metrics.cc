@@ -2,12 +2,12 @@
 
 #include <vector>
 
-#include "telemetry/train_metrics.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
+#include "telemetry/train_metrics.h"
 
 namespace yoke::worker {
 namespace {
@@ -24,12 +24,14 @@ WorkerMetrics::WorkerMetrics(absl::Duration expire_after)
   prometheus::Registry& r = *registry_;
   step_seconds_ = &Family(prometheus::BuildHistogram(), "yoke_step_seconds",
                           "Training step time (data, forward, backward, allreduce, optimizer).", r);
-  samples_per_second_ = &Family(prometheus::BuildGauge(), "yoke_samples_per_second",
-                                "Training throughput of the whole job, over the last log window.", r);
+  samples_per_second_ =
+      &Family(prometheus::BuildGauge(), "yoke_samples_per_second",
+              "Training throughput of the whole job, over the last log window.", r);
   data_wait_ = &Family(prometheus::BuildGauge(), "yoke_data_wait_seconds",
                        "Mean time per step waiting for the input pipeline (last log window).", r);
-  allreduce_ = &Family(prometheus::BuildGauge(), "yoke_allreduce_seconds",
-                       "Mean gradient allreduce time per step, hidden or not (last log window).", r);
+  allreduce_ =
+      &Family(prometheus::BuildGauge(), "yoke_allreduce_seconds",
+              "Mean gradient allreduce time per step, hidden or not (last log window).", r);
   allreduce_exposed_ =
       &Family(prometheus::BuildGauge(), "yoke_allreduce_exposed_seconds",
               "Mean time per step waiting for the allreduce after backward (last log window).", r);
@@ -46,13 +48,16 @@ void WorkerMetrics::OnStep(const std::string& job, int rank, const v1::StepProgr
   auto key = std::make_pair(job, rank);
   auto it = series_.find(key);
   if (it == series_.end()) {
-    const prometheus::Labels labels = {{"job", job}, {"rank", std::to_string(rank)},
-                                       {"role", "worker"}};
+    const prometheus::Labels labels = {
+        {"job", job}, {"rank", std::to_string(rank)}, {"role", "worker"}};
     prometheus::Histogram::BucketBoundaries bounds(common::kStepSecondsBuckets.begin(),
                                                    common::kStepSecondsBuckets.end());
-    Series s{&step_seconds_->Add(labels, bounds), &samples_per_second_->Add(labels),
-             &data_wait_->Add(labels),          &allreduce_->Add(labels),
-             &allreduce_exposed_->Add(labels),  &loss_->Add(labels),
+    Series s{&step_seconds_->Add(labels, bounds),
+             &samples_per_second_->Add(labels),
+             &data_wait_->Add(labels),
+             &allreduce_->Add(labels),
+             &allreduce_exposed_->Add(labels),
+             &loss_->Add(labels),
              &epoch_->Add(labels)};
     it = series_.emplace(key, s).first;
   }
@@ -60,7 +65,8 @@ void WorkerMetrics::OnStep(const std::string& job, int rank, const v1::StepProgr
   s.ended = absl::InfiniteFuture();  // a new attempt of the same job and rank
   const int n_buckets = static_cast<int>(common::kStepSecondsBuckets.size()) + 1;
   if (p.window_steps() > 0 && p.step_seconds_histogram_size() == n_buckets) {
-    std::vector<double> counts(p.step_seconds_histogram().begin(), p.step_seconds_histogram().end());
+    std::vector<double> counts(p.step_seconds_histogram().begin(),
+                               p.step_seconds_histogram().end());
     s.step_seconds->ObserveMultiple(counts, p.step_seconds());
     const double n = static_cast<double>(p.window_steps());
     s.data_wait->Set(p.data_wait_seconds() / n);
@@ -69,9 +75,8 @@ void WorkerMetrics::OnStep(const std::string& job, int rank, const v1::StepProgr
   }
   s.samples_per_second->Set(p.samples_per_second());
   s.loss->Set(p.loss());
-  const double frac = p.steps_per_epoch() > 0
-                          ? static_cast<double>(p.step_in_epoch()) / p.steps_per_epoch()
-                          : 0.0;
+  const double frac =
+      p.steps_per_epoch() > 0 ? static_cast<double>(p.step_in_epoch()) / p.steps_per_epoch() : 0.0;
   s.epoch->Set(static_cast<double>(p.epoch()) + 1.0 + (frac < 1.0 ? frac : 0.0));
 }
 

@@ -1,7 +1,7 @@
 // The worker's Prometheus metrics: what its trainers report at every log
 // step (v1::StepProgress), one series set per running trainer, labelled
 // job, rank (the trainer's first rank) and role ("worker": a data-parallel
-// rank). docs/metrics.md lists them.
+// rank). docs/observability.md lists them.
 //
 // Gauges are the means per step over the trainer's last log window; the
 // step histogram counts every step. A trainer's series are removed

@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "telemetry/train_metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "telemetry/train_metrics.h"
 
 namespace yoke::worker {
 namespace {
@@ -58,10 +58,13 @@ TEST(WorkerMetricsTest, AWindowsMeansArePerStep) {
   WorkerMetrics m;
   m.OnStep("j", 0, Window(4, 0.02, 0.001, 0.008, 0.002));
   const std::string text = m.Exposition();
-  EXPECT_THAT(text, HasSubstr("yoke_data_wait_seconds{job=\"j\",rank=\"0\",role=\"worker\"} 0.001"));
-  EXPECT_THAT(text, HasSubstr("yoke_allreduce_seconds{job=\"j\",rank=\"0\",role=\"worker\"} 0.008"));
   EXPECT_THAT(text,
-              HasSubstr("yoke_allreduce_exposed_seconds{job=\"j\",rank=\"0\",role=\"worker\"} 0.002"));
+              HasSubstr("yoke_data_wait_seconds{job=\"j\",rank=\"0\",role=\"worker\"} 0.001"));
+  EXPECT_THAT(text,
+              HasSubstr("yoke_allreduce_seconds{job=\"j\",rank=\"0\",role=\"worker\"} 0.008"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("yoke_allreduce_exposed_seconds{job=\"j\",rank=\"0\",role=\"worker\"} 0.002"));
 }
 
 TEST(WorkerMetricsTest, SeriesOfAnEndedTrainerExpire) {

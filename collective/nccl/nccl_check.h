@@ -43,7 +43,7 @@ inline absl::Status NcclErrorToStatus(ncclResult_t r, const char* call, const ch
 #define NCCL_RETURN_IF_ERROR(call)                                                \
   do {                                                                            \
     ::absl::Status _yoke_nccl_status =                                            \
-        ::yoke::collective::NcclErrorToStatus((call), #call, __FILE__, __LINE__);     \
+        ::yoke::collective::NcclErrorToStatus((call), #call, __FILE__, __LINE__); \
     if (!_yoke_nccl_status.ok()) return _yoke_nccl_status;                        \
   } while (0)
 

@@ -72,8 +72,14 @@ class NcclComm : public NcclCommunicator {
  public:
   NcclComm(Store* store, int rank, int size, int device, ncclComm_t comm, cudaStream_t stream,
            float* scratch, const NcclOptions& options)
-      : store_(store), rank_(rank), size_(size), device_(device), options_(options),
-        stream_(stream), scratch_(scratch), comm_(comm) {
+      : store_(store),
+        rank_(rank),
+        size_(size),
+        device_(device),
+        options_(options),
+        stream_(stream),
+        scratch_(scratch),
+        comm_(comm) {
     watchdog_ = std::thread([this] { Watch(); });
     listener_ = std::make_unique<HangListener>(
         store_, rank_, options_.hang_poll,
@@ -139,7 +145,8 @@ class NcclComm : public NcclCommunicator {
                  absl::StrCat("allreduce ", buf.count, " ", DataTypeName(buf.dtype),
                               o.op == ReduceOp::kSum ? " sum" : " average"),
                  [buf, red](ncclComm_t c, cudaStream_t s) {
-                   return ncclAllReduce(buf.data, buf.data, buf.count, NcclType(buf.dtype), red, c, s);
+                   return ncclAllReduce(buf.data, buf.data, buf.count, NcclType(buf.dtype), red, c,
+                                        s);
                  });
   }
 
@@ -150,11 +157,12 @@ class NcclComm : public NcclCommunicator {
           absl::StrCat("broadcast: root: must be in [0, ", size_, "), got ", root));
     }
     if (!s.ok()) return std::make_unique<FailedWork>(s, 0);
-    return Issue("broadcast", o,
-                 absl::StrCat("broadcast ", buf.count, " ", DataTypeName(buf.dtype), " root ", root),
-                 [buf, root](ncclComm_t c, cudaStream_t s) {
-                   return ncclBroadcast(buf.data, buf.data, buf.count, NcclType(buf.dtype), root, c, s);
-                 });
+    return Issue(
+        "broadcast", o,
+        absl::StrCat("broadcast ", buf.count, " ", DataTypeName(buf.dtype), " root ", root),
+        [buf, root](ncclComm_t c, cudaStream_t s) {
+          return ncclBroadcast(buf.data, buf.data, buf.count, NcclType(buf.dtype), root, c, s);
+        });
   }
 
   std::unique_ptr<Work> Allgather(Buffer in, Buffer out, const Options& o) override {
@@ -207,7 +215,8 @@ class NcclComm : public NcclCommunicator {
     if (b.device != DeviceKind::kCuda || b.device_index != device_) {
       return absl::InvalidArgumentError(absl::StrCat(
           op, ": ", arg, ".device: this nccl communicator takes CUDA:", device_, " buffers, got ",
-          b.device == DeviceKind::kCpu ? std::string("CPU") : absl::StrCat("CUDA:", b.device_index)));
+          b.device == DeviceKind::kCpu ? std::string("CPU")
+                                       : absl::StrCat("CUDA:", b.device_index)));
     }
     if (b.count < 0 || (b.count > 0 && b.data == nullptr)) {
       return absl::InvalidArgumentError(
@@ -220,8 +229,10 @@ class NcclComm : public NcclCommunicator {
   std::unique_ptr<Work> Issue(const char* name, const Options& o, std::string signature,
                               Call call) {
     if (o.timeout <= absl::ZeroDuration()) {
-      return std::make_unique<FailedWork>(absl::InvalidArgumentError(absl::StrCat(
-          name, ": timeout: must be > 0, got ", absl::FormatDuration(o.timeout))), 0);
+      return std::make_unique<FailedWork>(
+          absl::InvalidArgumentError(
+              absl::StrCat(name, ": timeout: must be > 0, got ", absl::FormatDuration(o.timeout))),
+          0);
     }
     auto op = std::make_shared<NcclOp>();
     op->seq = issued_.load() + 1;
@@ -267,8 +278,7 @@ class NcclComm : public NcclCommunicator {
     if (e == cudaSuccess) {
       FinishLocked(op, absl::OkStatus());
     } else {
-      BreakLocked(
-          engine::cuda::CudaErrorToStatus(e, "cudaEventQuery(op)", __FILE__, __LINE__));
+      BreakLocked(engine::cuda::CudaErrorToStatus(e, "cudaEventQuery(op)", __FILE__, __LINE__));
     }
     return op->finished ? op->status : broken_;
   }
@@ -307,7 +317,8 @@ class NcclComm : public NcclCommunicator {
           inflight_.pop_front();
         }
         if (!broken_.ok()) continue;
-        if (!inflight_.empty() && absl::Now() > inflight_.front()->deadline) late = inflight_.front();
+        if (!inflight_.empty() && absl::Now() > inflight_.front()->deadline)
+          late = inflight_.front();
         ncclResult_t async = ncclSuccess;
         if (comm_ != nullptr && ncclCommGetAsyncError(comm_, &async) == ncclSuccess &&
             async != ncclSuccess && async != ncclInProgress) {
@@ -342,7 +353,7 @@ class NcclComm : public NcclCommunicator {
   const int device_;
   const NcclOptions options_;
   const cudaStream_t stream_;
-  float* const scratch_;  // one float on the device, for Barrier
+  float* const scratch_;              // one float on the device, for Barrier
   cudaEvent_t wait_event_ = nullptr;  // owning thread only
   std::atomic<int64_t> issued_{0};
   std::atomic<int64_t> completed_{0};
@@ -384,13 +395,15 @@ absl::StatusOr<std::vector<std::unique_ptr<NcclCommunicator>>> CreateNcclCommuni
     const NcclOptions& options) {
   if (store == nullptr) return absl::InvalidArgumentError("nccl: store: required");
   if (world_size <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("nccl: world_size: must be > 0, got ", world_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("nccl: world_size: must be > 0, got ", world_size));
   }
   const int n = static_cast<int>(devices.size());
   if (n == 0) return absl::InvalidArgumentError("nccl: devices: must not be empty");
   if (first_rank < 0 || first_rank + n > world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("nccl: ranks ", first_rank, "..", first_rank + n - 1,
-                                                   " must lie in [0, ", world_size, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("nccl: ranks ", first_rank, "..",
+                                                   first_rank + n - 1, " must lie in [0, ",
+                                                   world_size, ")"));
   }
   int count = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
@@ -409,13 +422,11 @@ absl::StatusOr<std::vector<std::unique_ptr<NcclCommunicator>>> CreateNcclCommuni
     init = engine::cuda::CudaErrorToStatus(cudaSetDevice(devices[i]), "cudaSetDevice", __FILE__,
                                            __LINE__);
     if (init.ok()) {
-      init = NcclErrorToStatus(
-          ncclCommInitRank(&comms[i], world_size, id, first_rank + i), "ncclCommInitRank", __FILE__,
-          __LINE__);
+      init = NcclErrorToStatus(ncclCommInitRank(&comms[i], world_size, id, first_rank + i),
+                               "ncclCommInitRank", __FILE__, __LINE__);
     }
   }
-  const absl::Status end =
-      NcclErrorToStatus(ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__);
+  const absl::Status end = NcclErrorToStatus(ncclGroupEnd(), "ncclGroupEnd", __FILE__, __LINE__);
   if (init.ok()) init = end;
   auto cleanup = [&] {
     for (ncclComm_t c : comms) {

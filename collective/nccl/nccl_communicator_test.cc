@@ -65,17 +65,18 @@ TEST(NcclTest, SingleRankAllreduceBroadcastAllgatherBarrier) {
   ASSERT_TRUE(c.Broadcast(buf, 0, {})->Wait().ok());
   float* gathered = nullptr;
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&gathered), n * sizeof(float)), cudaSuccess);
-  ASSERT_TRUE(c.Allgather(buf, Buffer{gathered, n, DataType::kF32, DeviceKind::kCuda, 0}, {})
-                  ->Wait()
-                  .ok());
+  ASSERT_TRUE(
+      c.Allgather(buf, Buffer{gathered, n, DataType::kF32, DeviceKind::kCuda, 0}, {})->Wait().ok());
   ASSERT_TRUE(c.Barrier({})->Wait().ok());
   EXPECT_EQ(c.completed_seq(), 4);
   std::vector<float> back(n);
-  ASSERT_EQ(cudaMemcpy(back.data(), gathered, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(back.data(), gathered, n * sizeof(float), cudaMemcpyDeviceToHost),
+            cudaSuccess);
   EXPECT_EQ(back, host);
 
   // CPU buffers and wire compression are refused.
-  EXPECT_EQ(c.Allreduce(Buffer{host.data(), n}, {})->Wait().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.Allreduce(Buffer{host.data(), n}, {})->Wait().code(),
+            absl::StatusCode::kInvalidArgument);
   AllreduceOptions f16;
   f16.wire = DataType::kF16;
   EXPECT_EQ(c.Allreduce(buf, f16)->Wait().code(), absl::StatusCode::kUnimplemented);

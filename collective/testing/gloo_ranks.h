@@ -15,7 +15,7 @@ namespace yoke::collective::testing {
 
 // Creates `n` communicators (one per thread, as bootstrap needs) on `store`.
 inline std::vector<std::unique_ptr<Communicator>> ConnectGloo(int n, Store* store,
-                                                             const GlooOptions& o = {}) {
+                                                              const GlooOptions& o = {}) {
   std::vector<std::unique_ptr<Communicator>> comms(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {

@@ -1,6 +1,6 @@
 // Listing an image folder (root/<class>/**/*.{jpg,jpeg,png}) without
 // decoding anything: the rules data::ImageFolderDataset opens by, kept here,
-// in common/, so that `yoke validate --data` (the client) and the
+// in data/listing/, so that `yoke validate --data` (the client) and the
 // coordinator's submit check, which do not link data/, find exactly the
 // errors the trainer would, with the same messages.
 //

@@ -24,8 +24,8 @@ void Map(const float* __restrict x, float* __restrict y, int64_t n, F f) {
 
 // dx[i] = g(a[i], dy[i]) over n elements, `a` being x or y as g needs.
 template <typename G>
-void Map2(const float* __restrict a, const float* __restrict dy, float* __restrict dx,
-          int64_t n, G g) {
+void Map2(const float* __restrict a, const float* __restrict dy, float* __restrict dx, int64_t n,
+          G g) {
 #pragma omp parallel for simd if (n > kParallelThreshold)
   for (int64_t i = 0; i < n; ++i) dx[i] = g(a[i], dy[i]);
 }
@@ -34,17 +34,21 @@ void Map2(const float* __restrict a, const float* __restrict dy, float* __restri
 
 const char* ActivationLayer::type() const {
   switch (kind_) {
-    case Kind::kRelu: return "relu";
-    case Kind::kLeakyRelu: return "leaky_relu";
-    case Kind::kSigmoid: return "sigmoid";
-    case Kind::kTanh: return "tanh";
-    case Kind::kGelu: return "gelu";
+    case Kind::kRelu:
+      return "relu";
+    case Kind::kLeakyRelu:
+      return "leaky_relu";
+    case Kind::kSigmoid:
+      return "sigmoid";
+    case Kind::kTanh:
+      return "tanh";
+    case Kind::kGelu:
+      return "gelu";
   }
   return "activation";
 }
 
-absl::StatusOr<Shape> ActivationLayer::Build(const std::vector<Shape>& inputs,
-                                             ParamSet* params) {
+absl::StatusOr<Shape> ActivationLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
   if (inputs.size() != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat(type(), " expects 1 input, got ", inputs.size()));
@@ -80,9 +84,8 @@ absl::Status ActivationLayer::Forward(const std::vector<const Tensor*>& in, Tens
   return absl::OkStatus();
 }
 
-absl::Status ActivationLayer::Backward(const std::vector<const Tensor*>& in,
-                                       const Tensor& out, const Tensor& dout,
-                                       const std::vector<Tensor*>& din,
+absl::Status ActivationLayer::Backward(const std::vector<const Tensor*>& in, const Tensor& out,
+                                       const Tensor& dout, const std::vector<Tensor*>& din,
                                        const LayerContext& ctx) {
   if (din[0] == nullptr) return absl::OkStatus();
   const float* x = in[0]->data<float>();

@@ -10,17 +10,16 @@ namespace {
 constexpr int64_t kParallelThreshold = 32768;  // elements
 }  // namespace
 
-absl::StatusOr<Shape> AddLayer::Build(const std::vector<Shape>& inputs,
-                                      ParamSet* params) {
+absl::StatusOr<Shape> AddLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
   if (inputs.size() < 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("add expects 2 or more inputs, got ", inputs.size()));
   }
   for (size_t i = 1; i < inputs.size(); ++i) {
     if (inputs[i] != inputs[0]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "add expects inputs of identical shape: input 0 is ", ShapeString(inputs[0]),
-          " but input ", i, " is ", ShapeString(inputs[i])));
+      return absl::InvalidArgumentError(
+          absl::StrCat("add expects inputs of identical shape: input 0 is ", ShapeString(inputs[0]),
+                       " but input ", i, " is ", ShapeString(inputs[i])));
     }
   }
   return inputs[0];
@@ -43,9 +42,8 @@ absl::Status AddLayer::Forward(const std::vector<const Tensor*>& in, Tensor* out
   return absl::OkStatus();
 }
 
-absl::Status AddLayer::Backward(const std::vector<const Tensor*>& in,
-                                const Tensor& out, const Tensor& dout,
-                                const std::vector<Tensor*>& din,
+absl::Status AddLayer::Backward(const std::vector<const Tensor*>& in, const Tensor& out,
+                                const Tensor& dout, const std::vector<Tensor*>& din,
                                 const LayerContext& ctx) {
   for (Tensor* d : din) {
     if (d != nullptr) std::memcpy(d->raw(), dout.raw(), dout.bytes());

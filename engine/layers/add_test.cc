@@ -12,8 +12,7 @@ TEST(AddTest, SumsThreeInputs) {
   ParamSet p;
   ASSERT_TRUE(layer.Build({{2}, {2}, {2}}, &p).ok());
   float a[] = {1, 2, 3, 4}, b[] = {10, 20, 30, 40}, c[] = {-1, 0.5f, 0, 100};
-  Tensor ta = Tensor::Wrap(a, {2, 2}), tb = Tensor::Wrap(b, {2, 2}),
-         tc = Tensor::Wrap(c, {2, 2});
+  Tensor ta = Tensor::Wrap(a, {2, 2}), tb = Tensor::Wrap(b, {2, 2}), tc = Tensor::Wrap(c, {2, 2});
   Tensor y = Tensor::Empty({2, 2});
   ASSERT_TRUE(layer.Forward({&ta, &tb, &tc}, &y, {}).ok());
   EXPECT_EQ(y.data<float>()[0], 10.0f);

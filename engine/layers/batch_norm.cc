@@ -9,13 +9,12 @@
 
 namespace yoke::engine {
 
-absl::StatusOr<Shape> BatchNormLayer::Build(const std::vector<Shape>& inputs,
-                                            ParamSet* params) {
+absl::StatusOr<Shape> BatchNormLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
   if (inputs.size() != 1 || inputs[0].empty() || NumElements(inputs[0]) == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "batch_norm expects 1 input with a channel (last) dimension, e.g. (H, W, C) "
-        "or (C), got ",
-        inputs.empty() ? std::string("none") : ShapeString(inputs[0])));
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch_norm expects 1 input with a channel (last) dimension, e.g. (H, W, C) "
+                     "or (C), got ",
+                     inputs.empty() ? std::string("none") : ShapeString(inputs[0])));
   }
   params_ = params;
   channels_ = inputs[0].back();
@@ -30,9 +29,8 @@ absl::StatusOr<Shape> BatchNormLayer::Build(const std::vector<Shape>& inputs,
 absl::StatusOr<BatchNormLayer::Cached*> BatchNormLayer::PlanFor(int64_t n) {
   Cached& c = plans_[n];
   if (c.plan == nullptr) {
-    ASSIGN_OR_RETURN(c.plan,
-                     cpu::BatchNormPlan::Create(n * (per_example_ / channels_), channels_,
-                                                epsilon_));
+    ASSIGN_OR_RETURN(
+        c.plan, cpu::BatchNormPlan::Create(n * (per_example_ / channels_), channels_, epsilon_));
   }
   return &c;
 }
@@ -46,8 +44,8 @@ absl::Status BatchNormLayer::Forward(const std::vector<const Tensor*>& in, Tenso
   float* running_mean = params_->state(mean_).data<float>();
   float* running_var = params_->state(var_).data<float>();
   if (!ctx.training) {
-    return c->plan->ForwardInference(x.data<float>(), gamma, beta, running_mean,
-                                     running_var, out->data<float>());
+    return c->plan->ForwardInference(x.data<float>(), gamma, beta, running_mean, running_var,
+                                     out->data<float>());
   }
   const float* bm;
   const float* bv;
@@ -58,8 +56,7 @@ absl::Status BatchNormLayer::Forward(const std::vector<const Tensor*>& in, Tenso
     bv = sync_var_.data();
     m = sync_rows_;
   } else {
-    RETURN_IF_ERROR(
-        c->plan->ForwardTraining(x.data<float>(), gamma, beta, out->data<float>()));
+    RETURN_IF_ERROR(c->plan->ForwardTraining(x.data<float>(), gamma, beta, out->data<float>()));
     bm = c->plan->batch_mean();
     bv = c->plan->batch_var();
     m = static_cast<double>(x.numel() / channels_);
@@ -74,9 +71,8 @@ absl::Status BatchNormLayer::Forward(const std::vector<const Tensor*>& in, Tenso
   return absl::OkStatus();
 }
 
-absl::Status BatchNormLayer::Backward(const std::vector<const Tensor*>& in,
-                                      const Tensor& out, const Tensor& dout,
-                                      const std::vector<Tensor*>& din,
+absl::Status BatchNormLayer::Backward(const std::vector<const Tensor*>& in, const Tensor& out,
+                                      const Tensor& dout, const std::vector<Tensor*>& din,
                                       const LayerContext& ctx) {
   const Tensor& x = *in[0];
   if (ctx.training && ctx.sync_stats != nullptr) {
@@ -93,13 +89,11 @@ absl::Status BatchNormLayer::Backward(const std::vector<const Tensor*>& in,
     }
     dx = &c->scratch_dx;
   }
-  return c->plan->Backward(x.data<float>(), dout.data<float>(),
-                           params_->value(gamma_).data<float>(),
-                           params_->value(beta_).data<float>(), !ctx.training,
-                           params_->state(mean_).data<float>(),
-                           params_->state(var_).data<float>(), dx->data<float>(),
-                           params_->grad(gamma_).data<float>(),
-                           params_->grad(beta_).data<float>());
+  return c->plan->Backward(
+      x.data<float>(), dout.data<float>(), params_->value(gamma_).data<float>(),
+      params_->value(beta_).data<float>(), !ctx.training, params_->state(mean_).data<float>(),
+      params_->state(var_).data<float>(), dx->data<float>(), params_->grad(gamma_).data<float>(),
+      params_->grad(beta_).data<float>());
 }
 
 absl::Status BatchNormLayer::ForwardSynced(const Tensor& x, Cached* c, CrossReplicaSum* sum,
@@ -142,8 +136,8 @@ absl::Status BatchNormLayer::ForwardSynced(const Tensor& x, Cached* c, CrossRepl
                                    sync_var_.data(), y);
 }
 
-absl::Status BatchNormLayer::BackwardSynced(const Tensor& x, const Tensor& dy,
-                                            CrossReplicaSum* sum, float* dx) {
+absl::Status BatchNormLayer::BackwardSynced(const Tensor& x, const Tensor& dy, CrossReplicaSum* sum,
+                                            float* dx) {
   const int64_t rows = x.numel() / channels_, ch = channels_;
   if (static_cast<int64_t>(sync_mean_.size()) != ch) {
     return absl::FailedPreconditionError(
@@ -203,8 +197,8 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeBatchNorm(const v1::LayerSpec& spec) 
         "batch_norm.momentum: must be in (0, 1] (or unset for 0.1), got ", b.momentum()));
   }
   if (b.epsilon() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "batch_norm.epsilon: must be > 0 (or unset for 1e-5), got ", b.epsilon()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch_norm.epsilon: must be > 0 (or unset for 1e-5), got ", b.epsilon()));
   }
   const float momentum = b.momentum() == 0 ? 0.1f : b.momentum();
   const float epsilon = b.epsilon() == 0 ? 1e-5f : b.epsilon();

@@ -42,9 +42,8 @@ class BatchNormLayer final : public Layer {
   absl::Status Forward(const std::vector<const Tensor*>& in, Tensor* out,
                        const LayerContext& ctx) override;
   // dy: (N, ..., C) -> dgamma, dbeta (C) and dx (N, ..., C) when din[0] is set.
-  absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out,
-                        const Tensor& dout, const std::vector<Tensor*>& din,
-                        const LayerContext& ctx) override;
+  absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out, const Tensor& dout,
+                        const std::vector<Tensor*>& din, const LayerContext& ctx) override;
 
  private:
   struct Cached {
@@ -54,8 +53,7 @@ class BatchNormLayer final : public Layer {
   absl::StatusOr<Cached*> PlanFor(int64_t n);
   // The synchronized paths (see the header comment). x, y, dy, dx: (M, C).
   absl::Status ForwardSynced(const Tensor& x, Cached* c, CrossReplicaSum* sum, float* y);
-  absl::Status BackwardSynced(const Tensor& x, const Tensor& dy, CrossReplicaSum* sum,
-                              float* dx);
+  absl::Status BackwardSynced(const Tensor& x, const Tensor& dy, CrossReplicaSum* sum, float* dx);
 
   float momentum_, epsilon_;
   int64_t channels_ = 0, per_example_ = 0;

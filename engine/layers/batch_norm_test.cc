@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-
 #include "engine/registry.h"
 #include "engine/testing/grad_check.h"
 #include "engine/testing/random.h"
@@ -66,8 +65,9 @@ TEST(BatchNormTest, TrainingForwardAndRunningStats) {
       const int64_t m = x.numel() / c;
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < c; ++j) {
-          double want = gamma[j] * (x.data<float>()[i * c + j] - s.mean[j]) /
-                            std::sqrt(s.var[j] + 1e-5) + beta[j];
+          double want =
+              gamma[j] * (x.data<float>()[i * c + j] - s.mean[j]) / std::sqrt(s.var[j] + 1e-5) +
+              beta[j];
           ASSERT_NEAR(y.data<float>()[i * c + j], want, 1e-4);
         }
       for (int64_t j = 0; j < c; ++j) {
@@ -174,14 +174,15 @@ class ThreadSum {
   };
   absl::Status Sum(float* data, int64_t count, const std::string& what) {
     absl::MutexLock l(&mu_);
-    mu_.Await(absl::Condition(+[](int* left) { return *left == 0; }, &readers_left_));
+    mu_.Await(absl::Condition(
+        +[](int* left) { return *left == 0; }, &readers_left_));
     if (arrived_ == 0) {
       acc_.assign(count, 0.0f);
       what_ = what;
     }
     if (static_cast<int64_t>(acc_.size()) != count || what_ != what) {
-      return absl::InternalError(absl::StrCat("mismatched sums: '", what, "' of ", count,
-                                              " vs '", what_, "' of ", acc_.size()));
+      return absl::InternalError(absl::StrCat("mismatched sums: '", what, "' of ", count, " vs '",
+                                              what_, "' of ", acc_.size()));
     }
     for (int64_t i = 0; i < count; ++i) acc_[i] += data[i];
     const int64_t round = rounds_;
@@ -213,8 +214,7 @@ Tensor Rows(const Tensor& x, int64_t begin, int64_t n) {
   const int64_t per = x.numel() / s[0];
   s[0] = n;
   Tensor out = Tensor::Empty(s);
-  std::copy(x.data<float>() + begin * per, x.data<float>() + (begin + n) * per,
-            out.data<float>());
+  std::copy(x.data<float>() + begin * per, x.data<float>() + (begin + n) * per, out.data<float>());
   return out;
 }
 
@@ -275,7 +275,8 @@ TEST(BatchNormTest, SynchronizedOverReplicasEqualsOneLayerOverTheUnion) {
       ctx.sync_stats = sum.party(r);
       for (int step = 0; step < 2 && status[r].ok(); ++step) {
         status[r] = layers[r]->Forward({&xs[r]}, &ys[r], ctx);
-        if (status[r].ok()) status[r] = layers[r]->Backward({&xs[r]}, ys[r], dys[r], {&dxs[r]}, ctx);
+        if (status[r].ok())
+          status[r] = layers[r]->Backward({&xs[r]}, ys[r], dys[r], {&dxs[r]}, ctx);
       }
     });
   }
@@ -316,7 +317,8 @@ TEST(BatchNormTest, SynchronizedOverReplicasEqualsOneLayerOverTheUnion) {
   double max_diff = 0;
   for (int64_t i = 0; i < ay.numel(); ++i) {
     max_diff = std::max<double>(
-        max_diff, std::fabs(ay.data<float>()[i] - ry.data<float>()[sizes[0] * (x.numel() / total) + i]));
+        max_diff,
+        std::fabs(ay.data<float>()[i] - ry.data<float>()[sizes[0] * (x.numel() / total) + i]));
   }
   EXPECT_GT(max_diff, 1e-2);
 }

@@ -10,20 +10,21 @@
 
 namespace yoke::engine {
 
-absl::StatusOr<Shape> Conv2dLayer::Build(const std::vector<Shape>& inputs,
-                                         ParamSet* params) {
+absl::StatusOr<Shape> Conv2dLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
   if (inputs.size() != 1 || inputs[0].size() != 3) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "conv2d expects 1 input of rank 3 (H, W, C), got ",
-        inputs.empty() ? std::string("none") : ShapeString(inputs[0])));
+    return absl::InvalidArgumentError(
+        absl::StrCat("conv2d expects 1 input of rank 3 (H, W, C), got ",
+                     inputs.empty() ? std::string("none") : ShapeString(inputs[0])));
   }
   const Shape& s = inputs[0];
   cpu::Padding1d ph = cpu::ComputePadding(s[0], kernel_, stride_, same_);
   cpu::Padding1d pw = cpu::ComputePadding(s[1], kernel_, stride_, same_);
   if (ph.out <= 0 || pw.out <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "conv2d: a ", kernel_, "x", kernel_, " window with padding 'valid' does not fit "
-        "input ", ShapeString(s), "; use padding 'same' or a smaller kernel"));
+    return absl::InvalidArgumentError(absl::StrCat("conv2d: a ", kernel_, "x", kernel_,
+                                                   " window with padding 'valid' does not fit "
+                                                   "input ",
+                                                   ShapeString(s),
+                                                   "; use padding 'same' or a smaller kernel"));
   }
   geom_.h = s[0];
   geom_.w = s[1];
@@ -85,13 +86,11 @@ absl::Status Conv2dLayer::Forward(const std::vector<const Tensor*>& in, Tensor* 
   // layer reading the model input never does.
   ASSIGN_OR_RETURN(cpu::Conv2dPlan * plan, PlanFor(x.dim(0), false));
   return plan->Forward(x.data<float>(), params_->value(w_).data<float>(),
-                       bias_ ? params_->value(b_).data<float>() : nullptr,
-                       out->data<float>());
+                       bias_ ? params_->value(b_).data<float>() : nullptr, out->data<float>());
 }
 
-absl::Status Conv2dLayer::Backward(const std::vector<const Tensor*>& in,
-                                   const Tensor& out, const Tensor& dout,
-                                   const std::vector<Tensor*>& din,
+absl::Status Conv2dLayer::Backward(const std::vector<const Tensor*>& in, const Tensor& out,
+                                   const Tensor& dout, const std::vector<Tensor*>& din,
                                    const LayerContext& ctx) {
   const Tensor& x = *in[0];
   ASSIGN_OR_RETURN(cpu::Conv2dPlan * plan, PlanFor(x.dim(0), din[0] != nullptr));
@@ -99,8 +98,7 @@ absl::Status Conv2dLayer::Backward(const std::vector<const Tensor*>& in,
                                         params_->grad(w_).data<float>(),
                                         bias_ ? params_->grad(b_).data<float>() : nullptr));
   if (din[0] != nullptr) {
-    RETURN_IF_ERROR(plan->BackwardData(dout.data<float>(),
-                                       params_->value(w_).data<float>(),
+    RETURN_IF_ERROR(plan->BackwardData(dout.data<float>(), params_->value(w_).data<float>(),
                                        din[0]->data<float>()));
   }
   return absl::OkStatus();
@@ -115,8 +113,7 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeConv2d(const v1::LayerSpec& spec) {
         absl::StrCat("conv2d.filters: must be > 0, got ", c.filters()));
   }
   if (c.kernel() <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("conv2d.kernel: must be > 0, got ", c.kernel()));
+    return absl::InvalidArgumentError(absl::StrCat("conv2d.kernel: must be > 0, got ", c.kernel()));
   }
   if (c.stride() < 0) {
     return absl::InvalidArgumentError(
@@ -124,8 +121,8 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeConv2d(const v1::LayerSpec& spec) {
   }
   const std::string& pad = c.padding();
   if (!pad.empty() && pad != "same" && pad != "valid") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "conv2d.padding: unknown value '", pad, "' (known: same, valid)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("conv2d.padding: unknown value '", pad, "' (known: same, valid)"));
   }
   const int64_t stride = c.stride() == 0 ? 1 : c.stride();
   return std::unique_ptr<Layer>(

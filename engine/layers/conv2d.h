@@ -26,19 +26,16 @@ namespace yoke::engine {
 class Conv2dLayer final : public Layer {
  public:
   // Values must already be valid (the registered factory checks the spec).
-  Conv2dLayer(int64_t filters, int64_t kernel, int64_t stride, bool same_padding,
-              bool bias)
-      : filters_(filters), kernel_(kernel), stride_(stride), same_(same_padding),
-        bias_(bias) {}
+  Conv2dLayer(int64_t filters, int64_t kernel, int64_t stride, bool same_padding, bool bias)
+      : filters_(filters), kernel_(kernel), stride_(stride), same_(same_padding), bias_(bias) {}
   const char* type() const override { return "conv2d"; }
   absl::StatusOr<Shape> Build(const std::vector<Shape>& inputs, ParamSet* params) override;
   // x: (N, H, W, C) -> y: (N, H', W', K)
   absl::Status Forward(const std::vector<const Tensor*>& in, Tensor* out,
                        const LayerContext& ctx) override;
   // dy: (N, H', W', K) -> dW, db, and dx: (N, H, W, C) when din[0] is set
-  absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out,
-                        const Tensor& dout, const std::vector<Tensor*>& din,
-                        const LayerContext& ctx) override;
+  absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out, const Tensor& dout,
+                        const std::vector<Tensor*>& din, const LayerContext& ctx) override;
   int64_t ForwardMacsPerExample() const override;
   // The convolution applies the ReLU as a oneDNN post-op; Backward never
   // reads `out`, so it may hold the activation.

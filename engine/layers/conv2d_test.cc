@@ -16,15 +16,12 @@ struct Cfg {
   bool same, bias;
 };
 
-void Fill(const Tensor& t, uint64_t seed) {
-  testing::FillUniform(t, seed, 7);
-}
+void Fill(const Tensor& t, uint64_t seed) { testing::FillUniform(t, seed, 7); }
 
 // Direct convolution with explicit zero padding, written independently of the
 // layer: x (N, H, W, C), w (K, kh, kw, C) -> y (N, OH, OW, K).
-std::vector<double> NaiveConv(const Tensor& x, const Tensor& w, const float* b,
-                              const Cfg& c, int64_t oh, int64_t ow, int64_t pad_t,
-                              int64_t pad_l) {
+std::vector<double> NaiveConv(const Tensor& x, const Tensor& w, const float* b, const Cfg& c,
+                              int64_t oh, int64_t ow, int64_t pad_t, int64_t pad_l) {
   const int64_t n = x.dim(0);
   std::vector<double> y(n * oh * ow * c.k);
   const float* xp = x.data<float>();
@@ -94,8 +91,8 @@ TEST_P(Conv2dConfigTest, ForwardMatchesNaiveConvolution) {
   cpu::Padding1d pw = cpu::ComputePadding(c.w, c.kernel, c.stride, c.same);
   ASSERT_EQ((*shape)[0], ph.out);
   ASSERT_EQ((*shape)[1], pw.out);
-  std::vector<double> ref = NaiveConv(x, p.value(0), c.bias ? p.value(1).data<float>() : nullptr,
-                                      c, ph.out, pw.out, ph.before, pw.before);
+  std::vector<double> ref = NaiveConv(x, p.value(0), c.bias ? p.value(1).data<float>() : nullptr, c,
+                                      ph.out, pw.out, ph.before, pw.before);
   for (int64_t i = 0; i < y.numel(); ++i) {
     ASSERT_NEAR(y.data<float>()[i], ref[i], 1e-4) << "at " << i;
   }
@@ -110,18 +107,16 @@ TEST_P(Conv2dConfigTest, GradientsMatchFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(
     Configs, Conv2dConfigTest,
-    ::testing::Values(Cfg{7, 6, 3, 4, 3, 1, true, true},    // same, stride 1, odd
-                      Cfg{9, 8, 3, 5, 3, 2, true, true},    // same, stride 2, odd H
-                      Cfg{8, 9, 2, 3, 3, 2, false, true},   // valid, unused last rows
-                      Cfg{10, 10, 1, 8, 5, 1, true, false}, // 5x5 same, 1 channel, no bias
-                      Cfg{7, 7, 4, 6, 1, 2, true, false},   // 1x1 stride-2 projection
-                      Cfg{11, 9, 3, 4, 7, 2, true, true},   // 7x7/2 stem-like
-                      Cfg{6, 6, 16, 16, 3, 1, false, true}, // wider channels
+    ::testing::Values(Cfg{7, 6, 3, 4, 3, 1, true, true},     // same, stride 1, odd
+                      Cfg{9, 8, 3, 5, 3, 2, true, true},     // same, stride 2, odd H
+                      Cfg{8, 9, 2, 3, 3, 2, false, true},    // valid, unused last rows
+                      Cfg{10, 10, 1, 8, 5, 1, true, false},  // 5x5 same, 1 channel, no bias
+                      Cfg{7, 7, 4, 6, 1, 2, true, false},    // 1x1 stride-2 projection
+                      Cfg{11, 9, 3, 4, 7, 2, true, true},    // 7x7/2 stem-like
+                      Cfg{6, 6, 16, 16, 3, 1, false, true},  // wider channels
                       // One input channel and K % 16 == 0: the direct kernels
                       // of conv_c1.h on a CPU with AVX-512.
-                      Cfg{10, 9, 1, 16, 5, 1, true, true},
-                      Cfg{7, 12, 1, 32, 3, 1, false, false}
-                      ));
+                      Cfg{10, 9, 1, 16, 5, 1, true, true}, Cfg{7, 12, 1, 32, 3, 1, false, false}));
 
 TEST(Conv2dTest, BatchSizeChangesAndFirstLayerBackward) {
   const Cfg c{6, 5, 3, 4, 3, 1, true, true};
@@ -136,8 +131,7 @@ TEST(Conv2dTest, BatchSizeChangesAndFirstLayerBackward) {
     Fill(x, 20 + n);
     Tensor y = Tensor::Empty({n, c.h, c.w, c.k});
     ASSERT_TRUE(layer.Forward({&x}, &y, {}).ok());
-    std::vector<double> ref =
-        NaiveConv(x, p.value(0), p.value(1).data<float>(), c, c.h, c.w, 1, 1);
+    std::vector<double> ref = NaiveConv(x, p.value(0), p.value(1).data<float>(), c, c.h, c.w, 1, 1);
     for (int64_t i = 0; i < y.numel(); ++i) ASSERT_NEAR(y.data<float>()[i], ref[i], 1e-4);
   }
   // The same weight gradients with and without dx (first-layer path).
@@ -174,8 +168,7 @@ TEST(Conv2dTest, RejectsBadSpecsAndShapes) {
     c->set_padding(pad);
     return LayerRegistry::Global().Create(s);
   };
-  auto expect = [](const absl::StatusOr<std::unique_ptr<Layer>>& r,
-                   const std::string& needle) {
+  auto expect = [](const absl::StatusOr<std::unique_ptr<Layer>>& r, const std::string& needle) {
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status();

@@ -20,19 +20,16 @@ namespace {
 // transposed form wins from U = 256 while the batch is at most U / 4 and
 // loses on short contractions (up to 10x at U = 10). The rule depends on the
 // shapes alone, so a run's bits do not depend on timing.
-bool TransposedBackwardData(int64_t n, int64_t units) {
-  return units >= 256 && 4 * n <= units;
-}
+bool TransposedBackwardData(int64_t n, int64_t units) { return units >= 256 && 4 * n <= units; }
 
 }  // namespace
 
-absl::StatusOr<Shape> DenseLayer::Build(const std::vector<Shape>& inputs,
-                                        ParamSet* params) {
+absl::StatusOr<Shape> DenseLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
   if (inputs.size() != 1 || inputs[0].size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dense expects 1 input of rank 1 (features), got ",
-        inputs.empty() ? std::string("none") : ShapeString(inputs[0]),
-        "; add a flatten layer before it"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dense expects 1 input of rank 1 (features), got ",
+                     inputs.empty() ? std::string("none") : ShapeString(inputs[0]),
+                     "; add a flatten layer before it"));
   }
   params_ = params;
   in_dim_ = inputs[0][0];
@@ -58,16 +55,15 @@ absl::Status DenseLayer::Forward(const std::vector<const Tensor*>& in, Tensor* o
                     params_->value(w_).data<float>(), bias_ ? 1.0f : 0.0f, y);
 }
 
-absl::Status DenseLayer::Backward(const std::vector<const Tensor*>& in,
-                                  const Tensor& out, const Tensor& dout,
-                                  const std::vector<Tensor*>& din,
+absl::Status DenseLayer::Backward(const std::vector<const Tensor*>& in, const Tensor& out,
+                                  const Tensor& dout, const std::vector<Tensor*>& din,
                                   const LayerContext& ctx) {
   const Tensor& x = *in[0];
   const int64_t n = x.dim(0);
   const float* dy = dout.data<float>();
   // dW (D, U) = x^T (D, N) . dy (N, U)
-  RETURN_IF_ERROR(cpu::Sgemm(true, false, in_dim_, units_, n, 1.0f, x.data<float>(), dy,
-                             0.0f, params_->grad(w_).data<float>()));
+  RETURN_IF_ERROR(cpu::Sgemm(true, false, in_dim_, units_, n, 1.0f, x.data<float>(), dy, 0.0f,
+                             params_->grad(w_).data<float>()));
   if (bias_) {
     // db (U) = sum_n dy
     float* db = params_->grad(b_).data<float>();
@@ -113,8 +109,7 @@ namespace {
 absl::StatusOr<std::unique_ptr<Layer>> MakeDense(const v1::LayerSpec& spec) {
   const auto& d = spec.dense();
   if (d.units() <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dense.units: must be > 0, got ", d.units()));
+    return absl::InvalidArgumentError(absl::StrCat("dense.units: must be > 0, got ", d.units()));
   }
   return std::unique_ptr<Layer>(new DenseLayer(d.units(), !d.no_bias()));
 }

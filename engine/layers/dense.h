@@ -21,9 +21,8 @@ class DenseLayer final : public Layer {
   absl::StatusOr<Shape> Build(const std::vector<Shape>& inputs, ParamSet* params) override;
   absl::Status Forward(const std::vector<const Tensor*>& in, Tensor* out,
                        const LayerContext& ctx) override;
-  absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out,
-                        const Tensor& dout, const std::vector<Tensor*>& din,
-                        const LayerContext& ctx) override;
+  absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out, const Tensor& dout,
+                        const std::vector<Tensor*>& din, const LayerContext& ctx) override;
   int64_t ForwardMacsPerExample() const override { return in_dim_ * units_; }
 
  private:

@@ -48,8 +48,8 @@ TEST(DenseTest, BackwardDataIsRightWhenTheBatchSizeChangesBetweenSteps) {
         for (int64_t k = 0; k < u; ++k) {
           s += static_cast<double>(dy.data<float>()[i * u + k]) * w[j * u + k];
         }
-        ASSERT_NEAR(dx.data<float>()[i * d + j], s, 1e-4) << "batch " << n << " [" << i
-                                                           << "][" << j << "]";
+        ASSERT_NEAR(dx.data<float>()[i * d + j], s, 1e-4)
+            << "batch " << n << " [" << i << "][" << j << "]";
       }
     }
   }

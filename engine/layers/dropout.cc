@@ -22,11 +22,9 @@ constexpr uint64_t kDropoutKey = 0x44524F504F555421ull;  // "DROPOUT!"
 
 }  // namespace
 
-absl::StatusOr<Shape> DropoutLayer::Build(const std::vector<Shape>& inputs,
-                                          ParamSet* params) {
+absl::StatusOr<Shape> DropoutLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
   if (inputs.size() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dropout expects 1 input, got ", inputs.size()));
+    return absl::InvalidArgumentError(absl::StrCat("dropout expects 1 input, got ", inputs.size()));
   }
   return inputs[0];
 }
@@ -51,8 +49,8 @@ absl::Status DropoutLayer::Forward(const std::vector<const Tensor*>& in, Tensor*
                                              absl::StrCat("the mask of layer ", name())));
   }
 
-  const uint64_t base = (static_cast<uint64_t>(ctx.replica) << 48) |
-                        (static_cast<uint64_t>(index()) << 32);
+  const uint64_t base =
+      (static_cast<uint64_t>(ctx.replica) << 48) | (static_cast<uint64_t>(index()) << 32);
   // Drop when the 32-bit draw falls below rate * 2^32.
   const uint32_t threshold = static_cast<uint32_t>(
       std::min(4294967295.0, std::floor(static_cast<double>(rate_) * 4294967296.0)));
@@ -89,9 +87,8 @@ absl::Status DropoutLayer::Forward(const std::vector<const Tensor*>& in, Tensor*
   return absl::OkStatus();
 }
 
-absl::Status DropoutLayer::Backward(const std::vector<const Tensor*>& in,
-                                    const Tensor& out, const Tensor& dout,
-                                    const std::vector<Tensor*>& din,
+absl::Status DropoutLayer::Backward(const std::vector<const Tensor*>& in, const Tensor& out,
+                                    const Tensor& dout, const std::vector<Tensor*>& din,
                                     const LayerContext& ctx) {
   if (din[0] == nullptr) return absl::OkStatus();
   if (!masked_) {
@@ -114,8 +111,7 @@ namespace {
 absl::StatusOr<std::unique_ptr<Layer>> MakeDropout(const v1::LayerSpec& spec) {
   const float rate = spec.dropout().rate();
   if (!(rate >= 0.0f && rate < 1.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dropout.rate: must be in [0, 1), got ", rate));
+    return absl::InvalidArgumentError(absl::StrCat("dropout.rate: must be in [0, 1), got ", rate));
   }
   return std::unique_ptr<Layer>(new DropoutLayer(rate));
 }

@@ -30,9 +30,8 @@ class DropoutLayer final : public Layer {
   absl::Status Forward(const std::vector<const Tensor*>& in, Tensor* out,
                        const LayerContext& ctx) override;
   // dy: (N, ...) -> dx: (N, ...) through the mask of the preceding Forward.
-  absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out,
-                        const Tensor& dout, const std::vector<Tensor*>& din,
-                        const LayerContext& ctx) override;
+  absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out, const Tensor& dout,
+                        const std::vector<Tensor*>& din, const LayerContext& ctx) override;
 
   // The mask of the last training Forward: (numel,) u8, 1 = kept. Undefined
   // before the first training Forward. For tests.
@@ -40,8 +39,8 @@ class DropoutLayer final : public Layer {
 
  private:
   float rate_;
-  Tensor mask_;              // (capacity,) u8; grows, never shrinks
-  bool masked_ = false;      // whether the last Forward applied mask_
+  Tensor mask_;          // (capacity,) u8; grows, never shrinks
+  bool masked_ = false;  // whether the last Forward applied mask_
 };
 
 }  // namespace yoke::engine

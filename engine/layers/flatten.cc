@@ -7,11 +7,9 @@
 
 namespace yoke::engine {
 
-absl::StatusOr<Shape> FlattenLayer::Build(const std::vector<Shape>& inputs,
-                                          ParamSet* params) {
+absl::StatusOr<Shape> FlattenLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
   if (inputs.size() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("flatten expects 1 input, got ", inputs.size()));
+    return absl::InvalidArgumentError(absl::StrCat("flatten expects 1 input, got ", inputs.size()));
   }
   return Shape{NumElements(inputs[0])};
 }
@@ -25,9 +23,8 @@ absl::Status FlattenLayer::Forward(const std::vector<const Tensor*>& in, Tensor*
   return absl::OkStatus();
 }
 
-absl::Status FlattenLayer::Backward(const std::vector<const Tensor*>& in,
-                                    const Tensor& out, const Tensor& dout,
-                                    const std::vector<Tensor*>& din,
+absl::Status FlattenLayer::Backward(const std::vector<const Tensor*>& in, const Tensor& out,
+                                    const Tensor& dout, const std::vector<Tensor*>& din,
                                     const LayerContext& ctx) {
   if (din[0] != nullptr) std::memcpy(din[0]->raw(), dout.raw(), dout.bytes());
   return absl::OkStatus();

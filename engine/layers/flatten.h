@@ -20,9 +20,8 @@ class FlattenLayer final : public Layer {
   absl::Status Forward(const std::vector<const Tensor*>& in, Tensor* out,
                        const LayerContext& ctx) override;
   // dy: (N, d1*...*dk) -> dx: (N, d1, ..., dk)
-  absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out,
-                        const Tensor& dout, const std::vector<Tensor*>& din,
-                        const LayerContext& ctx) override;
+  absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out, const Tensor& dout,
+                        const std::vector<Tensor*>& din, const LayerContext& ctx) override;
 };
 
 }  // namespace yoke::engine

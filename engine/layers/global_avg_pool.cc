@@ -8,17 +8,17 @@ namespace yoke::engine {
 absl::StatusOr<Shape> GlobalAvgPoolLayer::Build(const std::vector<Shape>& inputs,
                                                 ParamSet* params) {
   if (inputs.size() != 1 || inputs[0].size() != 3 || inputs[0][0] * inputs[0][1] == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "global_avg_pool expects 1 input of rank 3 (H, W, C), got ",
-        inputs.empty() ? std::string("none") : ShapeString(inputs[0])));
+    return absl::InvalidArgumentError(
+        absl::StrCat("global_avg_pool expects 1 input of rank 3 (H, W, C), got ",
+                     inputs.empty() ? std::string("none") : ShapeString(inputs[0])));
   }
   hw_ = inputs[0][0] * inputs[0][1];
   c_ = inputs[0][2];
   return Shape{c_};
 }
 
-absl::Status GlobalAvgPoolLayer::Forward(const std::vector<const Tensor*>& in,
-                                         Tensor* out, const LayerContext& ctx) {
+absl::Status GlobalAvgPoolLayer::Forward(const std::vector<const Tensor*>& in, Tensor* out,
+                                         const LayerContext& ctx) {
   const int64_t n = in[0]->dim(0), hw = hw_, c = c_;
   const float* x = in[0]->data<float>();
   float* y = out->data<float>();
@@ -38,9 +38,8 @@ absl::Status GlobalAvgPoolLayer::Forward(const std::vector<const Tensor*>& in,
   return absl::OkStatus();
 }
 
-absl::Status GlobalAvgPoolLayer::Backward(const std::vector<const Tensor*>& in,
-                                          const Tensor& out, const Tensor& dout,
-                                          const std::vector<Tensor*>& din,
+absl::Status GlobalAvgPoolLayer::Backward(const std::vector<const Tensor*>& in, const Tensor& out,
+                                          const Tensor& dout, const std::vector<Tensor*>& din,
                                           const LayerContext& ctx) {
   if (din[0] == nullptr) return absl::OkStatus();
   const int64_t n = in[0]->dim(0), hw = hw_, c = c_;

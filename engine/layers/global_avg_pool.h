@@ -17,9 +17,8 @@ class GlobalAvgPoolLayer final : public Layer {
   absl::Status Forward(const std::vector<const Tensor*>& in, Tensor* out,
                        const LayerContext& ctx) override;
   // dy: (N, C) -> dx: (N, H, W, C) = dy / (H * W) at every position
-  absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out,
-                        const Tensor& dout, const std::vector<Tensor*>& din,
-                        const LayerContext& ctx) override;
+  absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out, const Tensor& dout,
+                        const std::vector<Tensor*>& din, const LayerContext& ctx) override;
 
  private:
   int64_t hw_ = 0, c_ = 0;

@@ -12,8 +12,8 @@ TEST(GlobalAvgPoolTest, ForwardMatchesHandComputed) {
   ParamSet p;
   ASSERT_EQ(*layer.Build({{2, 2, 2}}, &p), (Shape{2}));
   // Two examples of (2, 2, 2): channel 0 then 1 at each position.
-  float x[] = {1, 10, 2, 20, 3, 30, 4, 40,  //
-               -1, 0, -1, 0, -1, 0, -1, 8};
+  float x[] = {1,  10, 2,  20, 3,  30, 4,  40,  //
+               -1, 0,  -1, 0,  -1, 0,  -1, 8};
   Tensor xt = Tensor::Wrap(x, {2, 2, 2, 2});
   Tensor y = Tensor::Empty({2, 2});
   ASSERT_TRUE(layer.Forward({&xt}, &y, {}).ok());

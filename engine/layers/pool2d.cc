@@ -7,20 +7,21 @@
 
 namespace yoke::engine {
 
-absl::StatusOr<Shape> Pool2dLayer::Build(const std::vector<Shape>& inputs,
-                                         ParamSet* params) {
+absl::StatusOr<Shape> Pool2dLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
   if (inputs.size() != 1 || inputs[0].size() != 3) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        type(), " expects 1 input of rank 3 (H, W, C), got ",
-        inputs.empty() ? std::string("none") : ShapeString(inputs[0])));
+    return absl::InvalidArgumentError(
+        absl::StrCat(type(), " expects 1 input of rank 3 (H, W, C), got ",
+                     inputs.empty() ? std::string("none") : ShapeString(inputs[0])));
   }
   const Shape& s = inputs[0];
   cpu::Padding1d ph = cpu::ComputePadding(s[0], size_, stride_, same_);
   cpu::Padding1d pw = cpu::ComputePadding(s[1], size_, stride_, same_);
   if (ph.out <= 0 || pw.out <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        type(), ": a ", size_, "x", size_, " window with padding 'valid' does not fit "
-        "input ", ShapeString(s), "; use padding 'same' or a smaller size"));
+    return absl::InvalidArgumentError(absl::StrCat(type(), ": a ", size_, "x", size_,
+                                                   " window with padding 'valid' does not fit "
+                                                   "input ",
+                                                   ShapeString(s),
+                                                   "; use padding 'same' or a smaller size"));
   }
   geom_.max = max_;
   geom_.h = s[0];
@@ -50,9 +51,8 @@ absl::Status Pool2dLayer::Forward(const std::vector<const Tensor*>& in, Tensor* 
 }
 
 bool Pool2dLayer::IsTiledMaxPool2x2() const {
-  return max_ && geom_.kh == 2 && geom_.kw == 2 && geom_.stride_h == 2 &&
-         geom_.stride_w == 2 && geom_.pad_top == 0 && geom_.pad_left == 0 &&
-         geom_.pad_bottom == 0 && geom_.pad_right == 0;
+  return max_ && geom_.kh == 2 && geom_.kw == 2 && geom_.stride_h == 2 && geom_.stride_w == 2 &&
+         geom_.pad_top == 0 && geom_.pad_left == 0 && geom_.pad_bottom == 0 && geom_.pad_right == 0;
 }
 
 bool Pool2dLayer::FuseReluBackward() {
@@ -60,9 +60,8 @@ bool Pool2dLayer::FuseReluBackward() {
   return relu_backward_;
 }
 
-absl::Status Pool2dLayer::Backward(const std::vector<const Tensor*>& in,
-                                   const Tensor& out, const Tensor& dout,
-                                   const std::vector<Tensor*>& din,
+absl::Status Pool2dLayer::Backward(const std::vector<const Tensor*>& in, const Tensor& out,
+                                   const Tensor& dout, const std::vector<Tensor*>& din,
                                    const LayerContext& ctx) {
   if (din[0] == nullptr) return absl::OkStatus();
   auto it = plans_.find(in[0]->dim(0));
@@ -91,8 +90,8 @@ absl::StatusOr<std::unique_ptr<Layer>> MakePool(const std::string& kind, bool ma
   }
   const std::string& pad = p.padding();
   if (!pad.empty() && pad != "same" && pad != "valid") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kind, ".padding: unknown value '", pad, "' (known: valid, same)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kind, ".padding: unknown value '", pad, "' (known: valid, same)"));
   }
   const int64_t size = p.size() == 0 ? 2 : p.size();
   const int64_t stride = p.stride() == 0 ? size : p.stride();

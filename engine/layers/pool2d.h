@@ -34,16 +34,15 @@ class Pool2dLayer final : public Layer {
   // Max pooling takes over the backward of the ReLU it reads.
   bool FuseReluBackward() override;
   bool IsTiledMaxPool2x2() const override;
-  absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out,
-                        const Tensor& dout, const std::vector<Tensor*>& din,
-                        const LayerContext& ctx) override;
+  absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out, const Tensor& dout,
+                        const std::vector<Tensor*>& din, const LayerContext& ctx) override;
 
  private:
   bool max_;
   bool relu_backward_ = false;
   int64_t size_, stride_;
   bool same_;
-  cpu::Pool2dGeometry geom_;  // per-example (n unset)
+  cpu::Pool2dGeometry geom_;                                   // per-example (n unset)
   std::map<int64_t, std::unique_ptr<cpu::Pool2dPlan>> plans_;  // by batch size
 };
 

@@ -19,9 +19,7 @@ struct Cfg {
   bool same;
 };
 
-void Fill(const Tensor& t, uint64_t seed) {
-  testing::FillUniform(t, seed, 3);
-}
+void Fill(const Tensor& t, uint64_t seed) { testing::FillUniform(t, seed, 3); }
 
 // Naive pooling over the real (unpadded) inputs of each window, and its
 // gradient: max routes dy to the (first) argmax, avg spreads dy / count.
@@ -113,24 +111,20 @@ TEST_P(Pool2dConfigTest, GradientsMatchFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(
     Configs, Pool2dConfigTest,
-    ::testing::Values(Cfg{true, 8, 8, 3, 2, 2, false},   // classic 2x2/2
-                      Cfg{true, 7, 9, 2, 2, 2, false},   // odd: last row/column dropped
-                      Cfg{true, 7, 9, 2, 3, 2, true},    // ResNet stem pool, same
-                      Cfg{true, 6, 5, 4, 3, 1, true},    // overlapping, stride 1
+    ::testing::Values(Cfg{true, 8, 8, 3, 2, 2, false},  // classic 2x2/2
+                      Cfg{true, 7, 9, 2, 2, 2, false},  // odd: last row/column dropped
+                      Cfg{true, 7, 9, 2, 3, 2, true},   // ResNet stem pool, same
+                      Cfg{true, 6, 5, 4, 3, 1, true},   // overlapping, stride 1
                       Cfg{false, 8, 8, 3, 2, 2, false},
-                      Cfg{false, 7, 9, 2, 3, 2, true},   // padding excluded from counts
-                      Cfg{false, 5, 5, 3, 3, 1, true},
-                      Cfg{false, 9, 7, 2, 3, 2, false},
+                      Cfg{false, 7, 9, 2, 3, 2, true},  // padding excluded from counts
+                      Cfg{false, 5, 5, 3, 3, 1, true}, Cfg{false, 9, 7, 2, 3, 2, false},
                       // Large enough for the multi-threaded path.
-                      Cfg{true, 28, 28, 32, 2, 2, false},
-                      Cfg{false, 15, 15, 64, 3, 2, true}));
+                      Cfg{true, 28, 28, 32, 2, 2, false}, Cfg{false, 15, 15, 64, 3, 2, true}));
 
 TEST(Pool2dTest, HandComputedMaxAndAvg) {
   // One 3x3 single-channel image, 2x2 window stride 2, same padding: output
   // 2x2, padding 1 after (bottom/right).
-  float xv[] = {1, 5, 2,
-                -3, 4, 0,
-                7, -1, 6};
+  float xv[] = {1, 5, 2, -3, 4, 0, 7, -1, 6};
   Tensor x = Tensor::Wrap(xv, {1, 3, 3, 1});
   Tensor y = Tensor::Empty({1, 2, 2, 1});
   Pool2dLayer mx(true, 2, 2, true), av(false, 2, 2, true);
@@ -158,14 +152,15 @@ TEST(Pool2dTest, SpecDefaultsAndErrors) {
   ASSERT_TRUE(l.ok());
   EXPECT_STREQ((*l)->type(), "avg_pool2d");
   EXPECT_EQ(*(*l)->Build({{9, 10, 4}}, &p), (Shape{3, 3, 4}));  // stride = size
-  EXPECT_FALSE((*l)->Build({{2, 2, 4}}, &p).ok());               // window does not fit
+  EXPECT_FALSE((*l)->Build({{2, 2, 4}}, &p).ok());              // window does not fit
 
   s.mutable_avg_pool2d()->set_padding("full");
   l = LayerRegistry::Global().Create(s);
   ASSERT_FALSE(l.ok());
   EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(l.status().message().find("avg_pool2d.padding: unknown value 'full'"),
-            std::string::npos) << l.status();
+            std::string::npos)
+      << l.status();
   s.mutable_max_pool2d()->set_size(-2);
   l = LayerRegistry::Global().Create(s);
   ASSERT_FALSE(l.ok());

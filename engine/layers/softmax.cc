@@ -10,12 +10,11 @@ namespace {
 constexpr int64_t kParallelThreshold = 32768;  // elements
 }  // namespace
 
-absl::StatusOr<Shape> SoftmaxLayer::Build(const std::vector<Shape>& inputs,
-                                          ParamSet* params) {
+absl::StatusOr<Shape> SoftmaxLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
   if (inputs.size() != 1 || inputs[0].empty() || inputs[0].back() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "softmax expects 1 input of rank >= 1 with a non-empty last dimension, got ",
-        inputs.empty() ? std::string("none") : ShapeString(inputs[0])));
+    return absl::InvalidArgumentError(
+        absl::StrCat("softmax expects 1 input of rank >= 1 with a non-empty last dimension, got ",
+                     inputs.empty() ? std::string("none") : ShapeString(inputs[0])));
   }
   return inputs[0];
 }
@@ -46,9 +45,8 @@ absl::Status SoftmaxLayer::Forward(const std::vector<const Tensor*>& in, Tensor*
   return absl::OkStatus();
 }
 
-absl::Status SoftmaxLayer::Backward(const std::vector<const Tensor*>& in,
-                                    const Tensor& out, const Tensor& dout,
-                                    const std::vector<Tensor*>& din,
+absl::Status SoftmaxLayer::Backward(const std::vector<const Tensor*>& in, const Tensor& out,
+                                    const Tensor& dout, const std::vector<Tensor*>& din,
                                     const LayerContext& ctx) {
   if (din[0] == nullptr) return absl::OkStatus();
   const int64_t n = out.numel();

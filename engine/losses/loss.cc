@@ -9,11 +9,10 @@ namespace yoke::engine {
 
 std::vector<std::string> KnownLosses() { return {"mse", "softmax_cross_entropy"}; }
 
-absl::StatusOr<std::unique_ptr<Loss>> CreateLoss(const std::string& name,
-                                                 float label_smoothing) {
+absl::StatusOr<std::unique_ptr<Loss>> CreateLoss(const std::string& name, float label_smoothing) {
   if (!(label_smoothing >= 0.0f && label_smoothing < 1.0f)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "training.label_smoothing: must be in [0, 1), got ", label_smoothing));
+    return absl::InvalidArgumentError(
+        absl::StrCat("training.label_smoothing: must be in [0, 1), got ", label_smoothing));
   }
   // Empty is TrainingSpec.loss left unset, whose documented default is this.
   if (name.empty() || name == "softmax_cross_entropy") {
@@ -26,8 +25,9 @@ absl::StatusOr<std::unique_ptr<Loss>> CreateLoss(const std::string& name,
     }
     return std::unique_ptr<Loss>(new MeanSquaredError());
   }
-  return absl::InvalidArgumentError(absl::StrCat("training.loss: unknown loss '", name, "' (known: ",
-                                                 absl::StrJoin(KnownLosses(), ", "), ")"));
+  return absl::InvalidArgumentError(absl::StrCat("training.loss: unknown loss '", name,
+                                                 "' (known: ", absl::StrJoin(KnownLosses(), ", "),
+                                                 ")"));
 }
 
 }  // namespace yoke::engine

@@ -1,8 +1,8 @@
 #include "engine/losses/loss.h"
 
 #include <cmath>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "engine/rng.h"
 #include "gtest/gtest.h"
@@ -75,16 +75,15 @@ TEST(LossTest, LabelSmoothingMatchesTheDefinition) {
   // Smoothing changes the value (the check above would pass without it
   // otherwise), and leaves the accuracy count alone.
   EXPECT_GT(std::fabs(want - plain), 0.1);
-  EXPECT_EQ(r->correct, (*CreateLoss("softmax_cross_entropy"))->Compute(zt, yt, 1.0f, nullptr)
-                            ->correct);
+  EXPECT_EQ(r->correct,
+            (*CreateLoss("softmax_cross_entropy"))->Compute(zt, yt, 1.0f, nullptr)->correct);
 }
 
 TEST(LossTest, LabelSmoothingIsCheckedAndOnlyForCrossEntropy) {
   for (float bad : {-0.1f, 1.0f, 1.5f}) {
     auto l = CreateLoss("softmax_cross_entropy", bad);
     ASSERT_FALSE(l.ok()) << bad;
-    EXPECT_NE(std::string(l.status().message()).find("training.label_smoothing"),
-              std::string::npos)
+    EXPECT_NE(std::string(l.status().message()).find("training.label_smoothing"), std::string::npos)
         << l.status();
   }
   auto mse = CreateLoss("mse", 0.1f);

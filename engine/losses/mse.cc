@@ -4,8 +4,7 @@
 
 namespace yoke::engine {
 
-absl::StatusOr<LossResult> MeanSquaredError::Compute(const Tensor& logits,
-                                                     const Tensor& labels,
+absl::StatusOr<LossResult> MeanSquaredError::Compute(const Tensor& logits, const Tensor& labels,
                                                      float grad_scale, Tensor* dlogits) {
   const int64_t n = logits.dim(0), k = logits.dim(1);
   const float* z = logits.data<float>();
@@ -15,8 +14,8 @@ absl::StatusOr<LossResult> MeanSquaredError::Compute(const Tensor& logits,
   LossResult r;
   for (int64_t i = 0; i < n; ++i) {
     if (y[i] < 0 || y[i] >= k) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "label ", y[i], " of example ", i, " is outside [0, ", k, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("label ", y[i], " of example ", i, " is outside [0, ", k, ")"));
     }
     const float* row = z + i * k;
     int64_t arg = 0;

@@ -18,8 +18,8 @@ class MeanSquaredError final : public Loss {
  public:
   const char* name() const override { return "mse"; }
   // logits: (N, K) f32, labels: (N) i32 -> sum of L_n; dlogits: (N, K).
-  absl::StatusOr<LossResult> Compute(const Tensor& logits, const Tensor& labels,
-                                     float grad_scale, Tensor* dlogits) override;
+  absl::StatusOr<LossResult> Compute(const Tensor& logits, const Tensor& labels, float grad_scale,
+                                     Tensor* dlogits) override;
 };
 
 }  // namespace yoke::engine

@@ -6,10 +6,8 @@
 
 namespace yoke::engine {
 
-absl::StatusOr<LossResult> SoftmaxCrossEntropy::Compute(const Tensor& logits,
-                                                        const Tensor& labels,
-                                                        float grad_scale,
-                                                        Tensor* dlogits) {
+absl::StatusOr<LossResult> SoftmaxCrossEntropy::Compute(const Tensor& logits, const Tensor& labels,
+                                                        float grad_scale, Tensor* dlogits) {
   const int64_t n = logits.dim(0), k = logits.dim(1);
   const float* z = logits.data<float>();
   const int32_t* y = labels.data<int32_t>();
@@ -20,14 +18,17 @@ absl::StatusOr<LossResult> SoftmaxCrossEntropy::Compute(const Tensor& logits,
   LossResult r;
   for (int64_t i = 0; i < n; ++i) {
     if (y[i] < 0 || y[i] >= k) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "label ", y[i], " of example ", i, " is outside [0, ", k, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("label ", y[i], " of example ", i, " is outside [0, ", k, ")"));
     }
     const float* row = z + i * k;
     float mx = row[0];
     int64_t arg = 0;
     for (int64_t j = 1; j < k; ++j) {
-      if (row[j] > mx) { mx = row[j]; arg = j; }
+      if (row[j] > mx) {
+        mx = row[j];
+        arg = j;
+      }
     }
     double sum = 0.0;
     for (int64_t j = 0; j < k; ++j) sum += std::exp(static_cast<double>(row[j] - mx));

@@ -16,11 +16,10 @@ namespace yoke::engine {
 class SoftmaxCrossEntropy final : public Loss {
  public:
   // label_smoothing: eps in [0, 1) (CreateLoss checks the range).
-  explicit SoftmaxCrossEntropy(float label_smoothing = 0.0f)
-      : label_smoothing_(label_smoothing) {}
+  explicit SoftmaxCrossEntropy(float label_smoothing = 0.0f) : label_smoothing_(label_smoothing) {}
   const char* name() const override { return "softmax_cross_entropy"; }
-  absl::StatusOr<LossResult> Compute(const Tensor& logits, const Tensor& labels,
-                                     float grad_scale, Tensor* dlogits) override;
+  absl::StatusOr<LossResult> Compute(const Tensor& logits, const Tensor& labels, float grad_scale,
+                                     Tensor* dlogits) override;
 
  private:
   const float label_smoothing_;

@@ -13,8 +13,7 @@ namespace {
 constexpr int64_t kParallelThreshold = 32768;  // elements
 }  // namespace
 
-Adam::Adam(ParamSet* params, const AdamOptions& options)
-    : Optimizer(params), options_(options) {}
+Adam::Adam(ParamSet* params, const AdamOptions& options) : Optimizer(params), options_(options) {}
 
 absl::Status Adam::AllocateState() {
   const Tensor& p = params_->flat_values();
@@ -33,8 +32,7 @@ absl::Status Adam::Step(float lr, float grad_scale) {
   // Bias corrections in double: 1 - b2^t is ~1e-3 at t = 1 and would lose
   // digits in float.
   const float step_size = static_cast<float>(lr / (1.0 - std::pow(double{b1}, t)));
-  const float inv_sqrt_bc2 =
-      static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(double{b2}, t)));
+  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(double{b2}, t)));
   // Coupled L2 enters the gradient; decoupled decay shrinks p directly.
   const float l2 = options_.decoupled ? 0.0f : options_.weight_decay;
   const float shrink = options_.decoupled ? 1.0f - lr * options_.weight_decay : 1.0f;
@@ -69,13 +67,13 @@ absl::Status Adam::Step(float lr, float grad_scale) {
     const __m128 pi = _mm_loadu_ps(p + i);
     const __m128 g = _mm_add_ps(_mm_mul_ps(vgs, _mm_loadu_ps(grad + i)), _mm_mul_ps(vl2, pi));
     const __m128 mi = _mm_add_ps(_mm_mul_ps(vb1, _mm_loadu_ps(m + i)), _mm_mul_ps(vc1, g));
-    const __m128 vi = _mm_add_ps(_mm_mul_ps(vb2, _mm_loadu_ps(v + i)),
-                                 _mm_mul_ps(_mm_mul_ps(vc2, g), g));
+    const __m128 vi =
+        _mm_add_ps(_mm_mul_ps(vb2, _mm_loadu_ps(v + i)), _mm_mul_ps(_mm_mul_ps(vc2, g), g));
     _mm_storeu_ps(m + i, mi);
     _mm_storeu_ps(v + i, vi);
     const __m128 denom = _mm_add_ps(_mm_mul_ps(_mm_sqrt_ps(vi), vbc2), veps);
-    _mm_storeu_ps(p + i, _mm_sub_ps(_mm_mul_ps(vshrink, pi),
-                                    _mm_div_ps(_mm_mul_ps(vstep, mi), denom)));
+    _mm_storeu_ps(p + i,
+                  _mm_sub_ps(_mm_mul_ps(vshrink, pi), _mm_div_ps(_mm_mul_ps(vstep, mi), denom)));
   }
   for (int64_t i = 4 * n4; i < n; ++i) update(i);
 #else

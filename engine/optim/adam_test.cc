@@ -19,8 +19,8 @@ struct Fixture {
   float& Grad(int i) { return params.grad(i < 3 ? 0 : 1).data<float>()[i < 3 ? i : i - 3]; }
 };
 
-std::unique_ptr<Optimizer> Make(ParamSet* p, const std::string& type, float wd,
-                                float beta1 = 0, float beta2 = 0, float eps = 0) {
+std::unique_ptr<Optimizer> Make(ParamSet* p, const std::string& type, float wd, float beta1 = 0,
+                                float beta2 = 0, float eps = 0) {
   v1::OptimizerSpec spec;
   spec.set_type(type);
   spec.set_lr(0.1f);
@@ -70,9 +70,8 @@ TEST(AdamTest, AdamAndAdamWDifferByDecoupledDecay) {
 // hyper-parameters, against the rule written out in double.
 TEST(AdamTest, ThreeStepsMatchDoubleReference) {
   const std::vector<double> p0 = {0.5, -1.0, 2.0, 0.25, -0.75};
-  const std::vector<std::vector<double>> grads = {{0.1, -0.2, 0.3, -0.4, 0.5},
-                                                  {-0.3, 0.1, 0.0, 0.2, -0.1},
-                                                  {0.2, 0.2, -0.5, 0.05, 0.3}};
+  const std::vector<std::vector<double>> grads = {
+      {0.1, -0.2, 0.3, -0.4, 0.5}, {-0.3, 0.1, 0.0, 0.2, -0.1}, {0.2, 0.2, -0.5, 0.05, 0.3}};
   const double lrs[] = {0.1, 0.05, 0.2};
   const double b1 = 0.8, b2 = 0.95, eps = 1e-3, wd = 0.05;
   for (const std::string type : {"adam", "adamw"}) {
@@ -87,8 +86,10 @@ TEST(AdamTest, ThreeStepsMatchDoubleReference) {
       const int t = s + 1;
       for (int i = 0; i < 5; ++i) {
         double g = grads[s][i];
-        if (type == "adam") g += wd * p[i];
-        else p[i] -= lrs[s] * wd * p[i];
+        if (type == "adam")
+          g += wd * p[i];
+        else
+          p[i] -= lrs[s] * wd * p[i];
         m[i] = b1 * m[i] + (1 - b1) * g;
         v[i] = b2 * v[i] + (1 - b2) * g * g;
         const double mhat = m[i] / (1 - std::pow(b1, t));

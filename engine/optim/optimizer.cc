@@ -35,8 +35,8 @@ absl::Status Optimizer::CheckStep(float lr, float grad_scale) const {
         absl::StrCat("optimizer step: learning rate must be finite and >= 0, got ", lr));
   }
   if (!(grad_scale > 0.0f) || !std::isfinite(grad_scale)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer step: gradient scale must be finite and > 0, got ", grad_scale));
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer step: gradient scale must be finite and > 0, got ", grad_scale));
   }
   return absl::OkStatus();
 }

@@ -10,7 +10,6 @@
 namespace yoke::engine {
 namespace {
 
-
 absl::Status CreateStatus(const v1::OptimizerSpec& spec) {
   ParamSet p;
   p.Declare("w", {4}, Init::Constant(1));
@@ -81,8 +80,7 @@ TEST(OptimizerTest, RequiresFinalizedParams) {
   v1::OptimizerSpec spec;
   spec.set_type("sgd");
   spec.set_lr(0.1f);
-  EXPECT_EQ(CreateOptimizer(spec, &p).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CreateOptimizer(spec, &p).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // The process's virtual memory size in bytes (VmSize), 0 if unknown.

@@ -15,10 +15,15 @@ enum class Type { kConstant, kStep, kCosine };
 
 class Schedule final : public LrSchedule {
  public:
-  Schedule(Type type, double base, int64_t warmup, int64_t step_size, double gamma,
-           double min_lr, int64_t total)
-      : type_(type), base_(base), warmup_(warmup), step_size_(step_size), gamma_(gamma),
-        min_lr_(min_lr), total_(total) {}
+  Schedule(Type type, double base, int64_t warmup, int64_t step_size, double gamma, double min_lr,
+           int64_t total)
+      : type_(type),
+        base_(base),
+        warmup_(warmup),
+        step_size_(step_size),
+        gamma_(gamma),
+        min_lr_(min_lr),
+        total_(total) {}
 
   float Lr(int64_t step) const override {
     step = std::max<int64_t>(step, 0);
@@ -31,9 +36,9 @@ class Schedule final : public LrSchedule {
         break;
       case Type::kCosine: {
         const int64_t span = total_ - warmup_;
-        const double p =
-            span <= 0 ? 0.0  // the run ends within the warmup: no decay
-                      : std::clamp(static_cast<double>(step - warmup_) / span, 0.0, 1.0);
+        const double p = span <= 0
+                             ? 0.0  // the run ends within the warmup: no decay
+                             : std::clamp(static_cast<double>(step - warmup_) / span, 0.0, 1.0);
         lr = min_lr_ + (base_ - min_lr_) * 0.5 * (1.0 + std::cos(kPi * p));
         break;
       }
@@ -60,8 +65,7 @@ absl::Status Field(const std::string& field, const std::string& what, double got
 std::vector<std::string> KnownSchedules() { return {"constant", "step", "cosine"}; }
 
 absl::StatusOr<std::unique_ptr<LrSchedule>> CreateSchedule(const v1::ScheduleSpec& spec,
-                                                           float base_lr,
-                                                           int64_t total_steps) {
+                                                           float base_lr, int64_t total_steps) {
   Type type;
   if (spec.type().empty() || spec.type() == "constant") {
     type = Type::kConstant;
@@ -90,9 +94,8 @@ absl::StatusOr<std::unique_ptr<LrSchedule>> CreateSchedule(const v1::ScheduleSpe
   if (type == Type::kCosine && !(spec.min_lr() >= 0.0f && spec.min_lr() <= base_lr)) {
     return Field("min_lr", absl::StrCat("must be in [0, lr = ", base_lr, "]"), spec.min_lr());
   }
-  return std::unique_ptr<LrSchedule>(new Schedule(type, base_lr, spec.warmup_steps(),
-                                                  spec.step_size(), gamma, spec.min_lr(),
-                                                  total_steps));
+  return std::unique_ptr<LrSchedule>(new Schedule(
+      type, base_lr, spec.warmup_steps(), spec.step_size(), gamma, spec.min_lr(), total_steps));
 }
 
 }  // namespace yoke::engine

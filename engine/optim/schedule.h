@@ -39,8 +39,7 @@ class LrSchedule {
 // INVALID_ARGUMENT naming training.schedule.type (with the known values) or
 // the offending field (warmup_steps, step_size, gamma, min_lr).
 absl::StatusOr<std::unique_ptr<LrSchedule>> CreateSchedule(const v1::ScheduleSpec& spec,
-                                                           float base_lr,
-                                                           int64_t total_steps);
+                                                           float base_lr, int64_t total_steps);
 // "constant", "step", "cosine".
 std::vector<std::string> KnownSchedules();
 

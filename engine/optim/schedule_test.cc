@@ -7,9 +7,8 @@
 namespace yoke::engine {
 namespace {
 
-std::unique_ptr<LrSchedule> Make(const std::string& type, int64_t warmup, float base,
-                                 int64_t total, int64_t step_size = 0, float gamma = 0,
-                                 float min_lr = 0) {
+std::unique_ptr<LrSchedule> Make(const std::string& type, int64_t warmup, float base, int64_t total,
+                                 int64_t step_size = 0, float gamma = 0, float min_lr = 0) {
   v1::ScheduleSpec spec;
   spec.set_type(type);
   spec.set_warmup_steps(warmup);
@@ -101,8 +100,7 @@ TEST(ScheduleTest, ErrorsNameTheField) {
     auto s = CreateSchedule(spec, 1.0f, 100);
     ASSERT_FALSE(s.ok()) << c.field;
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(std::string(s.status().message()).find(c.field), std::string::npos)
-        << s.status();
+    EXPECT_NE(std::string(s.status().message()).find(c.field), std::string::npos) << s.status();
   }
   v1::ScheduleSpec bad;
   bad.set_type("linear");

@@ -33,8 +33,7 @@ void SgdUpdate(const SgdOptions& o, float lr, float* __restrict p, const float* 
   }
 }
 
-Sgd::Sgd(ParamSet* params, const SgdOptions& options)
-    : Optimizer(params), options_(options) {}
+Sgd::Sgd(ParamSet* params, const SgdOptions& options) : Optimizer(params), options_(options) {}
 
 absl::Status Sgd::AllocateState() {
   if (options_.momentum > 0.0f) {

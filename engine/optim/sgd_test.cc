@@ -30,8 +30,7 @@ struct Fixture {
   float& Grad(int i) { return params.grad(i < 3 ? 0 : 1).data<float>()[i < 3 ? i : i - 3]; }
 };
 
-std::unique_ptr<Optimizer> Make(ParamSet* p, float lr, float momentum, bool nesterov,
-                                float wd) {
+std::unique_ptr<Optimizer> Make(ParamSet* p, float lr, float momentum, bool nesterov, float wd) {
   v1::OptimizerSpec spec;
   spec.set_type("sgd");
   spec.set_lr(lr);
@@ -62,8 +61,8 @@ TEST(SgdTest, HandComputedTwoSteps) {
       {0.9f, false, 0.1f, 0.94, 0.8266},
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(testing::Message() << "momentum " << c.momentum << " nesterov "
-                                    << c.nesterov << " wd " << c.wd);
+    SCOPED_TRACE(testing::Message()
+                 << "momentum " << c.momentum << " nesterov " << c.nesterov << " wd " << c.wd);
     Fixture f;
     f.Set({1, 0, 0, 0, 0}, {0.5f, 0, 0, 0, 0});
     auto opt = Make(&f.params, 0.1f, c.momentum, c.nesterov, c.wd);
@@ -79,10 +78,9 @@ TEST(SgdTest, HandComputedTwoSteps) {
 // against the update rule written out in double.
 TEST(SgdTest, ThreeStepsMatchDoubleReference) {
   const std::vector<float> p0 = {0.5f, -1.0f, 2.0f, 0.25f, -0.75f};
-  const std::vector<std::vector<float>> grads = {
-      {0.1f, -0.2f, 0.3f, -0.4f, 0.5f},
-      {-0.3f, 0.1f, 0.0f, 0.2f, -0.1f},
-      {0.2f, 0.2f, -0.5f, 0.05f, 0.3f}};
+  const std::vector<std::vector<float>> grads = {{0.1f, -0.2f, 0.3f, -0.4f, 0.5f},
+                                                 {-0.3f, 0.1f, 0.0f, 0.2f, -0.1f},
+                                                 {0.2f, 0.2f, -0.5f, 0.05f, 0.3f}};
   const float lrs[] = {0.1f, 0.05f, 0.2f};
   for (bool nesterov : {false, true}) {
     const double mu = 0.8, wd = 0.01;

@@ -17,8 +17,8 @@ void FillUniform(Tensor* t, common::Philox* rng, float lo, float hi) {
 
 }  // namespace
 
-void CheckLayerGradients(Layer* layer, const std::vector<Shape>& input_shapes,
-                         int64_t batch, const GradCheckOptions& o) {
+void CheckLayerGradients(Layer* layer, const std::vector<Shape>& input_shapes, int64_t batch,
+                         const GradCheckOptions& o) {
   ParamSet params;
   auto out_shape_or = layer->Build(input_shapes, &params);
   ASSERT_TRUE(out_shape_or.ok()) << out_shape_or.status();
@@ -88,18 +88,16 @@ void CheckLayerGradients(Layer* layer, const std::vector<Shape>& input_shapes,
       v[i] = saved;
       double numeric = (lp - lm) / (2.0 * o.step);
       double a = analytic[i];
-      double err = std::fabs(a - numeric) /
-                   std::max({1.0, std::fabs(a), std::fabs(numeric)});
+      double err = std::fabs(a - numeric) / std::max({1.0, std::fabs(a), std::fabs(numeric)});
       if (err > o.tolerance) {
-        ADD_FAILURE() << layer->type() << " " << what << "[" << i
-                      << "]: analytic " << a << " vs numeric " << numeric;
+        ADD_FAILURE() << layer->type() << " " << what << "[" << i << "]: analytic " << a
+                      << " vs numeric " << numeric;
         ++failures;
       }
     }
   };
   for (size_t j = 0; j < xs.size(); ++j) {
-    check(absl::StrCat("d input ", j), xs[j].data<float>(), dxs[j].data<float>(),
-          xs[j].numel());
+    check(absl::StrCat("d input ", j), xs[j].data<float>(), dxs[j].data<float>(), xs[j].numel());
   }
   for (const auto& e : params.entries()) {
     check(absl::StrCat("d ", e.name), params.flat_values().data<float>() + e.offset,

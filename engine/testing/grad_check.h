@@ -16,10 +16,10 @@
 namespace yoke::engine::testing {
 
 struct GradCheckOptions {
-  float step = 1e-2f;        // h for the central difference
-  float tolerance = 2e-2f;   // on |a - n| / max(1, |a|, |n|)
-  int max_checks = 200;      // coordinates checked per tensor (sampled)
-  bool training = true;      // LayerContext::training
+  float step = 1e-2f;                     // h for the central difference
+  float tolerance = 2e-2f;                // on |a - n| / max(1, |a|, |n|)
+  int max_checks = 200;                   // coordinates checked per tensor (sampled)
+  bool training = true;                   // LayerContext::training
   CrossReplicaSum* sync_stats = nullptr;  // LayerContext::sync_stats
   uint64_t seed = 1;
   // Inputs come from U(lo, hi); keep away from kinks (relu at 0) if needed.
@@ -29,8 +29,8 @@ struct GradCheckOptions {
 // Builds `layer` for per-example `input_shapes`, runs Forward/Backward on a
 // batch of `batch` and checks every input and parameter gradient. Reports
 // mismatches as gtest failures naming the tensor and coordinate.
-void CheckLayerGradients(Layer* layer, const std::vector<Shape>& input_shapes,
-                         int64_t batch, const GradCheckOptions& options = {});
+void CheckLayerGradients(Layer* layer, const std::vector<Shape>& input_shapes, int64_t batch,
+                         const GradCheckOptions& options = {});
 
 }  // namespace yoke::engine::testing
 

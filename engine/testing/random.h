@@ -15,8 +15,8 @@
 namespace yoke::engine::testing {
 
 // p[0, n) = U(lo, hi).
-inline void FillUniform(float* p, int64_t n, uint64_t seed, uint64_t stream,
-                        float lo = -1.0f, float hi = 1.0f) {
+inline void FillUniform(float* p, int64_t n, uint64_t seed, uint64_t stream, float lo = -1.0f,
+                        float hi = 1.0f) {
   common::Philox rng(seed, stream);
   for (int64_t i = 0; i < n; ++i) p[i] = lo + (hi - lo) * rng.NextFloat();
 }
@@ -28,8 +28,8 @@ inline void FillUniform(const Tensor& t, uint64_t seed, uint64_t stream, float l
 }
 
 // n values of U(lo, hi).
-inline std::vector<float> UniformVector(int64_t n, uint64_t seed, uint64_t stream,
-                                        float lo = -1.0f, float hi = 1.0f) {
+inline std::vector<float> UniformVector(int64_t n, uint64_t seed, uint64_t stream, float lo = -1.0f,
+                                        float hi = 1.0f) {
   std::vector<float> v(static_cast<size_t>(n));
   FillUniform(v.data(), n, seed, stream, lo, hi);
   return v;

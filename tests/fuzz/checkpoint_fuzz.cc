@@ -26,8 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     bytes.assign(reinterpret_cast<const char*>(data + 1), size - 1);
   }
-  const std::string path = yoke::fuzz::WriteInput(
-      reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  const std::string path =
+      yoke::fuzz::WriteInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   (void)yoke::engine::ReadCheckpoint(path);
   return 0;
 }

@@ -19,8 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int64_t h = 1 + ((pick >> 1) & 7) * 5, w = 1 + ((pick >> 4) & 7) * 5;
   std::vector<uint8_t> out(static_cast<size_t>(h * w * channels));
   if (img->height * img->width <= (int64_t{1} << 22)) {
-    yoke::data::ResizeImage(img->pixels.data(), img->height, img->width, channels, out.data(),
-                            h, w);
+    yoke::data::ResizeImage(img->pixels.data(), img->height, img->width, channels, out.data(), h,
+                            w);
   }
   return 0;
 }

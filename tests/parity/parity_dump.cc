@@ -29,8 +29,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "config/config.h"
 #include "common/flags.h"
+#include "config/config.h"
 #include "engine/param_set.h"
 #include "google/protobuf/util/json_util.h"
 #include "trainer/trainer.h"
@@ -105,15 +105,14 @@ int main(int argc, char** argv) {
   const yoke::engine::ParamSet& ps = (*trainer)->model().params();
   std::vector<std::string> entries;
   for (const auto& e : ps.entries()) {
-    entries.push_back(absl::StrCat("{\"name\":\"", e.name, "\",\"shape\":[",
-                                   absl::StrJoin(e.shape, ","), "]}"));
+    entries.push_back(
+        absl::StrCat("{\"name\":\"", e.name, "\",\"shape\":[", absl::StrJoin(e.shape, ","), "]}"));
   }
   std::string optimizer;
   (void)google::protobuf::util::MessageToJsonString(spec->training().optimizer(), &optimizer);
-  const std::string header =
-      absl::StrCat("{\"params\":[", absl::StrJoin(entries, ","), "],\"total\":",
-                   ps.num_parameters(), ",\"optimizer\":", optimizer,
-                   ",\"steps\":", spec->training().max_steps(), "}\n");
+  const std::string header = absl::StrCat(
+      "{\"params\":[", absl::StrJoin(entries, ","), "],\"total\":", ps.num_parameters(),
+      ",\"optimizer\":", optimizer, ",\"steps\":", spec->training().max_steps(), "}\n");
   WriteAll(header.data(), header.size());
   WriteEntries(ps, ps.flat_values());
 

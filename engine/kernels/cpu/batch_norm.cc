@@ -18,16 +18,15 @@ absl::Status DnnlTry(const char* what, int64_t rows, int64_t channels, F&& body)
   try {
     body();
   } catch (const dnnl::error& e) {
-    return absl::InternalError(absl::StrCat(what, " failed for (", rows, ", ", channels,
-                                            "): ", e.what()));
+    return absl::InternalError(
+        absl::StrCat(what, " failed for (", rows, ", ", channels, "): ", e.what()));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<BatchNormPlan>> BatchNormPlan::Create(int64_t rows,
-                                                                     int64_t channels,
+absl::StatusOr<std::unique_ptr<BatchNormPlan>> BatchNormPlan::Create(int64_t rows, int64_t channels,
                                                                      float epsilon) {
   std::unique_ptr<BatchNormPlan> p(new BatchNormPlan());
   p->rows_ = rows;
@@ -73,24 +72,22 @@ void BatchNormPlan::Build() {
   mean_ = memory(cmd, eng);
   var_ = memory(cmd, eng);
 
-  train_args_ = {{DNNL_ARG_SRC, x_},       {DNNL_ARG_DST, y_},
-                 {DNNL_ARG_SCALE, gamma_}, {DNNL_ARG_SHIFT, beta_},
-                 {DNNL_ARG_MEAN, mean_},   {DNNL_ARG_VARIANCE, var_}};
+  train_args_ = {{DNNL_ARG_SRC, x_},      {DNNL_ARG_DST, y_},     {DNNL_ARG_SCALE, gamma_},
+                 {DNNL_ARG_SHIFT, beta_}, {DNNL_ARG_MEAN, mean_}, {DNNL_ARG_VARIANCE, var_}};
   infer_args_ = {{DNNL_ARG_SRC, x_},         {DNNL_ARG_DST, y_},
                  {DNNL_ARG_SCALE, gamma_},   {DNNL_ARG_SHIFT, beta_},
                  {DNNL_ARG_MEAN, ext_mean_}, {DNNL_ARG_VARIANCE, ext_var_}};
-  bwd_args_ = {{DNNL_ARG_SRC, x_},          {DNNL_ARG_DIFF_DST, dy_},
-               {DNNL_ARG_MEAN, mean_},      {DNNL_ARG_VARIANCE, var_},
-               {DNNL_ARG_SCALE, gamma_},    {DNNL_ARG_SHIFT, beta_},
-               {DNNL_ARG_DIFF_SRC, dx_},
-               {DNNL_ARG_DIFF_SCALE, dgamma_}, {DNNL_ARG_DIFF_SHIFT, dbeta_}};
+  bwd_args_ = {
+      {DNNL_ARG_SRC, x_},        {DNNL_ARG_DIFF_DST, dy_},       {DNNL_ARG_MEAN, mean_},
+      {DNNL_ARG_VARIANCE, var_}, {DNNL_ARG_SCALE, gamma_},       {DNNL_ARG_SHIFT, beta_},
+      {DNNL_ARG_DIFF_SRC, dx_},  {DNNL_ARG_DIFF_SCALE, dgamma_}, {DNNL_ARG_DIFF_SHIFT, dbeta_}};
   bwd_global_args_ = bwd_args_;
   bwd_global_args_[DNNL_ARG_MEAN] = ext_mean_;
   bwd_global_args_[DNNL_ARG_VARIANCE] = ext_var_;
 }
 
-absl::Status BatchNormPlan::ForwardTraining(const float* x, const float* gamma,
-                                            const float* beta, float* y) {
+absl::Status BatchNormPlan::ForwardTraining(const float* x, const float* gamma, const float* beta,
+                                            float* y) {
   return DnnlTry("batch_norm forward", rows_, channels_, [&] {
     dnnl::stream& s = CpuStream();
     x_.set_data_handle(const_cast<float*>(x));
@@ -102,9 +99,8 @@ absl::Status BatchNormPlan::ForwardTraining(const float* x, const float* gamma,
   });
 }
 
-absl::Status BatchNormPlan::ForwardInference(const float* x, const float* gamma,
-                                             const float* beta, const float* mean,
-                                             const float* var, float* y) {
+absl::Status BatchNormPlan::ForwardInference(const float* x, const float* gamma, const float* beta,
+                                             const float* mean, const float* var, float* y) {
   return DnnlTry("batch_norm inference", rows_, channels_, [&] {
     dnnl::stream& s = CpuStream();
     x_.set_data_handle(const_cast<float*>(x));
@@ -120,8 +116,7 @@ absl::Status BatchNormPlan::ForwardInference(const float* x, const float* gamma,
 
 absl::Status BatchNormPlan::Backward(const float* x, const float* dy, const float* gamma,
                                      const float* beta, bool global_stats, const float* mean,
-                                     const float* var, float* dx, float* dgamma,
-                                     float* dbeta) {
+                                     const float* var, float* dx, float* dgamma, float* dbeta) {
   return DnnlTry("batch_norm backward", rows_, channels_, [&] {
     dnnl::stream& s = CpuStream();
     x_.set_data_handle(const_cast<float*>(x));

@@ -25,14 +25,12 @@ namespace yoke::engine::cpu {
 class BatchNormPlan {
  public:
   // INTERNAL when oneDNN rejects the shape.
-  static absl::StatusOr<std::unique_ptr<BatchNormPlan>> Create(int64_t rows,
-                                                               int64_t channels,
+  static absl::StatusOr<std::unique_ptr<BatchNormPlan>> Create(int64_t rows, int64_t channels,
                                                                float epsilon);
 
   // x: (M, C), gamma, beta: (C) -> y: (M, C); the batch statistics land in
   // batch_mean()/batch_var().
-  absl::Status ForwardTraining(const float* x, const float* gamma, const float* beta,
-                               float* y);
+  absl::Status ForwardTraining(const float* x, const float* gamma, const float* beta, float* y);
   // x: (M, C), gamma, beta, mean, var: (C) -> y: (M, C).
   absl::Status ForwardInference(const float* x, const float* gamma, const float* beta,
                                 const float* mean, const float* var, float* y);
@@ -42,9 +40,9 @@ class BatchNormPlan {
   // preceding ForwardTraining (mean/var ignored); with true, treats `mean` and
   // `var` as constants (the eval-mode Forward).
   // (beta is only read because oneDNN's primitive asks for it.)
-  absl::Status Backward(const float* x, const float* dy, const float* gamma,
-                        const float* beta, bool global_stats, const float* mean, const float* var,
-                        float* dx, float* dgamma, float* dbeta);
+  absl::Status Backward(const float* x, const float* dy, const float* gamma, const float* beta,
+                        bool global_stats, const float* mean, const float* var, float* dx,
+                        float* dgamma, float* dbeta);
 
   // (C) each; valid after ForwardTraining. The variance is the biased one.
   const float* batch_mean() const;
@@ -61,8 +59,7 @@ class BatchNormPlan {
   // Handles pointed at the caller's buffers per call.
   dnnl::memory x_, y_, dx_, dy_, gamma_, beta_, dgamma_, dbeta_, ext_mean_, ext_var_;
   dnnl::memory mean_, var_;  // owned: the last training batch's statistics
-  std::unordered_map<int, dnnl::memory> train_args_, infer_args_, bwd_args_,
-      bwd_global_args_;
+  std::unordered_map<int, dnnl::memory> train_args_, infer_args_, bwd_args_, bwd_global_args_;
 };
 
 }  // namespace yoke::engine::cpu

@@ -11,10 +11,10 @@ using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
 std::string Conv2dGeometry::DebugString() const {
-  return absl::StrCat("conv x(", n, ",", h, ",", w, ",", c, ") k=", k, " window ", kh,
-                      "x", kw, " stride ", stride_h, "x", stride_w, " pad t", pad_top,
-                      " l", pad_left, " b", pad_bottom, " r", pad_right, " -> (", oh,
-                      ",", ow, ")", relu ? " +relu" : "", pool ? " +maxpool2x2" : "");
+  return absl::StrCat("conv x(", n, ",", h, ",", w, ",", c, ") k=", k, " window ", kh, "x", kw,
+                      " stride ", stride_h, "x", stride_w, " pad t", pad_top, " l", pad_left, " b",
+                      pad_bottom, " r", pad_right, " -> (", oh, ",", ow, ")", relu ? " +relu" : "",
+                      pool ? " +maxpool2x2" : "");
 }
 
 Conv2dPlan::~Conv2dPlan() = default;
@@ -28,10 +28,10 @@ absl::StatusOr<std::unique_ptr<Conv2dPlan>> Conv2dPlan::Create(const Conv2dGeome
     p->c1_ = std::make_unique<SingleChannelConv>(g);
   }
   if (g.pool && (p->c1_ == nullptr || need_backward_data)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "conv2d: a pooled output needs the one-channel direct kernels and no "
-        "backward-data; not available for ",
-        g.DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("conv2d: a pooled output needs the one-channel direct kernels and no "
+                     "backward-data; not available for ",
+                     g.DebugString()));
   }
   // The direct kernels do all the work a plan without backward-data has; its
   // oneDNN primitives would never run.
@@ -40,8 +40,7 @@ absl::StatusOr<std::unique_ptr<Conv2dPlan>> Conv2dPlan::Create(const Conv2dGeome
   try {
     s = p->Build(need_backward_data);
   } catch (const dnnl::error& e) {
-    s = absl::InternalError(
-        absl::StrCat("oneDNN rejected ", g.DebugString(), ": ", e.what()));
+    s = absl::InternalError(absl::StrCat("oneDNN rejected ", g.DebugString(), ": ", e.what()));
   }
   if (!s.ok()) return s;
   return p;
@@ -62,9 +61,9 @@ absl::Status Conv2dPlan::Build(bool need_backward_data) {
   memory::dims pad_l{g.pad_top, g.pad_left};
   memory::dims pad_r{g.pad_bottom, g.pad_right};
 
-  auto fwd_desc = dnnl::convolution_forward::desc(
-      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, x_md_,
-      w_any, b_md_, y_md_, strides, pad_l, pad_r);
+  auto fwd_desc = dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                  dnnl::algorithm::convolution_direct, x_md_, w_any,
+                                                  b_md_, y_md_, strides, pad_l, pad_r);
   dnnl::primitive_attr fwd_attr;
   if (g.relu) {
     dnnl::post_ops ops;
@@ -92,14 +91,13 @@ absl::Status Conv2dPlan::Build(bool need_backward_data) {
   } else {
     fwd_w_mem_ = w_plain_mem_;
   }
-  fwd_args_ = {{DNNL_ARG_SRC, x_mem_}, {DNNL_ARG_WEIGHTS, fwd_w_mem_},
-               {DNNL_ARG_DST, y_mem_}};
+  fwd_args_ = {{DNNL_ARG_SRC, x_mem_}, {DNNL_ARG_WEIGHTS, fwd_w_mem_}, {DNNL_ARG_DST, y_mem_}};
   if (g.bias) fwd_args_[DNNL_ARG_BIAS] = b_mem_;
 
   has_bwd_data_ = need_backward_data;
   if (need_backward_data) {
-    auto bd_desc = dnnl::convolution_backward_data::desc(
-        dnnl::algorithm::convolution_direct, x_md_, w_any, y_md_, strides, pad_l, pad_r);
+    auto bd_desc = dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, x_md_,
+                                                         w_any, y_md_, strides, pad_l, pad_r);
     auto bd_pd = dnnl::convolution_backward_data::primitive_desc(bd_desc, eng, fwd_pd);
     bwd_data_ = dnnl::convolution_backward_data(bd_pd);
     if (bd_pd.weights_desc() == fwd_pd.weights_desc()) {
@@ -112,17 +110,16 @@ absl::Status Conv2dPlan::Build(bool need_backward_data) {
       bwd_data_w_mem_ = memory(bd_pd.weights_desc(), eng);
       bwd_data_w_to_ = dnnl::reorder(w_plain_mem_, bwd_data_w_mem_);
     }
-    bwd_data_args_ = {{DNNL_ARG_DIFF_DST, dy_mem_}, {DNNL_ARG_WEIGHTS, bwd_data_w_mem_},
+    bwd_data_args_ = {{DNNL_ARG_DIFF_DST, dy_mem_},
+                      {DNNL_ARG_WEIGHTS, bwd_data_w_mem_},
                       {DNNL_ARG_DIFF_SRC, dx_mem_}};
   }
 
   auto bw_desc =
-      g.bias ? dnnl::convolution_backward_weights::desc(
-                   dnnl::algorithm::convolution_direct, x_md_, w_any, b_md_, y_md_,
-                   strides, pad_l, pad_r)
-             : dnnl::convolution_backward_weights::desc(
-                   dnnl::algorithm::convolution_direct, x_md_, w_any, y_md_, strides,
-                   pad_l, pad_r);
+      g.bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_md_,
+                                                        w_any, b_md_, y_md_, strides, pad_l, pad_r)
+             : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_md_,
+                                                        w_any, y_md_, strides, pad_l, pad_r);
   auto bw_pd = dnnl::convolution_backward_weights::primitive_desc(bw_desc, eng, fwd_pd);
   bwd_w_ = dnnl::convolution_backward_weights(bw_pd);
   if (bw_pd.diff_weights_desc() != w_plain_md_) {
@@ -132,8 +129,8 @@ absl::Status Conv2dPlan::Build(bool need_backward_data) {
   } else {
     bwd_w_dw_mem_ = dw_plain_mem_;
   }
-  bwd_w_args_ = {{DNNL_ARG_SRC, x_mem_}, {DNNL_ARG_DIFF_DST, dy_mem_},
-                 {DNNL_ARG_DIFF_WEIGHTS, bwd_w_dw_mem_}};
+  bwd_w_args_ = {
+      {DNNL_ARG_SRC, x_mem_}, {DNNL_ARG_DIFF_DST, dy_mem_}, {DNNL_ARG_DIFF_WEIGHTS, bwd_w_dw_mem_}};
   if (g.bias) bwd_w_args_[DNNL_ARG_DIFF_BIAS] = db_mem_;
   return absl::OkStatus();
 }
@@ -146,16 +143,14 @@ absl::Status DnnlTry(const char* what, const Conv2dGeometry& g, F&& body) {
   try {
     body();
   } catch (const dnnl::error& e) {
-    return absl::InternalError(
-        absl::StrCat(what, " failed for ", g.DebugString(), ": ", e.what()));
+    return absl::InternalError(absl::StrCat(what, " failed for ", g.DebugString(), ": ", e.what()));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status Conv2dPlan::Forward(const float* x, const float* w, const float* b,
-                                 float* y) {
+absl::Status Conv2dPlan::Forward(const float* x, const float* w, const float* b, float* y) {
   if (c1_ != nullptr) {
     c1_->Forward(x, w, b, y);
     fwd_w_fresh_ = false;  // no reordered copy for BackwardData to reuse
@@ -195,8 +190,7 @@ absl::Status Conv2dPlan::BackwardData(const float* dy, const float* w, float* dx
   });
 }
 
-absl::Status Conv2dPlan::BackwardWeights(const float* x, const float* dy, float* dw,
-                                         float* db) {
+absl::Status Conv2dPlan::BackwardWeights(const float* x, const float* dy, float* dw, float* db) {
   if (c1_ != nullptr) {
     c1_->BackwardWeights(x, dy, dw, db);
     return absl::OkStatus();

@@ -35,7 +35,7 @@ struct Conv2dGeometry {
   // padding may be smaller than needed to reach the last column: rows and
   // columns no window covers are ignored (and get a zero input gradient).
   int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-  int64_t oh = 0, ow = 0;              // output spatial size
+  int64_t oh = 0, ow = 0;  // output spatial size
   bool bias = true;
   // Forward writes max(y, 0) instead of y (a oneDNN post-op applied in the
   // kernel's registers, so the result is bit for bit a separate ReLU's).
@@ -99,8 +99,7 @@ class Conv2dPlan {
 
   // User-side memories: their handles are pointed at the caller's buffers on
   // every call.
-  dnnl::memory x_mem_, y_mem_, w_plain_mem_, b_mem_, dx_mem_, dy_mem_, dw_plain_mem_,
-      db_mem_;
+  dnnl::memory x_mem_, y_mem_, w_plain_mem_, b_mem_, dx_mem_, dy_mem_, dw_plain_mem_, db_mem_;
   // Weights in each primitive's preferred layout; equal to the plain memories
   // (no reorder) when the primitive takes the plain layout.
   dnnl::memory fwd_w_mem_, bwd_data_w_mem_, bwd_w_dw_mem_;

@@ -9,7 +9,7 @@
 namespace yoke::engine::cpu {
 namespace {
 
-constexpr int kLanes = 16;    // floats in an AVX-512 register
+constexpr int kLanes = 16;     // floats in an AVX-512 register
 constexpr int kMaxBlock = 14;  // output pixels per forward block (14 + 2 registers)
 
 #define YOKE_AVX512 __attribute__((target("avx512f")))
@@ -66,8 +66,8 @@ YOKE_AVX512 __attribute__((always_inline)) inline void ConvRow(const float* xp, 
 
 // ConvRow stored to `y`, the block's first output of the group.
 template <int KH, int KW, int PW>
-YOKE_AVX512 inline void ForwardBlock(const float* xp, int64_t pad_w, const float* wt,
-                                     int64_t k, __m512 bias, bool relu, float* y) {
+YOKE_AVX512 inline void ForwardBlock(const float* xp, int64_t pad_w, const float* wt, int64_t k,
+                                     __m512 bias, bool relu, float* y) {
   __m512 acc[PW];
   ConvRow<KH, KW, PW>(xp, pad_w, wt, k, bias, relu, acc);
 #pragma GCC unroll 16
@@ -75,8 +75,8 @@ YOKE_AVX512 inline void ForwardBlock(const float* xp, int64_t pad_w, const float
 }
 
 template <int KH, int KW, int PW>
-YOKE_AVX512 void ForwardBlocks(const float* xp, int64_t pad_w, const float* wt,
-                               const float* b, int64_t k, bool relu, float* y) {
+YOKE_AVX512 void ForwardBlocks(const float* xp, int64_t pad_w, const float* wt, const float* b,
+                               int64_t k, bool relu, float* y) {
   for (int64_t grp = 0; grp < k; grp += kLanes) {
     const __m512 bias = b != nullptr ? _mm512_loadu_ps(b + grp) : _mm512_setzero_ps();
     ForwardBlock<KH, KW, PW>(xp, pad_w, wt + grp, k, bias, relu, y + grp);
@@ -124,9 +124,8 @@ YOKE_AVX512 void ForwardImage(const Conv2dGeometry& g, const float* pad, const f
 // positive. Strict '>' in raster order keeps the first maximum, as
 // Pool2dPlan does; after the ReLU no value is NaN, so both pick the same.
 template <int KH, int KW, int P>
-YOKE_AVX512 inline void PooledBlock(const float* xp, int64_t pad_w, const float* wt,
-                                    int64_t k, __m512 bias, float* y, uint16_t* masks,
-                                    int64_t mask_stride) {
+YOKE_AVX512 inline void PooledBlock(const float* xp, int64_t pad_w, const float* wt, int64_t k,
+                                    __m512 bias, float* y, uint16_t* masks, int64_t mask_stride) {
   static_assert(P % 2 == 0, "a block covers whole windows");
   __m512 acc[P], top[P / 2];
   __mmask16 top_right[P / 2];
@@ -158,10 +157,9 @@ YOKE_AVX512 void PooledBlocks(const float* xp, int64_t pad_w, const float* wt, c
                               int64_t k, float* y, uint16_t* masks) {
   const int64_t groups = k / kLanes;
   for (int64_t grp = 0; grp < groups; ++grp) {
-    const __m512 bias =
-        b != nullptr ? _mm512_loadu_ps(b + grp * kLanes) : _mm512_setzero_ps();
-    PooledBlock<KH, KW, P>(xp, pad_w, wt + grp * kLanes, k, bias, y + grp * kLanes,
-                           masks + grp * 4, groups * 4);
+    const __m512 bias = b != nullptr ? _mm512_loadu_ps(b + grp * kLanes) : _mm512_setzero_ps();
+    PooledBlock<KH, KW, P>(xp, pad_w, wt + grp * kLanes, k, bias, y + grp * kLanes, masks + grp * 4,
+                           groups * 4);
   }
 }
 
@@ -179,7 +177,9 @@ YOKE_AVX512 void PooledImage(const Conv2dGeometry& g, const float* pad, const fl
     uint16_t* mr = mi + r * pw * groups * 4;
     // Blocks of 14, 8, 4 and 2 output columns: 7, 4, 2 and 1 windows.
     int64_t q = 0;  // output column
-    auto at = [&](int64_t col) { return std::make_pair(yr + col / 2 * k, mr + col / 2 * groups * 4); };
+    auto at = [&](int64_t col) {
+      return std::make_pair(yr + col / 2 * k, mr + col / 2 * groups * 4);
+    };
     for (; q + kMaxBlock <= 2 * pw; q += kMaxBlock) {
       auto [y, m] = at(q);
       PooledBlocks<KH, KW, kMaxBlock>(xr + q, pad_w, wt, b, k, y, m);
@@ -207,8 +207,7 @@ YOKE_AVX512 void PooledImage(const Conv2dGeometry& g, const float* pad, const fl
 template <int KH, int KW>
 YOKE_AVX512 __attribute__((always_inline)) inline void AccumulateTaps(const float* xq,
                                                                       int64_t pad_w, __m512 d,
-                                                                      __m512* acc,
-                                                                      __m512* accb) {
+                                                                      __m512* acc, __m512* accb) {
   *accb = _mm512_add_ps(*accb, d);
 #pragma GCC unroll 8
   for (int i = 0; i < KH; ++i) {
@@ -225,8 +224,8 @@ YOKE_AVX512 __attribute__((always_inline)) inline void AccumulateTaps(const floa
 // tap (i, j+1) at q is the tap (i, j) at q+1) in scalars it then spills; a
 // broadcast straight from memory per tap is faster.
 template <int KH, int KW>
-YOKE_AVX512 __attribute__((optimize("no-predictive-commoning"))) void BackwardWeightsImage(const Conv2dGeometry& g, const float* pad,
-                                      const float* dyi, float* part) {
+YOKE_AVX512 __attribute__((optimize("no-predictive-commoning"))) void BackwardWeightsImage(
+    const Conv2dGeometry& g, const float* pad, const float* dyi, float* part) {
   constexpr int kTaps = KH * KW;
   const int64_t pad_w = g.ow + KW - 1, k = g.k;
   for (int64_t grp = 0; grp < k; grp += kLanes) {
@@ -255,8 +254,7 @@ YOKE_AVX512 __attribute__((optimize("no-predictive-commoning"))) void BackwardWe
 // sums are bit for bit those of the unfused layers.
 template <int KH, int KW>
 YOKE_AVX512 __attribute__((optimize("no-predictive-commoning"))) void BackwardWeightsPooledImage(
-    const Conv2dGeometry& g, const float* pad, const float* dyi, const uint16_t* mi,
-    float* part) {
+    const Conv2dGeometry& g, const float* pad, const float* dyi, const uint16_t* mi, float* part) {
   constexpr int kTaps = KH * KW;
   const int64_t pad_w = g.ow + KW - 1, k = g.k, groups = k / kLanes;
   const int64_t ph = g.oh / 2, pw = g.ow / 2;
@@ -322,8 +320,7 @@ void BackwardWeightsAll(const Conv2dGeometry& g, const float* x, const float* dy
       BackwardWeightsPooledImage<KH, KW>(g, pad, dy + i * pooled, masks + i * pooled / 4,
                                          partial + i * per_image);
     } else {
-      BackwardWeightsImage<KH, KW>(g, pad, dy + i * g.oh * g.ow * g.k,
-                                   partial + i * per_image);
+      BackwardWeightsImage<KH, KW>(g, pad, dy + i * g.oh * g.ow * g.k, partial + i * per_image);
     }
   }
 }
@@ -368,8 +365,7 @@ void SingleChannelConv::Forward(const float* x, const float* w, const float* b, 
   }
 }
 
-void SingleChannelConv::BackwardWeights(const float* x, const float* dy, float* dw,
-                                        float* db) {
+void SingleChannelConv::BackwardWeights(const float* x, const float* dy, float* dw, float* db) {
   const int64_t taps = g_.kh * g_.kw, k = g_.k, per_image = (taps + 1) * k;
   partial_.resize(g_.n * per_image);
   const int64_t pad_size = (g_.oh + g_.kh - 1) * (g_.ow + g_.kw - 1);

@@ -14,9 +14,7 @@
 namespace yoke::engine::cpu {
 namespace {
 
-std::vector<float> Random(int64_t n, uint64_t seed) {
-  return testing::UniformVector(n, seed, 3);
-}
+std::vector<float> Random(int64_t n, uint64_t seed) { return testing::UniformVector(n, seed, 3); }
 
 struct Case {
   int64_t n, h, w, k, window, pad_top, pad_left, pad_bottom, pad_right;
@@ -116,8 +114,7 @@ TEST_P(SingleChannelConvTest, MatchesOneDnn) {
   std::vector<float> dw_own(w.size(), NAN), dw_dnnl(w.size(), NAN);
   std::vector<float> db_own(b.size(), NAN), db_dnnl(b.size(), NAN);
   ASSERT_TRUE((*own)->BackwardWeights(x.data(), dy.data(), dw_own.data(), db_own.data()).ok());
-  ASSERT_TRUE(
-      (*dnnl)->BackwardWeights(x.data(), dy.data(), dw_dnnl.data(), db_dnnl.data()).ok());
+  ASSERT_TRUE((*dnnl)->BackwardWeights(x.data(), dy.data(), dw_dnnl.data(), db_dnnl.data()).ok());
   std::vector<double> ref, magnitude;
   ReferenceGradients(g, x, dy, &ref, &magnitude);
   const int64_t taps = g.kh * g.kw;
@@ -132,18 +129,17 @@ TEST_P(SingleChannelConvTest, MatchesOneDnn) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Geometries, SingleChannelConvTest,
-    ::testing::Values(
-        // The zoo CNN's first layer: 5x5 "same", 32 filters, ReLU fused.
-        Case{64, 28, 28, 32, 5, 2, 2, 2, 2, true, true},
-        // Rows of 27 outputs: blocks of 14, 8, 4 and 1 pixels.
-        Case{3, 17, 27, 16, 3, 1, 1, 1, 1, true, false},
-        // Unequal padding, no bias, 48 filters, a batch of one; rows of 11
-        // outputs: blocks of 8, 2 and 1.
-        Case{1, 9, 11, 48, 5, 0, 3, 2, 1, false, true},
-        // No padding ("valid"); rows of 18: blocks of 14 and 4.
-        Case{5, 12, 20, 16, 3, 0, 0, 0, 0, true, true}));
+INSTANTIATE_TEST_SUITE_P(Geometries, SingleChannelConvTest,
+                         ::testing::Values(
+                             // The zoo CNN's first layer: 5x5 "same", 32 filters, ReLU fused.
+                             Case{64, 28, 28, 32, 5, 2, 2, 2, 2, true, true},
+                             // Rows of 27 outputs: blocks of 14, 8, 4 and 1 pixels.
+                             Case{3, 17, 27, 16, 3, 1, 1, 1, 1, true, false},
+                             // Unequal padding, no bias, 48 filters, a batch of one; rows of 11
+                             // outputs: blocks of 8, 2 and 1.
+                             Case{1, 9, 11, 48, 5, 0, 3, 2, 1, false, true},
+                             // No padding ("valid"); rows of 18: blocks of 14 and 4.
+                             Case{5, 12, 20, 16, 3, 0, 0, 0, 0, true, true}));
 
 // Backward-weights sums the images' partials in a fixed order, so the
 // gradient is the same bits on one thread and on several.
@@ -225,8 +221,8 @@ TEST_P(PooledConvTest, EqualsConvThenPoolBitForBit) {
   for (int64_t i = 0; i < pooled; ++i) ASSERT_EQ(y[i], y_ref[i]) << "pooled output " << i;
 
   std::vector<float> dy_full(full, NAN);
-  ASSERT_TRUE((*pool)->BackwardThroughRelu(y_full.data(), y_ref.data(), dy.data(),
-                                           dy_full.data()).ok());
+  ASSERT_TRUE(
+      (*pool)->BackwardThroughRelu(y_full.data(), y_ref.data(), dy.data(), dy_full.data()).ok());
   const size_t nw = w.size();
   std::vector<float> dw_ref(nw, NAN), db_ref(g.k, NAN), dw(nw, NAN), db(g.k, NAN);
   ASSERT_TRUE(
@@ -246,20 +242,19 @@ TEST_P(PooledConvTest, EqualsConvThenPoolBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Geometries, PooledConvTest,
-    ::testing::Values(
-        // The zoo CNN's first layer and pool.
-        PooledCase{Case{8, 28, 28, 32, 5, 2, 2, 2, 2, true, true}, false},
-        // 17 x 27 outputs: an odd row and column no window reads; pooled
-        // rows of 13 windows run blocks of 14, 8 and 4 outputs.
-        PooledCase{Case{3, 17, 27, 16, 3, 1, 1, 1, 1, true, true}, false},
-        // 11 wide: blocks of 8 and 2; no bias; 48 filters; unequal padding.
-        PooledCase{Case{2, 9, 11, 48, 5, 0, 3, 2, 1, false, true}, false},
-        // 7 wide ("valid", 9 - 3 + 1): blocks of 4 and 2; 18 rows for 14.
-        PooledCase{Case{2, 14, 9, 16, 3, 0, 0, 0, 0, true, true}, false},
-        // Every window tied: the first input must win, as Pool2dPlan's.
-        PooledCase{Case{2, 10, 10, 16, 3, 1, 1, 1, 1, true, true}, true}));
+INSTANTIATE_TEST_SUITE_P(Geometries, PooledConvTest,
+                         ::testing::Values(
+                             // The zoo CNN's first layer and pool.
+                             PooledCase{Case{8, 28, 28, 32, 5, 2, 2, 2, 2, true, true}, false},
+                             // 17 x 27 outputs: an odd row and column no window reads; pooled
+                             // rows of 13 windows run blocks of 14, 8 and 4 outputs.
+                             PooledCase{Case{3, 17, 27, 16, 3, 1, 1, 1, 1, true, true}, false},
+                             // 11 wide: blocks of 8 and 2; no bias; 48 filters; unequal padding.
+                             PooledCase{Case{2, 9, 11, 48, 5, 0, 3, 2, 1, false, true}, false},
+                             // 7 wide ("valid", 9 - 3 + 1): blocks of 4 and 2; 18 rows for 14.
+                             PooledCase{Case{2, 14, 9, 16, 3, 0, 0, 0, 0, true, true}, false},
+                             // Every window tied: the first input must win, as Pool2dPlan's.
+                             PooledCase{Case{2, 10, 10, 16, 3, 1, 1, 1, 1, true, true}, true}));
 
 TEST(SingleChannelConvSupport, PoolNeedsTheReluTheKernelsAndNoBackwardData) {
   Conv2dGeometry g = Geometry(Case{2, 8, 8, 16, 3, 1, 1, 1, 1, true, true});

@@ -1,6 +1,7 @@
 #include "engine/kernels/cpu/dnnl_context.h"
 
 #include <omp.h>
+
 #include <thread>
 
 namespace yoke::engine::cpu {

@@ -6,16 +6,16 @@
 
 namespace yoke::engine::cpu {
 
-absl::Status Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                   float alpha, const float* a, const float* b, float beta, float* c) {
+absl::Status Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float* a, const float* b, float beta, float* c) {
   if (m == 0 || n == 0) return absl::OkStatus();
   int64_t lda = trans_a ? m : k;
   int64_t ldb = trans_b ? k : n;
-  dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k,
-                                alpha, a, lda, b, ldb, beta, c, n);
+  dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b,
+                                ldb, beta, c, n);
   if (st != dnnl_success) {
-    return absl::InternalError(absl::StrCat("dnnl_sgemm(", m, "x", n, "x", k,
-                                            ") failed with status ", st));
+    return absl::InternalError(
+        absl::StrCat("dnnl_sgemm(", m, "x", n, "x", k, ") failed with status ", st));
   }
   return absl::OkStatus();
 }
@@ -28,11 +28,9 @@ struct MatmulPlan::Impl {
 MatmulPlan::~MatmulPlan() = default;
 
 absl::StatusOr<std::unique_ptr<MatmulPlan>> MatmulPlan::Create(bool trans_a, bool trans_b,
-                                                               int64_t m, int64_t n,
-                                                               int64_t k) {
+                                                               int64_t m, int64_t n, int64_t k) {
   if (m <= 0 || n <= 0 || k <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("matmul plan: empty shape ", m, "x", n, "x", k));
+    return absl::InvalidArgumentError(absl::StrCat("matmul plan: empty shape ", m, "x", n, "x", k));
   }
   using dnnl::memory;
   std::unique_ptr<MatmulPlan> p(new MatmulPlan());
@@ -49,12 +47,11 @@ absl::StatusOr<std::unique_ptr<MatmulPlan>> MatmulPlan::Create(bool trans_a, boo
                          trans_b ? memory::dims{1, k} : memory::dims{n, 1});
   impl->c = memory::desc({m, n}, memory::data_type::f32, memory::dims{n, 1});
   try {
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(impl->a, impl->b, impl->c),
-                                    CpuEngine());
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(impl->a, impl->b, impl->c), CpuEngine());
     impl->prim = dnnl::matmul(pd);
   } catch (const dnnl::error& e) {
-    return absl::InternalError(absl::StrCat("matmul plan ", m, "x", n, "x", k,
-                                            ": oneDNN: ", e.what()));
+    return absl::InternalError(
+        absl::StrCat("matmul plan ", m, "x", n, "x", k, ": oneDNN: ", e.what()));
   }
   p->impl_ = std::move(impl);
   return p;
@@ -69,8 +66,8 @@ absl::Status MatmulPlan::Run(const float* a, const float* b, float* c) {
                         {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
     CpuStream().wait();
   } catch (const dnnl::error& e) {
-    return absl::InternalError(absl::StrCat("matmul ", m_, "x", n_, "x", k_,
-                                            ": oneDNN: ", e.what()));
+    return absl::InternalError(
+        absl::StrCat("matmul ", m_, "x", n_, "x", k_, ": oneDNN: ", e.what()));
   }
   return absl::OkStatus();
 }

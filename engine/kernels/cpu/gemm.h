@@ -14,8 +14,8 @@
 namespace yoke::engine::cpu {
 
 // oneDNN's JIT sgemm, for any shape, with no set-up.
-absl::Status Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                   float alpha, const float* a, const float* b, float beta, float* c);
+absl::Status Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float* a, const float* b, float beta, float* c);
 
 // C = op(A) op(B) (alpha 1, beta 0) through a oneDNN matmul primitive made
 // once for one shape. oneDNN 2.6 picks its AVX-512 batch-reduce kernels for
@@ -29,9 +29,8 @@ absl::Status Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 // plan must not run on two threads at once.
 class MatmulPlan {
  public:
-  static absl::StatusOr<std::unique_ptr<MatmulPlan>> Create(bool trans_a, bool trans_b,
-                                                            int64_t m, int64_t n,
-                                                            int64_t k);
+  static absl::StatusOr<std::unique_ptr<MatmulPlan>> Create(bool trans_a, bool trans_b, int64_t m,
+                                                            int64_t n, int64_t k);
   ~MatmulPlan();
 
   bool Matches(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) const {

@@ -9,9 +9,7 @@
 namespace yoke::engine::cpu {
 namespace {
 
-std::vector<float> Random(int64_t n, uint64_t seed) {
-  return testing::UniformVector(n, seed, 1);
-}
+std::vector<float> Random(int64_t n, uint64_t seed) { return testing::UniformVector(n, seed, 1); }
 
 // C = op(A) op(B) in double, from the definitions of the layouts in gemm.h.
 std::vector<double> Reference(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
@@ -60,16 +58,14 @@ TEST_P(MatmulPlanTest, EqualsTheProductOfTheTransposedOperands) {
   for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], r2[i], tol) << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layouts, MatmulPlanTest,
-    ::testing::Combine(::testing::Bool(), ::testing::Bool(),
-                       ::testing::Values(Shape{5, 3, 7}, Shape{37, 64, 300})));
+INSTANTIATE_TEST_SUITE_P(Layouts, MatmulPlanTest,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool(),
+                                            ::testing::Values(Shape{5, 3, 7}, Shape{37, 64, 300})));
 
 // The shape the zoo CNN's dense backward runs (dense.cc), where oneDNN
 // picks another kernel than for small shapes.
 INSTANTIATE_TEST_SUITE_P(ZooCnnDenseBackward, MatmulPlanTest,
-                         ::testing::Values(std::make_tuple(false, true,
-                                                           Shape{3136, 64, 1024})));
+                         ::testing::Values(std::make_tuple(false, true, Shape{3136, 64, 1024})));
 
 TEST(MatmulPlanTest, RejectsAnEmptyShape) {
   auto plan = MatmulPlan::Create(false, true, 0, 4, 4);

@@ -12,15 +12,14 @@ namespace yoke::engine::cpu {
 constexpr int64_t kParallelThreshold = 1 << 15;
 
 std::string Pool2dGeometry::DebugString() const {
-  return absl::StrCat(max ? "max" : "avg", " pool x(", n, ",", h, ",", w, ",", c,
-                      ") window ", kh, "x", kw, " stride ", stride_h, "x", stride_w,
-                      " pad t", pad_top, " l", pad_left, " b", pad_bottom, " r",
-                      pad_right, " -> (", oh, ",", ow, ")");
+  return absl::StrCat(max ? "max" : "avg", " pool x(", n, ",", h, ",", w, ",", c, ") window ", kh,
+                      "x", kw, " stride ", stride_h, "x", stride_w, " pad t", pad_top, " l",
+                      pad_left, " b", pad_bottom, " r", pad_right, " -> (", oh, ",", ow, ")");
 }
 
 absl::StatusOr<std::unique_ptr<Pool2dPlan>> Pool2dPlan::Create(const Pool2dGeometry& g) {
-  if (g.pad_top >= g.kh || g.pad_bottom >= g.kh || g.pad_left >= g.kw ||
-      g.pad_right >= g.kw || g.h * g.w > INT32_MAX) {
+  if (g.pad_top >= g.kh || g.pad_bottom >= g.kh || g.pad_left >= g.kw || g.pad_right >= g.kw ||
+      g.h * g.w > INT32_MAX) {
     return absl::InvalidArgumentError(
         absl::StrCat("pooling: some window covers only padding in ", g.DebugString()));
   }
@@ -28,8 +27,8 @@ absl::StatusOr<std::unique_ptr<Pool2dPlan>> Pool2dPlan::Create(const Pool2dGeome
   p->g_ = g;
   if (g.max) p->argmax_.resize(g.n * g.oh * g.ow * g.c);
   p->tiled_ = g.max && g.kh == g.stride_h && g.kw == g.stride_w && g.pad_top == 0 &&
-              g.pad_left == 0 && g.pad_bottom == 0 && g.pad_right == 0 &&
-              g.oh * g.kh == g.h && g.ow * g.kw == g.w;
+              g.pad_left == 0 && g.pad_bottom == 0 && g.pad_right == 0 && g.oh * g.kh == g.h &&
+              g.ow * g.kw == g.w;
   return p;
 }
 
@@ -138,8 +137,8 @@ absl::Status Pool2dPlan::BackwardTiled(const float* relu_y, const float* dy, flo
               for (int64_t j = 0; j < c; ++j) {
                 // A bit mask, not a ?: on floats, which GCC 12 leaves as a
                 // branch per element here.
-                const uint32_t keep = -static_cast<uint32_t>(ao[j] == pos) &
-                                      -static_cast<uint32_t>(yo[j] > 0.0f);
+                const uint32_t keep =
+                    -static_cast<uint32_t>(ao[j] == pos) & -static_cast<uint32_t>(yo[j] > 0.0f);
                 dp[j] = absl::bit_cast<float>(absl::bit_cast<uint32_t>(dyo[j] + 0.0f) & keep);
               }
             } else {

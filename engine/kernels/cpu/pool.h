@@ -53,8 +53,7 @@ class Pool2dPlan {
   // winners with x > 0. Equal bit for bit to Backward followed by the ReLU's
   // mask, which depends on the position alone. y is Forward's output for x
   // (tiled windows read the mask from it, a smaller array).
-  absl::Status BackwardThroughRelu(const float* x, const float* y, const float* dy,
-                                   float* dx);
+  absl::Status BackwardThroughRelu(const float* x, const float* y, const float* dy, float* dx);
 
  private:
   absl::Status BackwardImpl(const float* relu_x, const float* dy, float* dx);

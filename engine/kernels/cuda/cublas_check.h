@@ -32,11 +32,11 @@ inline absl::Status CublasErrorToStatus(cublasStatus_t s, const char* call, cons
 }  // namespace yoke::engine::cuda
 
 // Returns the converted Status from the enclosing function if `call` fails.
-#define CUBLAS_RETURN_IF_ERROR(call)                                              \
-  do {                                                                            \
-    ::absl::Status _yoke_cublas_status =                                          \
-        ::yoke::engine::cuda::CublasErrorToStatus((call), #call, __FILE__, __LINE__);     \
-    if (!_yoke_cublas_status.ok()) return _yoke_cublas_status;                    \
+#define CUBLAS_RETURN_IF_ERROR(call)                                                  \
+  do {                                                                                \
+    ::absl::Status _yoke_cublas_status =                                              \
+        ::yoke::engine::cuda::CublasErrorToStatus((call), #call, __FILE__, __LINE__); \
+    if (!_yoke_cublas_status.ok()) return _yoke_cublas_status;                        \
   } while (0)
 
 #endif  // YOKE_ENGINE_KERNELS_CUDA_CUBLAS_CHECK_H_

@@ -25,8 +25,7 @@
 namespace yoke::engine::cuda {
 
 // OK for cudaSuccess; otherwise the Status described above.
-inline absl::Status CudaErrorToStatus(cudaError_t e, const char* call, const char* file,
-                                      int line) {
+inline absl::Status CudaErrorToStatus(cudaError_t e, const char* call, const char* file, int line) {
   if (e == cudaSuccess) return absl::OkStatus();
   std::string msg = absl::StrCat(call, " failed: ", cudaGetErrorName(e), " (",
                                  cudaGetErrorString(e), ") at ", file, ":", line);
@@ -49,18 +48,18 @@ inline absl::Status CudaErrorToStatus(cudaError_t e, const char* call, const cha
 #define CUDA_STATUS(call) ::yoke::engine::cuda::CudaErrorToStatus((call), #call, __FILE__, __LINE__)
 
 // Returns the converted Status from the enclosing function if `call` fails.
-#define CUDA_RETURN_IF_ERROR(call)                                                \
-  do {                                                                            \
-    ::absl::Status _yoke_cuda_status =                                            \
-        ::yoke::engine::cuda::CudaErrorToStatus((call), #call, __FILE__, __LINE__);       \
-    if (!_yoke_cuda_status.ok()) return _yoke_cuda_status;                        \
+#define CUDA_RETURN_IF_ERROR(call)                                                  \
+  do {                                                                              \
+    ::absl::Status _yoke_cuda_status =                                              \
+        ::yoke::engine::cuda::CudaErrorToStatus((call), #call, __FILE__, __LINE__); \
+    if (!_yoke_cuda_status.ok()) return _yoke_cuda_status;                          \
   } while (0)
 
 // After a kernel launch: checks the launch itself (bad configuration, no
 // device) without synchronising, so execution stays asynchronous.
-#define CUDA_RETURN_IF_LAUNCH_FAILED(kernel)                                       \
+#define CUDA_RETURN_IF_LAUNCH_FAILED(kernel)                                      \
   do {                                                                            \
-    ::absl::Status _yoke_launch_status = ::yoke::engine::cuda::CudaErrorToStatus(         \
+    ::absl::Status _yoke_launch_status = ::yoke::engine::cuda::CudaErrorToStatus( \
         cudaGetLastError(), "launch of " #kernel, __FILE__, __LINE__);            \
     if (!_yoke_launch_status.ok()) return _yoke_launch_status;                    \
   } while (0)

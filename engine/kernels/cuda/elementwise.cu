@@ -1,9 +1,8 @@
-#include "engine/kernels/cuda/elementwise.h"
-
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "engine/kernels/cuda/cuda_check.h"
+#include "engine/kernels/cuda/elementwise.h"
 
 namespace yoke::engine::cuda {
 namespace {
@@ -29,8 +28,7 @@ __global__ void ReluForwardKernel(const float* x, float* y, int64_t n) {
 // branch out of the loop.
 template <bool kNesterov>
 __global__ void SgdMomentumKernel(float* __restrict__ p, const float* __restrict__ grad,
-                                  float* __restrict__ v, int64_t n, float lr, float mu,
-                                  float wd) {
+                                  float* __restrict__ v, int64_t n, float lr, float mu, float wd) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{blockDim.x} * gridDim.x) {
     const float pi = p[i];
@@ -41,8 +39,8 @@ __global__ void SgdMomentumKernel(float* __restrict__ p, const float* __restrict
   }
 }
 
-__global__ void SgdPlainKernel(float* __restrict__ p, const float* __restrict__ grad,
-                               int64_t n, float lr, float wd) {
+__global__ void SgdPlainKernel(float* __restrict__ p, const float* __restrict__ grad, int64_t n,
+                               float lr, float wd) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{blockDim.x} * gridDim.x) {
     p[i] -= lr * (grad[i] + wd * p[i]);
@@ -77,12 +75,12 @@ absl::Status SgdMomentumStep(float* p, const float* grad, float* v, int64_t n, f
         "cuda::SgdMomentumStep: momentum buffer is null with momentum > 0");
   }
   if (nesterov) {
-    SgdMomentumKernel<true><<<Blocks(n), kThreads, 0, stream>>>(p, grad, v, n, lr, momentum,
-                                                                 weight_decay);
+    SgdMomentumKernel<true>
+        <<<Blocks(n), kThreads, 0, stream>>>(p, grad, v, n, lr, momentum, weight_decay);
     CUDA_RETURN_IF_LAUNCH_FAILED(SgdMomentumKernel<true>);
   } else {
-    SgdMomentumKernel<false><<<Blocks(n), kThreads, 0, stream>>>(p, grad, v, n, lr, momentum,
-                                                                  weight_decay);
+    SgdMomentumKernel<false>
+        <<<Blocks(n), kThreads, 0, stream>>>(p, grad, v, n, lr, momentum, weight_decay);
     CUDA_RETURN_IF_LAUNCH_FAILED(SgdMomentumKernel<false>);
   }
   return absl::OkStatus();

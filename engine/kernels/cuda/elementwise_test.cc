@@ -10,9 +10,9 @@
 
 #include "engine/kernels/cuda/cublas_check.h"
 #include "engine/kernels/cuda/cuda_check.h"
+#include "engine/kernels/cuda/testing/cuda_test_util.h"
 #include "engine/layers/activation.h"
 #include "engine/optim/sgd.h"
-#include "engine/kernels/cuda/testing/cuda_test_util.h"
 #include "engine/testing/random.h"
 #include "gtest/gtest.h"
 
@@ -27,17 +27,14 @@ std::vector<float> Random(int64_t n, uint64_t stream, float lo, float hi) {
 struct DeviceBuffer {
   float* ptr = nullptr;
   explicit DeviceBuffer(const std::vector<float>& host) {
-    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&ptr), host.size() * sizeof(float)),
-              cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(ptr, host.data(), host.size() * sizeof(float),
-                         cudaMemcpyHostToDevice),
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&ptr), host.size() * sizeof(float)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(ptr, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice),
               cudaSuccess);
   }
   ~DeviceBuffer() { cudaFree(ptr); }
   std::vector<float> Download(size_t n) const {
     std::vector<float> host(n);
-    EXPECT_EQ(cudaMemcpy(host.data(), ptr, n * sizeof(float), cudaMemcpyDeviceToHost),
-              cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(host.data(), ptr, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
     return host;
   }
 };
@@ -60,8 +57,7 @@ TEST(CudaCheckTest, ConvertsErrorsWithCallTextFileAndLine) {
   EXPECT_NE(msg.find("elementwise_test.cc:"), std::string::npos) << msg;
   absl::Status b = FailingCublasCall();
   EXPECT_EQ(b.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(std::string(b.message()).find("CUBLAS_STATUS_ALLOC_FAILED"), std::string::npos)
-      << b;
+  EXPECT_NE(std::string(b.message()).find("CUBLAS_STATUS_ALLOC_FAILED"), std::string::npos) << b;
   EXPECT_TRUE(cuda::CudaErrorToStatus(cudaSuccess, "x", "f", 1).ok());
   EXPECT_EQ(cuda::CudaErrorToStatus(cudaErrorNoDevice, "x", "f", 1).code(),
             absl::StatusCode::kUnavailable);
@@ -106,8 +102,8 @@ TEST(CudaElementwiseTest, SgdMomentumStepMatchesCpu) {
         ASSERT_EQ(cudaMemcpy(dg.ptr, g.data(), n * sizeof(float), cudaMemcpyHostToDevice),
                   cudaSuccess);
         const float lr = 0.1f / (step + 1);
-        ASSERT_TRUE(cuda::SgdMomentumStep(dp.ptr, dg.ptr, momentum > 0 ? dv.ptr : nullptr, n,
-                                          lr, momentum, o.weight_decay, nesterov, nullptr)
+        ASSERT_TRUE(cuda::SgdMomentumStep(dp.ptr, dg.ptr, momentum > 0 ? dv.ptr : nullptr, n, lr,
+                                          momentum, o.weight_decay, nesterov, nullptr)
                         .ok());
         SgdUpdate(o, lr, p.data(), g.data(), momentum > 0 ? v.data() : nullptr, n);
       }

@@ -21,8 +21,7 @@ inline std::string NoDeviceReason() {
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
     cudaGetLastError();  // clear the sticky error for later tests
-    return std::string("no usable CUDA device: cudaGetDeviceCount returned ") +
-           cudaGetErrorName(e);
+    return std::string("no usable CUDA device: cudaGetDeviceCount returned ") + cudaGetErrorName(e);
   }
   if (count == 0) return "no CUDA device present (cudaGetDeviceCount = 0)";
   return "";
@@ -30,10 +29,10 @@ inline std::string NoDeviceReason() {
 
 }  // namespace yoke::engine::cuda
 
-#define SKIP_WITHOUT_CUDA_DEVICE()                             \
-  do {                                                         \
+#define SKIP_WITHOUT_CUDA_DEVICE()                                     \
+  do {                                                                 \
     const std::string reason = ::yoke::engine::cuda::NoDeviceReason(); \
-    if (!reason.empty()) GTEST_SKIP() << reason;               \
+    if (!reason.empty()) GTEST_SKIP() << reason;                       \
   } while (0)
 
 #endif  // YOKE_ENGINE_KERNELS_CUDA_TESTING_CUDA_TEST_UTIL_H_
