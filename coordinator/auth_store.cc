@@ -9,7 +9,7 @@
 #include "openssl/crypto.h"
 #include "openssl/hmac.h"
 #include "openssl/rand.h"
-#include "openssl/sha.h"
+#include "security/sha256.h"
 
 namespace yoke::server {
 namespace {
@@ -24,12 +24,6 @@ absl::StatusOr<std::string> RandomBytes(size_t n) {
     return absl::InternalError("drawing random bytes failed");
   }
   return out;
-}
-
-std::string Sha256(absl::string_view data) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
-  return std::string(reinterpret_cast<char*>(digest), sizeof(digest));
 }
 
 // Splits "yoke_<id>.<secret>" (or a bare id); false if it is neither.
@@ -148,7 +142,7 @@ absl::StatusOr<std::string> AuthStore::CreateToken(common::Role role, const std:
   TokenInfo t;
   t.id = absl::BytesToHexString(*id_bytes);
   const std::string secret = absl::BytesToHexString(*secret_bytes);
-  const std::string hash = Sha256(secret);
+  const std::string hash = common::Sha256(secret);
   t.role = role;
   t.name = name;
   t.create_time = now;
@@ -200,7 +194,7 @@ absl::StatusOr<TokenInfo> AuthStore::CheckToken(const std::string& token, absl::
   if (!SplitToken(token, &id, &secret) || secret.empty()) {
     return absl::UnauthenticatedError("bearer token: not a yoke token (yoke_<id>.<secret>)");
   }
-  const std::string hash = Sha256(secret);
+  const std::string hash = common::Sha256(secret);
   absl::MutexLock lock(&mu_);
   auto it = tokens_.find(id);
   auto h = hashes_.find(id);

@@ -14,6 +14,7 @@
 #include "coordinator/coordinator_metrics.h"
 #include "gtest/gtest.h"
 #include "jobspec/job_spec_binary.h"
+#include "security/sha256.h"
 
 namespace yoke::server {
 namespace {

@@ -1,7 +1,6 @@
 #include "jobspec/job_spec_binary.h"
 
 #include <fcntl.h>
-#include <openssl/sha.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "security/sha256.h"
 
 namespace yoke::common {
 namespace {
@@ -48,12 +48,6 @@ std::string SerializeJobSpec(const v1::JobSpec& spec) {
     spec.SerializeToCodedStream(&coded);
   }
   return out;
-}
-
-std::string Sha256(const std::string& bytes) {
-  unsigned char md[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), md);
-  return std::string(reinterpret_cast<const char*>(md), sizeof(md));
 }
 
 std::string JobSpecDigest(const v1::JobSpec& spec) { return Sha256(SerializeJobSpec(spec)); }

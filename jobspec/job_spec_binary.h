@@ -31,9 +31,6 @@ std::string SerializeJobSpec(const v1::JobSpec& spec);
 // SHA-256 of SerializeJobSpec(spec): 32 raw bytes.
 std::string JobSpecDigest(const v1::JobSpec& spec);
 
-// SHA-256 of `bytes`: 32 raw bytes.
-std::string Sha256(const std::string& bytes);
-
 // Writes SerializeJobSpec(spec) to `path` (replacing it). FAILED_PRECONDITION
 // naming the path if it cannot be written.
 absl::Status WriteJobSpecFile(const std::string& path, const v1::JobSpec& spec);
