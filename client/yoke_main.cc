@@ -6,7 +6,8 @@
 //   yoke up | down                                               (local_cluster.h)
 //   yoke version
 //
-// The client depends only on proto/ and common/ (see docs/architecture.md), so
+// The client depends only on proto/, common/ and the small rooms above it
+// (config, jobspec, security, net, telemetry; see docs/architecture.md), so
 // `train` runs the trainer binary `yoke-trainer`, found next to this one,
 // rather than linking the engine; likewise `up` runs yoke-coordinator and
 // yoke-worker from the same directory.

@@ -1,4 +1,4 @@
-# Small helpers that keep target definitions short (STYLE.md #13).
+# Small helpers that keep target definitions short.
 #
 # yoke_cc_library(NAME name SRCS ... DEPS ...)
 # yoke_cc_test(NAME name SRCS ... DEPS ... [LABELS ...])
