@@ -59,6 +59,8 @@ test_pkgs=(
   # tests/observability_e2e_test: a real Prometheus (and promtool) scraping
   # the daemons, and a headless Chromium loading the dashboard.
   prometheus chromium curl
+  # tests/format_check.sh: the project's C++ against .clang-format.
+  clang-format
 )
 command -v kubectl >/dev/null || test_pkgs+=(kubernetes-client)
 
