@@ -268,7 +268,9 @@ TEST(ClientUnreachableTest, SaysWhereItLookedAndHowToStartOne) {
   close(fd);
   std::string addr = absl::StrCat("127.0.0.1:", ntohs(a.sin_port));
 
-  CoordinatorClient c(addr, ClientOptions{std::chrono::milliseconds(2000)});
+  ClientOptions options;
+  options.unary_timeout = std::chrono::milliseconds(2000);
+  CoordinatorClient c(addr, options);
   auto t0 = std::chrono::steady_clock::now();
   auto s = c.ListWorkers().status();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));

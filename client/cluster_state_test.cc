@@ -35,15 +35,17 @@ TEST(ClusterStateTest, RoundTripsThroughTheFileAndCreatesTheDirectory) {
 }
 
 TEST(ClusterStateTest, TheDirectoryItCreatesIsPrivate) {
+  ClusterState state;
+  state.address = "127.0.0.1:1";
   std::string dir = TempDir() + "/state";
-  ASSERT_TRUE(WriteClusterState(ClusterState{"127.0.0.1:1"}, dir + "/cluster.json").ok());
+  ASSERT_TRUE(WriteClusterState(state, dir + "/cluster.json").ok());
   struct stat st;
   ASSERT_EQ(::stat(dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700);
   // An existing directory keeps its mode.
   std::string open_dir = TempDir();
   ASSERT_EQ(::chmod(open_dir.c_str(), 0755), 0);
-  ASSERT_TRUE(WriteClusterState(ClusterState{"127.0.0.1:1"}, open_dir + "/cluster.json").ok());
+  ASSERT_TRUE(WriteClusterState(state, open_dir + "/cluster.json").ok());
   ASSERT_EQ(::stat(open_dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0755);
 }

@@ -485,7 +485,8 @@ int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err) {
 
   // Registered workers, counting only registrations of this run: a reused
   // --dir store still lists the workers of the last one.
-  ClientOptions client_options{std::chrono::milliseconds(3000)};
+  ClientOptions client_options;
+  client_options.unary_timeout = std::chrono::milliseconds(3000);
   if (!f.insecure) {
     auto admin = common::ReadCredentialsDir(tls_dir + "/admin", /*need_leaf=*/true);
     if (!admin.ok()) return fail(std::string(admin.status().message()));

@@ -135,7 +135,9 @@ TEST(ShmCommunicatorTest, TwoRanksAreBitIdenticalToGloo) {
             << "rank " << r << ", " << n << " elements, op " << static_cast<int>(op);
       }
       // The data were not left as they came in (n > 0): the op did something.
-      if (n > 0) EXPECT_NE(got[0][0], in[0][0]);
+      if (n > 0) {
+        EXPECT_NE(got[0][0], in[0][0]);
+      }
     }
   }
 }

@@ -164,7 +164,9 @@ TEST(DataParallelTest, SyncBatchNormMatchesOneReplicaWithTheGlobalBatch) {
     EXPECT_EQ(Params(*w[1].trainer, 1), p);
     diff[sync] = RelMaxDiff(p, alone);
     // Synchronized, every rank's running statistics are the global batch's.
-    if (sync) EXPECT_LE(RelMaxDiff(State(*w[1].trainer, 1), State(**one)), 1e-4);
+    if (sync) {
+      EXPECT_LE(RelMaxDiff(State(*w[1].trainer, 1), State(**one)), 1e-4);
+    }
   }
   std::printf(
       "[ measured ] 2 workers x 2 replicas vs 1 replica (batch 128), 20 steps, "

@@ -112,7 +112,9 @@ TEST(CudaElementwiseTest, SgdMomentumStepMatchesCpu) {
       // FMA contraction on the GPU changes the last bits only.
       for (int64_t i = 0; i < n; ++i) {
         ASSERT_NEAR(gp[i], p[i], 1e-5f * (1.0f + std::fabs(p[i]))) << "p " << i;
-        if (momentum > 0) ASSERT_NEAR(gv[i], v[i], 1e-5f * (1.0f + std::fabs(v[i]))) << i;
+        if (momentum > 0) {
+          ASSERT_NEAR(gv[i], v[i], 1e-5f * (1.0f + std::fabs(v[i]))) << i;
+        }
       }
     }
   }
