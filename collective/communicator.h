@@ -4,7 +4,11 @@
 //
 // collective/ sees tensors only as (pointer, count, dtype, device); it knows
 // nothing about layers or the engine's Tensor. Backends: Gloo (CPU buffers,
-// TCP) in gloo_communicator.h and NCCL (CUDA buffers) in nccl_communicator.h.
+// TCP) in gloo_communicator.h, the shared-memory path for co-located ranks
+// (CPU buffers, Gloo across hosts) in shm_communicator.h, both running their
+// ops on op_queue.h, and NCCL (CUDA buffers) in nccl/nccl_communicator.h.
+// CreateCommunicator (below, communicator.cc) picks Gloo or shared memory
+// from where the ranks run; every CPU caller uses it.
 //
 // Operations are asynchronous: each call enqueues the operation and returns a
 // Work handle. Operations on one Communicator run in the order they were
@@ -33,8 +37,10 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
@@ -105,6 +111,10 @@ class FailedWork final : public Work {
   int64_t seq_;
 };
 
+struct GlooOptions;  // gloo_communicator.h
+struct ShmOptions;   // shm_communicator.h
+class Store;         // store.h
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -150,6 +160,33 @@ class Communicator {
   virtual int64_t issued_seq() const = 0;
   virtual int64_t completed_seq() const = 0;
 };
+
+// The host of a rank, from its GlooOptions::rank_hosts entry ("w-1@10.0.0.5"
+// -> "10.0.0.5"; an entry without '@' is the host itself).
+std::string RankHost(const std::string& rank_host);
+
+// Which path CreateCommunicator takes for `rank`: empty for plain Gloo,
+// else the ranks that share its host (ascending, including `rank`; just
+// `rank` when it is alone on its host). Decided from the whole job's layout,
+// so every rank decides alike: plain Gloo when shm is off (options or
+// YOKE_SHM=0), when rank_hosts does not name every rank's address ("w-1@"
+// has none), when no host has 2 or more ranks, or when one has more than 64;
+// the hierarchical path otherwise, where a rank alone on its host is that
+// host's leader and needs no segment.
+std::vector<int> LocalRanks(int rank, int size, const GlooOptions& gloo, const ShmOptions& shm);
+
+// The communicator for rank `rank` of `size`: the shared-memory one
+// (CreateShmCommunicator) when LocalRanks() finds co-located ranks, else
+// CreateGlooCommunicator. Logs which path it takes ("rank 1: allreduce: shm
+// for 2 local ranks, gloo across 1 host(s)"). Every rank of the job must call
+// it (with the same rank_hosts and shm settings), and `store` must be a
+// fresh namespace per attempt, as for CreateGlooCommunicator. Without `shm`,
+// ShmOptions' defaults.
+absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(Store* store, int rank, int size,
+                                                                 const GlooOptions& gloo,
+                                                                 const ShmOptions& shm);
+absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(Store* store, int rank, int size,
+                                                                 const GlooOptions& gloo);
 
 }  // namespace yoke::collective
 

@@ -9,13 +9,13 @@
 // deleted.
 //
 // Execution: ops run in issue order on one background thread per
-// communicator. Allreduce uses a cached gloo AllreduceRing with registered
-// buffers for small messages and Gloo's pipelined ring (gloo::allreduce)
-// for large ones (gloo_ops.h explains the choice); broadcast, allgather and
-// barrier use Gloo's unbound-buffer collectives. Every op's Gloo tag folds
-// in its signature ("allreduce 1000 f32 sum"), so ranks that disagree on
-// an op never exchange bytes. Work::Wait blocks the caller until its op
-// finishes, fails, or the communicator breaks.
+// communicator (op_queue.h). Allreduce uses a cached gloo AllreduceRing with
+// registered buffers for small messages and Gloo's pipelined ring
+// (gloo::allreduce) for large ones (gloo_ops.h explains the choice);
+// broadcast, allgather and barrier use Gloo's unbound-buffer collectives.
+// Every op's Gloo tag folds in its signature ("allreduce 1000 f32 sum"), so
+// ranks that disagree on an op never exchange bytes. Work::Wait blocks the
+// caller until its op finishes, fails, or the communicator breaks.
 //
 // Allreduce supports kSum and kAverage for every DataType (f16/bf16 sums are
 // rounded once per addition; integer averages truncate). An f32 buffer may

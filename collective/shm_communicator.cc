@@ -1,40 +1,33 @@
-// The shared-memory communicator: bootstrap of the segment, the op thread,
-// and the chunked reduce-scatter / cross-host allreduce / all-gather
-// (shm_communicator.h explains the design).
+// The shared-memory communicator: the transport under the op queue
+// (op_queue.h). The chunked reduce-scatter / cross-host allreduce /
+// all-gather through the segment, the waits on its counters, what a break
+// does to the segment and the inner Gloo communicators, and the
+// delegation of every other op to Gloo (shm_communicator.h explains the
+// design). The segment itself is shm_segment.cc; the choice of this path,
+// CreateCommunicator in communicator.cc.
 #include "collective/shm_communicator.h"
 
-#include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <climits>
-#include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <deque>
-#include <fstream>
 #include <functional>
-#include <map>
-#include <thread>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "collective/gloo_ops.h"
+#include "collective/op_queue.h"
+#include "collective/shm_segment.h"
 #include "common/status.h"
-#include "spdlog/spdlog.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -46,187 +39,12 @@
 namespace yoke::collective {
 namespace {
 
-constexpr uint64_t kMagic = 0x31484d53454b4f59ull;  // "YOKESHM1"
-constexpr int kMaxLocal = 64;
-constexpr size_t kPage = 4096;
-
-// One local rank's counters: written by that rank only, read by the others.
-// Each counter holds the generation (chunk number, 1, 2, ...) the rank has
-// passed that phase for.
-struct alignas(64) RankLine {
-  std::atomic<uint64_t> arrived;  // its input slot holds this generation's chunk
-  std::atomic<uint64_t> reduced;  // its slice of the result slot is summed
-  std::atomic<uint64_t> done;     // it has copied the result out: slots are free
-  std::atomic<int64_t> count;     // the op's element count (ranks must agree)
-  std::atomic<int64_t> seq;       // the op's sequence number
-  std::atomic<int32_t> pid;
-  std::atomic<int32_t> rank;     // its global rank
-  std::atomic<uint64_t> pid_ns;  // its pid namespace's inode: pids compare only within one
-  std::atomic<int32_t> dtype;    // the op's DataType (ranks must agree)
-};
-
-struct Header {
-  uint64_t magic;
-  int32_t local_size;
-  int64_t chunk_elems;                           // in f32s: a slot holds chunk_elems * 4 bytes
-  std::atomic<int32_t> attached;                 // local ranks that have mapped the segment
-  std::atomic<int32_t> broken_by;                // 0, or 1 + the local index whose op failed
-  alignas(64) std::atomic<uint64_t> cross_done;  // the leader's cross-host allreduce
-  // A futex: bumped after every counter store, so that a rank asleep in
-  // Await wakes as soon as a peer moves (FUTEX_WAKE only when `sleepers`).
-  alignas(64) std::atomic<uint32_t> wake_word;
-  std::atomic<int32_t> sleepers;
-  RankLine ranks[kMaxLocal];
-};
-
-static_assert(std::atomic<uint64_t>::is_always_lock_free, "shm counters need lock-free atomics");
-static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "a futex is a plain 32-bit word");
-
-// Wakes every rank asleep on the segment's futex after a counter store.
-// (seq_cst: the bump is ordered before the read of `sleepers`, and a
-// sleeper's increment before its read of the word, so no wake-up is lost.)
-void WakePeers(Header* h) {
-  h->wake_word.fetch_add(1, std::memory_order_seq_cst);
-  if (h->sleepers.load(std::memory_order_seq_cst) > 0) {
-    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&h->wake_word), FUTEX_WAKE, INT_MAX, nullptr,
-              nullptr, 0);
-  }
-}
-
-size_t DataOffset() { return (sizeof(Header) + kPage - 1) / kPage * kPage; }
-size_t SegmentBytes(int local, int64_t chunk) {
-  return DataOffset() + static_cast<size_t>(local + 1) * chunk * sizeof(float);
-}
-
-uint64_t PidNamespace() {
-  struct stat st {};
-  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
-}
-
-// False once `pid` has exited (no /proc entry, or a zombie waiting to be
-// reaped, which kill(pid, 0) would still report as alive).
-bool ProcessAlive(int pid) {
-  std::ifstream f(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat;
-  if (!f || !std::getline(f, stat)) return false;
-  const size_t p = stat.rfind(')');
-  if (p == std::string::npos || p + 2 >= stat.size()) return true;
-  const char state = stat[p + 2];
-  return state != 'Z' && state != 'X';
-}
-
-std::string RandomToken() {
-  unsigned char bytes[16] = {};
-  std::ifstream f("/dev/urandom", std::ios::binary);
-  f.read(reinterpret_cast<char*>(bytes), sizeof(bytes));
-  if (!f) {
-    // Unlikely; still unique enough with the pid and the clock, and O_EXCL
-    // catches a collision.
-    const uint64_t a = static_cast<uint64_t>(::getpid()) * 0x9E3779B97F4A7C15ull;
-    const uint64_t b = static_cast<uint64_t>(absl::GetCurrentTimeNanos());
-    std::memcpy(bytes, &a, 8);
-    std::memcpy(bytes + 8, &b, 8);
-  }
-  std::string hex;
-  for (unsigned char c : bytes) absl::StrAppend(&hex, absl::Hex(c, absl::kZeroPad2));
-  return hex;
-}
-
-// A mapped segment. The leader creates and unlinks it.
-class Segment {
- public:
-  ~Segment() {
-    Unlink();
-    if (base_ != nullptr && !leak_) ::munmap(base_, bytes_);
-  }
-
-  absl::Status Create(const std::string& name, int local, int64_t chunk) {
-    name_ = name;
-    bytes_ = SegmentBytes(local, chunk);
-    const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0) return Errno("shm_open(O_CREAT) ", name);
-    owner_ = true;
-    // Reserve the pages now: tmpfs would otherwise let the mapping succeed
-    // and raise SIGBUS at the first write past a full /dev/shm.
-    const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes_));
-    if (err != 0) {
-      ::close(fd);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "shm: cannot reserve ", bytes_, " bytes for ", name, " in /dev/shm: ", std::strerror(err),
-          " (a bigger /dev/shm, or YOKE_SHM=0 for plain Gloo)"));
-    }
-    absl::Status s = Map(fd, name);
-    if (!s.ok()) return s;
-    Header* h = header();
-    h->magic = kMagic;
-    h->local_size = local;
-    h->chunk_elems = chunk;
-    return absl::OkStatus();
-  }
-
-  absl::Status Open(const std::string& name, int local, int64_t chunk) {
-    name_ = name;
-    bytes_ = SegmentBytes(local, chunk);
-    const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-    if (fd < 0) return Errno("shm_open ", name);
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes_) {
-      ::close(fd);
-      return absl::FailedPreconditionError(
-          absl::StrCat("shm: ", name, " has ", st.st_size, " bytes, want ", bytes_,
-                       ": local ranks disagree on the shm settings"));
-    }
-    absl::Status s = Map(fd, name);
-    if (!s.ok()) return s;
-    if (header()->magic != kMagic || header()->local_size != local ||
-        header()->chunk_elems != chunk) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shm: ", name, " was made for ", header()->local_size, " local ranks and chunks of ",
-          header()->chunk_elems, ", this rank wants ", local, " and ", chunk));
-    }
-    return absl::OkStatus();
-  }
-
-  void Unlink() {
-    if (owner_ && !unlinked_) ::shm_unlink(name_.c_str());
-    unlinked_ = true;
-  }
-  // Keeps the mapping when a thread we could not stop may still write to it.
-  void Leak() { leak_ = true; }
-
-  Header* header() const { return static_cast<Header*>(base_); }
-  template <typename T>
-  T* slot(int i) const {
-    return reinterpret_cast<T*>(static_cast<char*>(base_) + DataOffset() +
-                                static_cast<size_t>(i) * header()->chunk_elems * sizeof(float));
-  }
-  // Elements of T per slot.
-  template <typename T>
-  int64_t slot_elems() const {
-    return header()->chunk_elems * static_cast<int64_t>(sizeof(float)) / sizeof(T);
-  }
-  const std::string& name() const { return name_; }
-
- private:
-  absl::Status Map(int fd, const std::string& name) {
-    void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (p == MAP_FAILED) return Errno("mmap ", name);
-    base_ = p;
-    return absl::OkStatus();
-  }
-  static absl::Status Errno(const char* what, const std::string& name) {
-    return absl::UnavailableError(absl::StrCat("shm: ", what, name, ": ", std::strerror(errno),
-                                               " (YOKE_SHM=0 turns the shared-memory path off)"));
-  }
-
-  std::string name_;
-  size_t bytes_ = 0;
-  void* base_ = nullptr;
-  bool owner_ = false;
-  bool unlinked_ = false;
-  bool leak_ = false;
-};
+using shm::Header;
+using shm::PidNamespace;
+using shm::ProcessAlive;
+using shm::RankLine;
+using shm::Segment;
+using shm::WakePeers;
 
 // Elements summed per block in TreeSum: its temporaries live on the stack.
 constexpr int64_t kSumBlock = 1024;
@@ -257,15 +75,6 @@ void TreeSum(const Segment& seg, int r0, int n, int64_t i, int64_t len, T* dst) 
   for (int64_t k = 0; k < len; ++k) dst[k] += rest[k];
 }
 
-// One enqueued op. `done` and `status` are guarded by the core's mu_.
-struct ShmOp {
-  int64_t seq = 0;
-  std::string what;  // "allreduce #7 (bucket 3)"
-  std::function<absl::Status(ShmOp&)> run;
-  bool done = false;
-  absl::Status status;
-};
-
 // The local group: who is where, and the op thread's state.
 struct Group {
   int rank = 0;
@@ -275,6 +84,9 @@ struct Group {
   int hosts = 1;
 };
 
+// The transport of one rank: its segment (with 2 or more local ranks), the
+// inner Gloo communicator over all ranks and, on a leader with several
+// hosts, the Gloo communicator of leaders; and the queue its ops run on.
 class ShmCore {
  public:
   ShmCore(Group g, std::unique_ptr<Segment> seg, std::unique_ptr<PrefixStore> inner_store,
@@ -285,9 +97,10 @@ class ShmCore {
         inner_store_(std::move(inner_store)),
         inner_(std::move(inner)),
         cross_store_(std::move(cross_store)),
-        cross_(std::move(cross)) {
-    thread_ = std::thread([this] { Loop(); });
-  }
+        cross_(std::move(cross)),
+        queue_(OpQueue::Create(
+            g_.rank, g_.size,
+            [this](const absl::Status& s, OpQueue::BreakCause cause) { OnBreak(s, cause); })) {}
 
   ~ShmCore() { Shutdown(); }
 
@@ -298,13 +111,8 @@ class ShmCore {
   // keep the thread nor the connections.
   void Shutdown() {
     if (shut_down_.exchange(true)) return;
-    BreakLocal(absl::AbortedError("communicator destroyed"), /*mark_segment=*/false);
-    {
-      absl::MutexLock lock(&mu_);
-      stop_ = true;
-      work_cv_.Signal();
-    }
-    thread_.join();  // every wait in the thread honours the break
+    queue_->Break(absl::AbortedError("communicator destroyed"), OpQueue::BreakCause::kShutdown);
+    queue_->Stop(absl::InfiniteDuration());  // every wait in the thread honours the break
     if (seg_ != nullptr && cross_ != nullptr && cross_in_flight_.load()) {
       // The cross-host Gloo op may still be inside Gloo, writing into the
       // result slot after Gloo's destructor detaches its thread: keep the
@@ -318,75 +126,24 @@ class ShmCore {
   int rank() const { return g_.rank; }
   int size() const { return g_.size; }
   Communicator* inner() const { return inner_.get(); }
-  int64_t issued() const { return issued_.load(); }
-  int64_t completed() const { return completed_.load(); }
+  const std::shared_ptr<OpQueue>& queue() const { return queue_; }
 
-  std::shared_ptr<ShmOp> Enqueue(const char* name, const Options& o,
-                                 std::function<absl::Status(ShmOp&)> run) {
-    auto op = std::make_shared<ShmOp>();
-    op->seq = issued_.load() + 1;
-    op->what = absl::StrCat(name, " #", op->seq, o.tag.empty() ? "" : " (", o.tag,
-                            o.tag.empty() ? "" : ")");
-    op->run = std::move(run);
-    absl::MutexLock lock(&mu_);
-    queue_.push_back(op);
-    work_cv_.Signal();
-    issued_.store(op->seq);
-    return op;
-  }
-
-  // Leave(): after every op issued, outside the sequence.
-  std::shared_ptr<ShmOp> EnqueueLeave(absl::Duration timeout) {
-    auto op = std::make_shared<ShmOp>();
-    op->what = "leave";
-    op->run = [this, timeout](ShmOp&) {
-      // The segment needs no goodbye: a rank that finished op k has written
-      // everything its peers read for it. Gloo's connections do.
-      absl::Status s = inner_->Leave(timeout);
-      if (cross_ != nullptr) {
-        absl::Status c = cross_->Leave(timeout);
-        if (s.ok()) s = c;
-      }
-      return s;
-    };
-    absl::MutexLock lock(&mu_);
-    queue_.push_back(op);
-    work_cv_.Signal();
-    return op;
-  }
-
-  absl::Status Wait(ShmOp* op) {
-    absl::MutexLock lock(&mu_);
-    while (!op->done && broken_.ok()) done_cv_.Wait(&mu_);
-    return op->done ? op->status : broken_;
-  }
-  bool IsDone(ShmOp* op) {
-    absl::MutexLock lock(&mu_);
-    return op->done || !broken_.ok();
-  }
-
-  // Breaks this communicator; with `mark_segment`, the local peers' too.
-  void BreakLocal(const absl::Status& s, bool mark_segment) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (broken_.ok()) broken_ = s;
-      done_cv_.SignalAll();
+  // Leave()'s op. The segment needs no goodbye: a rank that finished op k
+  // has written everything its peers read for it. Gloo's connections do.
+  absl::Status LeaveGloo(absl::Duration timeout) {
+    absl::Status s = inner_->Leave(timeout);
+    if (cross_ != nullptr) {
+      absl::Status c = cross_->Leave(timeout);
+      if (s.ok()) s = c;
     }
-    aborted_.store(true);
-    if (mark_segment && seg_ != nullptr) {
-      int32_t expected = 0;
-      seg_->header()->broken_by.compare_exchange_strong(expected, g_.me + 1);
-      WakePeers(seg_->header());
-    }
-    inner_->Abort(s.message());
-    if (cross_ != nullptr) cross_->Abort(s.message());
+    return s;
   }
 
   // The allreduce through the segment (shm_communicator.h, steps 1-4), for
   // T = float (DataType kF32), int32_t (kI32) and int64_t (kI64).
   template <typename T>
-  absl::Status AllreduceShm(ShmOp& op, T* data, int64_t count, DataType dtype, ReduceOp rop,
-                            absl::Duration timeout) {
+  absl::Status AllreduceShm(const OpQueue::Op& op, T* data, int64_t count, DataType dtype,
+                            ReduceOp rop, absl::Duration timeout) {
     const absl::Time deadline = absl::Now() + timeout;
     timeout_ = timeout;
     const int L = static_cast<int>(g_.locals.size());
@@ -482,8 +239,22 @@ class ShmCore {
   }
 
  private:
-  std::string Where(const ShmOp& op) const {
-    return absl::StrCat(op.what, " on rank ", g_.rank, " of ", g_.size);
+  std::string Where(const OpQueue::Op& op) const { return queue_->Where(op); }
+
+  // After every break of the queue: stops this rank's waits (Await) and the
+  // inner communicators' ops; an Abort() or a failed op (not a leave or
+  // the destructor) marks the segment broken, so the local peers fail fast.
+  void OnBreak(const absl::Status& s, OpQueue::BreakCause cause) {
+    aborted_.store(true);
+    const bool mark_segment =
+        cause == OpQueue::BreakCause::kAbort || cause == OpQueue::BreakCause::kOpFailed;
+    if (mark_segment && seg_ != nullptr) {
+      int32_t expected = 0;
+      seg_->header()->broken_by.compare_exchange_strong(expected, g_.me + 1);
+      WakePeers(seg_->header());
+    }
+    inner_->Abort(s.message());
+    if (cross_ != nullptr) cross_->Abort(s.message());
   }
 
   // Waits until there(j) for every local index j in `whom`: spins, then
@@ -491,7 +262,7 @@ class ShmCore {
   // counter store, or after 2 ms to look at aborts, liveness and the
   // deadline). Fails on this communicator's break, a local peer's break, a
   // dead local peer, or the deadline.
-  absl::Status Await(const ShmOp& op, absl::Time deadline, const char* phase,
+  absl::Status Await(const OpQueue::Op& op, absl::Time deadline, const char* phase,
                      const std::vector<int>& whom, absl::FunctionRef<bool(int)> there) {
     constexpr int kSpins = 2000, kYields = 100;
     absl::Time next_liveness = absl::InfinitePast();
@@ -508,10 +279,7 @@ class ShmCore {
         YOKE_CPU_RELAX();
         continue;
       }
-      if (aborted_.load()) {
-        absl::MutexLock lock(&mu_);
-        return broken_;
-      }
+      if (aborted_.load()) return queue_->broken();
       if (const int b = h->broken_by.load(); b != 0 && b - 1 != g_.me) {
         return absl::AbortedError(
             absl::StrCat(Where(op), ": local rank ", g_.locals[b - 1],
@@ -556,86 +324,24 @@ class ShmCore {
     }
   }
 
-  void Loop() {
-    while (true) {
-      std::shared_ptr<ShmOp> op;
-      {
-        absl::MutexLock lock(&mu_);
-        while (!stop_ && queue_.empty()) work_cv_.Wait(&mu_);
-        if (queue_.empty()) break;
-        op = std::move(queue_.front());
-        queue_.pop_front();
-        if (!broken_.ok()) {
-          Finish(op.get(), broken_);
-          continue;
-        }
-      }
-      const absl::Status s = op->run(*op);
-      const bool leave = op->seq == 0;
-      if (s.ok() && !leave) completed_.store(op->seq);
-      {
-        // Finished before the break below, so that its waiter gets the
-        // op's own status (a failed op keeps its diagnosis).
-        absl::MutexLock lock(&mu_);
-        Finish(op.get(), s);
-      }
-      if (!s.ok()) {
-        BreakLocal(s, /*mark_segment=*/!leave);
-      } else if (leave) {
-        // Later ops fail at once: the peers are gone or going.
-        BreakLocal(absl::FailedPreconditionError(absl::StrCat("rank ", g_.rank, " of ", g_.size,
-                                                              " has left the communicator")),
-                   /*mark_segment=*/false);
-      }
-    }
-  }
-
-  void Finish(ShmOp* op, const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    op->status = s;
-    op->done = true;
-    op->run = nullptr;
-    done_cv_.SignalAll();
-  }
-
   const Group g_;
   std::unique_ptr<Segment> seg_;
   std::unique_ptr<PrefixStore> inner_store_;
   std::unique_ptr<Communicator> inner_;
   std::unique_ptr<PrefixStore> cross_store_;
   std::unique_ptr<Communicator> cross_;  // leaders only, with several hosts
-  std::atomic<int64_t> issued_{0};
-  std::atomic<int64_t> completed_{0};
-  std::atomic<bool> aborted_{false};
+  std::atomic<bool> aborted_{false};     // set by every break, before OnBreak's aborts
   std::atomic<bool> cross_in_flight_{false};
   std::atomic<bool> shut_down_{false};
-  uint64_t gen_ = 0;        // op thread only
-  absl::Duration timeout_;  // the running op's; op thread only
-
-  absl::Mutex mu_;
-  absl::CondVar work_cv_;
-  absl::CondVar done_cv_;
-  std::deque<std::shared_ptr<ShmOp>> queue_ ABSL_GUARDED_BY(mu_);
-  absl::Status broken_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // last: started once everything above exists
-};
-
-class ShmWork : public Work {
- public:
-  ShmWork(std::shared_ptr<ShmCore> core, std::shared_ptr<ShmOp> op)
-      : core_(std::move(core)), op_(std::move(op)) {}
-  absl::Status Wait() override { return core_->Wait(op_.get()); }
-  bool IsCompleted() override { return core_->IsDone(op_.get()); }
-  int64_t seq() const override { return op_->seq; }
-
- private:
-  std::shared_ptr<ShmCore> core_;
-  std::shared_ptr<ShmOp> op_;
+  uint64_t gen_ = 0;                // op thread only
+  absl::Duration timeout_;          // the running op's; op thread only
+  std::shared_ptr<OpQueue> queue_;  // last: its thread starts once everything above exists
 };
 
 class ShmCommunicator : public Communicator {
  public:
-  explicit ShmCommunicator(std::shared_ptr<ShmCore> core) : core_(std::move(core)) {}
+  explicit ShmCommunicator(std::unique_ptr<ShmCore> core)
+      : core_(std::move(core)), queue_(core_->queue()) {}
   ~ShmCommunicator() override { core_->Shutdown(); }
 
   int rank() const override { return core_->rank(); }
@@ -655,9 +361,8 @@ class ShmCommunicator : public Communicator {
       // Gloo's checks.
       return Delegate("allreduce", o, [buf, o](Communicator* c) { return c->Allreduce(buf, o); });
     }
-    if (o.timeout <= absl::ZeroDuration()) return BadTimeout("allreduce", o);
     ShmCore* core = core_.get();
-    return Issue("allreduce", o, [core, buf, o](ShmOp& op) {
+    return queue_->Issue("allreduce", o, "", [core, buf, o](const OpQueue::Op& op) {
       if (buf.count == 0) return absl::OkStatus();
       switch (buf.dtype) {
         case DataType::kI32:
@@ -685,201 +390,61 @@ class ShmCommunicator : public Communicator {
     return Delegate("barrier", o, [o](Communicator* c) { return c->Barrier(o); });
   }
 
-  void Abort(absl::string_view reason) override {
-    core_->BreakLocal(absl::AbortedError(reason), /*mark_segment=*/true);
-  }
+  void Abort(absl::string_view reason) override { queue_->Abort(reason); }
 
   absl::Status Leave(absl::Duration timeout) override {
-    if (timeout <= absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("leave: timeout: must be > 0, got ", absl::FormatDuration(timeout)));
-    }
-    std::shared_ptr<ShmOp> op = core_->EnqueueLeave(timeout);
-    return core_->Wait(op.get());
+    ShmCore* core = core_.get();
+    return queue_->Leave(timeout,
+                         [core](const OpQueue::Op& op) { return core->LeaveGloo(op.timeout); });
   }
 
-  int64_t issued_seq() const override { return core_->issued(); }
-  int64_t completed_seq() const override { return core_->completed(); }
+  int64_t issued_seq() const override { return queue_->issued(); }
+  int64_t completed_seq() const override { return queue_->completed(); }
 
  private:
-  static std::unique_ptr<Work> BadTimeout(const char* name, const Options& o) {
-    return std::make_unique<FailedWork>(absl::InvalidArgumentError(
-        absl::StrCat(name, ": timeout: must be > 0, got ", absl::FormatDuration(o.timeout))));
-  }
-
-  std::unique_ptr<Work> Issue(const char* name, const Options& o,
-                              std::function<absl::Status(ShmOp&)> run) {
-    return std::make_unique<ShmWork>(core_, core_->Enqueue(name, o, std::move(run)));
-  }
-
   // Runs the op on the inner Gloo communicator, from the op thread (so it
   // keeps its place in the order), and waits for it there.
   std::unique_ptr<Work> Delegate(const char* name, const Options& o,
                                  std::function<std::unique_ptr<Work>(Communicator*)> issue) {
-    if (o.timeout <= absl::ZeroDuration()) return BadTimeout(name, o);
     Communicator* inner = core_->inner();
-    return Issue(name, o,
-                 [inner, issue = std::move(issue)](ShmOp&) { return issue(inner)->Wait(); });
+    return queue_->Issue(name, o, "", [inner, issue = std::move(issue)](const OpQueue::Op&) {
+      return issue(inner)->Wait();
+    });
   }
 
-  std::shared_ptr<ShmCore> core_;
+  // The ops' runs point into the core: it outlives the queue's worker
+  // (Shutdown joins it); Works hold only the queue.
+  std::unique_ptr<ShmCore> core_;
+  std::shared_ptr<OpQueue> queue_;
 };
-
-absl::Status ShmKeyMissing(const absl::Status& s, int leader) {
-  return absl::Status(s.code(), absl::StrCat("shm: the name of the segment from local leader rank ",
-                                             leader, ": ", s.message()));
-}
-
-// The host group's segment (L >= 2): the leader makes it and publishes its
-// name; the others map it; the leader unlinks it once all have.
-absl::StatusOr<std::unique_ptr<Segment>> MakeSegment(Store* store, const Group& g,
-                                                     const GlooOptions& gloo, const ShmOptions& shm,
-                                                     const std::string& where) {
-  const std::vector<int>& locals = g.locals;
-  const int rank = g.rank;
-  const int L = static_cast<int>(locals.size());
-  // The leader publishes "ok <name> <chunk_elems>", or "error <why>" so that
-  // the others fail at once with its reason rather than at the timeout.
-  auto seg = std::unique_ptr<Segment>();
-  const std::string key = absl::StrCat("shm/", locals[0], "/segment");
-  if (g.me == 0) {
-    // A small /dev/shm (Docker's default is 64 MiB) gets smaller chunks, down
-    // to 1/16 of the configured size, before it is an error.
-    absl::Status s;
-    int64_t chunk = shm.chunk_elems;
-    for (int tries = 0; tries < 5; ++tries, chunk = std::max<int64_t>(1, chunk / 2)) {
-      seg = std::make_unique<Segment>();  // the previous try's unlinks itself
-      s = seg->Create(absl::StrCat("/yoke-shm-", RandomToken()), L, chunk);
-      if (s.code() != absl::StatusCode::kResourceExhausted) break;
-    }
-    if (!s.ok()) {
-      s = absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
-      store->Set(key, absl::StrCat("error ", s.message())).IgnoreError();
-      return s;
-    }
-    if (chunk != shm.chunk_elems) {
-      spdlog::warn("{}: /dev/shm too small for chunks of {} floats; using {}", where,
-                   shm.chunk_elems, chunk);
-    }
-    if (s = store->Set(key, absl::StrCat("ok ", seg->name(), " ", chunk)); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(where, ": publishing the segment: ", s.message()));
-    }
-  } else {
-    absl::StatusOr<std::string> v = store->Get(key, gloo.connect_timeout);
-    if (!v.ok()) return ShmKeyMissing(v.status(), locals[0]);
-    if (absl::StartsWith(*v, "error ")) {
-      return absl::UnavailableError(absl::StrCat(where, ": local leader rank ", locals[0],
-                                                 " could not make the segment: ", v->substr(6)));
-    }
-    std::vector<std::string> f = absl::StrSplit(*v, ' ');
-    int64_t chunk = 0;
-    if (f.size() != 3 || f[0] != "ok" || !absl::SimpleAtoi(f[2], &chunk) || chunk <= 0) {
-      return absl::InternalError(
-          absl::StrCat(where, ": bad segment record from rank ", locals[0], ": \"", *v, "\""));
-    }
-    seg = std::make_unique<Segment>();
-    if (absl::Status s = seg->Open(f[1], L, chunk); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
-    }
-  }
-  RankLine& line = seg->header()->ranks[g.me];
-  line.pid.store(static_cast<int32_t>(::getpid()));
-  line.rank.store(rank);
-  line.pid_ns.store(PidNamespace());
-  seg->header()->attached.fetch_add(1);
-  if (g.me == 0) {
-    const absl::Time deadline = absl::Now() + gloo.connect_timeout;
-    while (seg->header()->attached.load() < L) {
-      if (absl::Now() >= deadline) {
-        std::vector<int> missing;
-        for (int j = 1; j < L; ++j) {
-          if (seg->header()->ranks[j].pid.load() == 0) missing.push_back(locals[j]);
-        }
-        return absl::DeadlineExceededError(
-            absl::StrCat(where, ": local ranks ", absl::StrJoin(missing, ","), " did not map ",
-                         seg->name(), " within ", absl::FormatDuration(gloo.connect_timeout)));
-      }
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    seg->Unlink();
-  }
-  return seg;
-}
 
 }  // namespace
 
-std::string RankHost(const std::string& rank_host) {
-  const size_t at = rank_host.find('@');
-  return at == std::string::npos ? rank_host : rank_host.substr(at + 1);
-}
-
-std::vector<int> LocalRanks(int rank, int size, const GlooOptions& gloo, const ShmOptions& shm) {
-  if (!shm.enabled) return {};
-  if (const char* v = std::getenv("YOKE_SHM"); v != nullptr && std::string(v) == "0") return {};
-  if (static_cast<int>(gloo.rank_hosts.size()) != size || rank < 0 || rank >= size) return {};
-  // A rank with no address ("w-1@") could be anywhere: without every
-  // rank's address no rank groups, so that all ranks decide alike.
-  for (const std::string& h : gloo.rank_hosts) {
-    if (RankHost(h).empty()) return {};
-  }
-  // Decided from the whole job's layout, identically on every rank: the
-  // hierarchical path as soon as any host has 2 or more ranks (a rank alone
-  // on its host is then its host's leader), plain Gloo otherwise.
-  std::map<std::string, int> per_host;
-  for (const std::string& h : gloo.rank_hosts) ++per_host[RankHost(h)];
-  int most = 0;
-  for (const auto& [h, n] : per_host) most = std::max(most, n);
-  if (most < 2 || most > kMaxLocal) return {};
-  const std::string host = RankHost(gloo.rank_hosts[rank]);
-  std::vector<int> locals;
-  for (int r = 0; r < size; ++r) {
-    if (RankHost(gloo.rank_hosts[r]) == host) locals.push_back(r);
-  }
-  return locals;
-}
-
-absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(Store* store, int rank, int size,
-                                                                 const GlooOptions& gloo,
-                                                                 const ShmOptions& shm) {
-  std::vector<int> locals = LocalRanks(rank, size, gloo, shm);
-  if (locals.empty()) {
-    const char* env = std::getenv("YOKE_SHM");
-    const bool off = !shm.enabled || (env != nullptr && std::string(env) == "0");
-    spdlog::info("rank {}: allreduce: gloo for all {} rank(s) ({})", rank, size,
-                 off ? "shm off" : "no host has several ranks");
-    return CreateGlooCommunicator(store, rank, size, gloo);
-  }
+absl::StatusOr<std::unique_ptr<Communicator>> CreateShmCommunicator(Store* store, int rank,
+                                                                    int size,
+                                                                    const ShmPlacement& place,
+                                                                    const GlooOptions& gloo,
+                                                                    const ShmOptions& shm) {
   if (store == nullptr) return absl::InvalidArgumentError("shm: store: required");
   if (shm.chunk_elems <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("shm: chunk_elems: must be > 0, got ", shm.chunk_elems));
   }
+  const std::vector<int>& locals = place.locals;
   Group g;
   g.rank = rank;
   g.size = size;
   g.locals = locals;
   g.me = static_cast<int>(std::find(locals.begin(), locals.end(), rank) - locals.begin());
-  // Hosts in order of their lowest rank; each one's leader is that rank.
-  std::vector<std::string> hosts;
-  std::vector<std::string> leader_hosts;
-  int my_host = 0;
-  for (int r = 0; r < size; ++r) {
-    const std::string h = RankHost(gloo.rank_hosts[r]);
-    if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) {
-      hosts.push_back(h);
-      leader_hosts.push_back(gloo.rank_hosts[r]);
-    }
-    if (r == rank)
-      my_host = static_cast<int>(std::find(hosts.begin(), hosts.end(), h) - hosts.begin());
-  }
-  g.hosts = static_cast<int>(hosts.size());
+  g.hosts = static_cast<int>(place.leader_hosts.size());
   const int L = static_cast<int>(locals.size());
   const std::string where =
       absl::StrCat("shm: rank ", rank, " of ", size, " (local ", g.me, " of ", L, ")");
 
   std::unique_ptr<Segment> seg;
   if (L > 1) {
-    ASSIGN_OR_RETURN(seg, MakeSegment(store, g, gloo, shm, where));
+    ASSIGN_OR_RETURN(
+        seg, shm::MakeSegment(store, locals, g.me, shm.chunk_elems, gloo.connect_timeout, where));
   }
 
   // Gloo: every rank, for the ops the segment does not carry; the leaders,
@@ -891,17 +456,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(Store* store, i
   if (g.hosts > 1 && g.me == 0) {
     cross_store = std::make_unique<PrefixStore>(store, "leaders/");
     GlooOptions cg = gloo;
-    cg.rank_hosts = leader_hosts;
-    ASSIGN_OR_RETURN(cross, CreateGlooCommunicator(cross_store.get(), my_host, g.hosts, cg));
+    cg.rank_hosts = place.leader_hosts;
+    ASSIGN_OR_RETURN(cross, CreateGlooCommunicator(cross_store.get(), place.host, g.hosts, cg));
   }
-  if (L > 1) {
-    spdlog::info("rank {}: allreduce: shm for {} local ranks, gloo across {} host(s)", rank, L,
-                 g.hosts);
-  } else {
-    spdlog::info("rank {}: allreduce: alone on its host (no shm), gloo across {} host(s)", rank,
-                 g.hosts);
-  }
-  auto core = std::make_shared<ShmCore>(std::move(g), std::move(seg), std::move(inner_store),
+  auto core = std::make_unique<ShmCore>(std::move(g), std::move(seg), std::move(inner_store),
                                         std::move(inner), std::move(cross_store), std::move(cross));
   return std::unique_ptr<Communicator>(new ShmCommunicator(std::move(core)));
 }

@@ -57,9 +57,12 @@
 // Abort() on one local rank marks the segment broken, so its local peers
 // fail fast (ABORTED, naming that rank) instead of waiting out the timeout.
 //
-// Execution: ops run in issue order on one background thread; delegated ops
-// are issued to the inner communicator from that thread and waited for
-// there, so the order holds across both paths.
+// Execution: ops run in issue order on the op queue's thread (op_queue.h);
+// delegated ops are issued to the inner communicator from that thread and
+// waited for there, so the order holds across both paths.
+//
+// CreateCommunicator (communicator.h) decides whether a rank takes this path
+// and where it sits (LocalRanks); CreateShmCommunicator below builds it.
 //
 // Thread-safety: as Communicator (communicator.h).
 #ifndef YOKE_COLLECTIVE_SHM_COMMUNICATOR_H_
@@ -86,29 +89,29 @@ struct ShmOptions {
   int64_t chunk_elems = 1 << 20;
 };
 
-// The host of each rank, from GlooOptions::rank_hosts ("w-1@10.0.0.5" ->
-// "10.0.0.5"; an entry without '@' is the host itself).
-std::string RankHost(const std::string& rank_host);
+// Where a rank sits in the job, as CreateCommunicator found it from
+// GlooOptions::rank_hosts (communicator.cc).
+struct ShmPlacement {
+  // The ranks that share its host, ascending, including it (LocalRanks()).
+  std::vector<int> locals;
+  // Every host's leader (its lowest rank), as its rank_hosts entry, hosts in
+  // order of their leaders: the cross-host Gloo communicator's rank_hosts.
+  std::vector<std::string> leader_hosts;
+  // This rank's host: an index into leader_hosts (its leader's rank there).
+  int host = 0;
+};
 
-// Which path CreateCommunicator takes for `rank`: empty for plain Gloo,
-// else the ranks that share its host (ascending, including `rank`; just
-// `rank` when it is alone on its host). Decided from the whole job's layout,
-// so every rank decides alike: plain Gloo when shm is off (options or
-// YOKE_SHM=0), when rank_hosts does not name every rank's address ("w-1@"
-// has none), when no host has 2 or more ranks, or when one has more than 64;
-// the hierarchical path otherwise, where a rank alone on its host is that
-// host's leader and needs no segment.
-std::vector<int> LocalRanks(int rank, int size, const GlooOptions& gloo, const ShmOptions& shm);
-
-// The communicator for rank `rank` of `size`: the shared-memory one above
-// when LocalRanks() finds co-located ranks, else CreateGlooCommunicator.
-// Logs which path it takes ("rank 1: allreduce: shm for 2 local ranks, gloo
-// across 1 host(s)"). Every rank of the job must call it (with the same
-// rank_hosts and shm settings), and `store` must be a fresh namespace per
-// attempt, as for CreateGlooCommunicator.
-absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(Store* store, int rank, int size,
-                                                                 const GlooOptions& gloo,
-                                                                 const ShmOptions& shm = {});
+// The hierarchical communicator for rank `rank` of `size` at `place` (the
+// shared-memory segment when place.locals has 2 or more ranks, Gloo for the
+// rest). INVALID_ARGUMENT for a null store or chunk_elems <= 0; the
+// segment's bootstrap errors (shm_segment.h) and CreateGlooCommunicator's.
+// Every local rank must call it with the same settings; `store` as for
+// CreateCommunicator.
+absl::StatusOr<std::unique_ptr<Communicator>> CreateShmCommunicator(Store* store, int rank,
+                                                                    int size,
+                                                                    const ShmPlacement& place,
+                                                                    const GlooOptions& gloo,
+                                                                    const ShmOptions& shm);
 
 }  // namespace yoke::collective
 
