@@ -229,8 +229,49 @@ class Coordinator {
   // `spec` certainly needs (jobspec/memory_estimate.h).
   absl::Status CheckMemory(const v1::JobSpec& spec) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunScheduler() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Applying what a worker observed of one attempt (coordinator_status.cc).
+  // What one AttemptStatus changed, for ApplyStatus to persist and announce.
+  struct StatusEffect {
+    bool state_changed = false;  // a state or the epoch history: persist at once
+    std::string message;         // for watchers (Bump); empty: nothing to announce
+  };
+  // Applies `st`, reported by `worker_id`, to its job: logs, collective
+  // progress, rank 0's epochs and progress, the share RUNNING, the share
+  // EXITED. Ignores a finished or unknown job, a stale attempt, a worker
+  // without a share of it and a share that already exited. May finish the
+  // job (then it is no longer in active_).
   void ApplyStatus(const std::string& worker_id, const v1::AttemptStatus& st)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends st's log lines (coordinator_internal::LogLinesToStore) to the
+  // store and wakes log followers; a store error is logged and the lines
+  // dropped.
+  void StoreLogs(ActiveJob& aj, const v1::Attempt& a, const v1::Assignment& share,
+                 const std::string& worker_id, const v1::AttemptStatus& st)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rank 0's finished epochs: merged into the history (once each), the
+  // last one's metrics as the message; a state change (persisted at once).
+  void RecordEpochs(ActiveJob& aj, const v1::AttemptStatus& st, StatusEffect* effect)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rank 0's progress: becomes the job's (flushed later: marks `aj` dirty),
+  // extends the curve, ends a recovery (yoke_recovery_seconds) once the
+  // attempt after a failure trained a step; message "progress" unless one
+  // is set.
+  void RecordProgress(ActiveJob& aj, const v1::AttemptStatus& st, StatusEffect* effect)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The share on `worker_id` reported RUNNING; once every share has, a
+  // SCHEDULED job and its attempt become RUNNING (a state change).
+  void MarkShareRunning(ActiveJob& aj, v1::Attempt& a, const std::string& worker_id,
+                        StatusEffect* effect) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The share on `worker_id` EXITED with st.exit_code(). Non-zero fails the
+  // attempt (exit code 2 without a retry) with ExitReason and the hang
+  // report; 0 keeps rank 0's result and, once every share exited 0,
+  // succeeds the job. Returns true when it ended the attempt: `aj` may then
+  // be gone and must not be used.
+  bool ApplyExit(ActiveJob& aj, v1::Attempt& a, const v1::Assignment& share,
+                 const std::string& worker_id, const v1::AttemptStatus& st)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // Ends the current attempt of `aj` (FAILED or CANCELLED): unindexes it and
   // moves the devices of shares still running to draining.
   void EndAttempt(ActiveJob& aj, v1::AttemptState state, const std::string& reason)

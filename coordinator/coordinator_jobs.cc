@@ -1,0 +1,232 @@
+// The Coordinator (coordinator/coordinator.h), part 2 of 5: what clients
+// call: submission (with its fleet and memory checks), queries, cancel,
+// the worker list, and waiting on a job or its logs.
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/coordinator_internal.h"
+#include "coordinator/coordinator_metrics.h"
+#include "jobspec/job_data_check.h"
+#include "jobspec/job_spec_binary.h"
+#include "jobspec/job_validate.h"
+#include "jobspec/memory_estimate.h"
+
+namespace yoke::server {
+
+using coordinator_internal::AttemptKey;
+
+absl::Status Coordinator::CheckMemory(const v1::JobSpec& spec) const {
+  const common::MemoryEstimate est = common::EstimateReplicaMemory(spec);
+  if (est.bytes <= 0) return absl::OkStatus();
+  // The replicas a job places on one worker share its memory (CPU) or each
+  // have a device of their own (CUDA).
+  const std::string kind =
+      spec.distribution().device().empty() ? "cpu" : spec.distribution().device();
+  const int per_worker = std::max(1, spec.distribution().devices_per_worker());
+  double largest = 0;
+  for (const auto& [id, w] : registry_.workers()) {
+    if (!w.registered || !w.alive) continue;
+    for (const v1::Device& d : w.devices) {
+      if (d.kind() == kind) largest = std::max(largest, static_cast<double>(d.memory_bytes()));
+    }
+  }
+  const double need = kind == "cpu" ? est.bytes * per_worker : est.bytes;
+  if (largest <= 0 || need <= largest) return absl::OkStatus();  // no worker reports memory
+  return absl::FailedPreconditionError(absl::StrCat(
+      "memory: each replica needs at least ", common::FormatBytes(est.bytes),
+      kind == "cpu" && per_worker > 1
+          ? absl::StrCat(" (", per_worker, " per worker: ", common::FormatBytes(need), ")")
+          : "",
+      ", but the largest worker has ", common::FormatBytes(largest), "; ", est.largest_layer,
+      " alone needs ", common::FormatBytes(est.largest_layer_bytes),
+      " (parameters, gradients, optimizer state and activations at the batch size)"));
+}
+
+absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t priority,
+                                                const std::string& owner) {
+  RETURN_IF_ERROR(common::ValidateJobSpec(spec));
+  RETURN_IF_ERROR(common::ValidateJobPaths(spec, options_.data_roots, options_.checkpoint_roots));
+  // An image folder this machine can see (a shared file system, or a local
+  // cluster) is checked now, with the trainer's rules and message, so an
+  // empty class folder is refused here rather than failing the first
+  // attempt. Roots that exist only on the workers, and the other formats,
+  // are left to the trainer; each class stops at its first image, so even a
+  // large tree costs a few directory reads per class.
+  if (auto data = common::CheckJobData(spec, common::DataCheck::kLocalImageFolders); !data.ok()) {
+    return data.status();
+  }
+
+  absl::MutexLock lock(&mu_);
+  const std::string never = CouldEverFit(ShapeOf(spec), Capacities(/*alive_only=*/true));
+  if (!never.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("distribution: no registered set of workers can ever run this job: ", never));
+  }
+  RETURN_IF_ERROR(CheckMemory(spec));
+  v1::Job job;
+  *job.mutable_spec() = spec;
+  job.set_state(v1::JOB_PENDING);
+  job.set_reason("waiting for the scheduler");
+  job.set_priority(priority);
+  job.set_owner(owner);
+  job.set_create_time_ms(clock_->NowMs());
+  ASSIGN_OR_RETURN(std::string id, store_->Create(job));
+  job.set_id(id);
+  ActiveJob& aj = active_[id];
+  aj.job = std::move(job);
+  aj.spec_digest = common::JobSpecDigest(aj.job.spec());
+  aj.last_persist = clock_->Now();
+  pending_.insert(id);
+  Bump(aj, "submitted");
+  if (options_.metrics) options_.metrics->OnSubmit();
+  schedule_needed_ = true;
+  RunScheduler();
+  return id;
+}
+
+absl::StatusOr<v1::Job> Coordinator::Get(const std::string& id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = active_.find(id);
+    if (it != active_.end()) return it->second.job;
+  }
+  return store_->Get(id);
+}
+
+absl::StatusOr<JobListPage> Coordinator::List(const JobListQuery& query) {
+  ASSIGN_OR_RETURN(JobListPage page, store_->List(query));
+  // The store's copy of a running job may lag on progress; show ours.
+  absl::MutexLock lock(&mu_);
+  for (v1::Job& job : page.jobs) {
+    auto it = active_.find(job.id());
+    if (it != active_.end()) job = it->second.job;
+  }
+  return page;
+}
+
+absl::StatusOr<v1::Job> Coordinator::Cancel(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = active_.find(id);
+  if (it == active_.end()) return store_->Get(id);  // finished: unchanged, or NOT_FOUND
+  ActiveJob& aj = it->second;
+  if (CurrentAttempt(aj) != nullptr) {
+    EndAttempt(aj, v1::ATTEMPT_CANCELLED, "cancelled by the user");
+  }
+  return Finish(aj, v1::JOB_CANCELLED, "cancelled by the user");
+}
+
+std::vector<v1::Job> Coordinator::RunningJobs() {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Job> out;
+  for (const auto& [id, aj] : active_) {
+    if (aj.job.state() == v1::JOB_RUNNING) out.push_back(aj.job);
+  }
+  return out;
+}
+
+absl::StatusOr<std::map<v1::JobState, int64_t>> Coordinator::CountJobsByState() {
+  // Every state change is persisted at once (progress is what waits).
+  return store_->CountByState();
+}
+
+std::vector<CurvePoint> Coordinator::Curve(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = active_.find(id);
+  return it == active_.end() ? std::vector<CurvePoint>{} : it->second.curve;
+}
+
+absl::StatusOr<std::vector<v1::LogLine>> Coordinator::TailLogs(const std::string& id, int n) {
+  ASSIGN_OR_RETURN(int64_t last, store_->LastLogSeq(id));
+  return store_->ReadLogs(id, std::max<int64_t>(0, last - n), n);
+}
+
+std::vector<v1::Worker> Coordinator::ListWorkers() {
+  absl::MutexLock lock(&mu_);
+  std::vector<WorkerCapacity> caps = Capacities(/*alive_only=*/false);
+  std::map<std::string, const WorkerCapacity*> cap_of;
+  for (const WorkerCapacity& c : caps) cap_of[c.id] = &c;
+  std::vector<v1::Worker> out;
+  for (const auto& [id, w] : registry_.workers()) {
+    v1::Worker& p = out.emplace_back();
+    p.set_id(id);
+    p.set_hostname(w.hostname);
+    p.set_address(w.address);
+    p.set_auth(options_.workers_authenticated ? "certificate" : "insecure");
+    for (const v1::Device& d : w.devices) *p.add_devices() = d;
+    p.set_alive(w.registered && w.alive);
+    p.set_reason(w.reason);
+    p.set_last_heartbeat_ms(absl::ToUnixMillis(w.last_heartbeat));
+    if (w.registered) p.set_register_time_ms(absl::ToUnixMillis(w.register_time));
+    auto jobs = by_worker_.find(id);
+    if (jobs != by_worker_.end()) {
+      for (const std::string& job_id : jobs->second) {
+        const v1::Job& job = active_.at(job_id).job;
+        p.add_running(AttemptKey(job_id, job.attempts(job.attempts_size() - 1).number()));
+      }
+    }
+    auto c = cap_of.find(id);
+    if (c != cap_of.end() && p.alive()) {
+      int free_cpu = 0, free_cuda = 0;
+      for (const v1::Device& d : w.devices) {
+        auto taken = c->second->allocated.find(d.kind());
+        const bool busy = taken != c->second->allocated.end() && taken->second.count(d.index());
+        if (busy) continue;
+        free_cpu += d.kind() == "cpu";
+        free_cuda += d.kind() == "cuda";
+      }
+      p.set_free_cpu(free_cpu);
+      p.set_free_cuda(free_cuda);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<JobSnapshot> Coordinator::WaitForJob(const std::string& id, uint64_t after_version,
+                                                    absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::MutexLock lock(&mu_);
+  bool timed_out = false;
+  while (true) {
+    auto it = active_.find(id);
+    if (it == active_.end()) {
+      ASSIGN_OR_RETURN(v1::Job job, store_->Get(id));
+      JobSnapshot snap;
+      snap.message = job.state() == v1::JOB_SUCCEEDED ? "succeeded" : job.reason();
+      snap.job = std::move(job);
+      snap.version = UINT64_MAX;
+      snap.changed = true;
+      return snap;
+    }
+    const ActiveJob& aj = it->second;
+    if (aj.version > after_version) return JobSnapshot{aj.job, aj.version, aj.message, true};
+    if (timed_out) return JobSnapshot{aj.job, aj.version, "", false};
+    // Looked up again after the wait: the job may have finished meanwhile.
+    timed_out = changed_.WaitWithDeadline(&mu_, deadline);
+  }
+}
+
+absl::StatusOr<std::vector<v1::LogLine>> Coordinator::ReadLogs(const std::string& id,
+                                                               int64_t since_seq, int limit) {
+  return store_->ReadLogs(id, since_seq, limit);
+}
+
+absl::StatusOr<bool> Coordinator::WaitForLogs(const std::string& id, int64_t since_seq,
+                                              absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    auto it = active_.find(id);
+    if (it == active_.end()) {
+      RETURN_IF_ERROR(store_->Get(id).status());  // NOT_FOUND vs finished
+      return true;
+    }
+    if (it->second.last_log_seq > since_seq) return false;
+    if (changed_.WaitWithDeadline(&mu_, deadline)) return false;
+  }
+}
+
+}  // namespace yoke::server

@@ -1,0 +1,187 @@
+// The Coordinator (coordinator/coordinator.h), part 4 of 5: applying what a
+// worker observed of one attempt (ApplyStatus and its steps), and the pure
+// steps of coordinator/coordinator_internal.h.
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/coordinator_internal.h"
+#include "coordinator/coordinator_metrics.h"
+#include "coordinator/hang_report.h"
+#include "spdlog/spdlog.h"
+
+namespace yoke::server {
+namespace coordinator_internal {
+
+std::vector<v1::LogLine> LogLinesToStore(const v1::AttemptStatus& st, int attempt, int rank,
+                                         const std::string& worker_id, int64_t now_ms) {
+  std::vector<v1::LogLine> lines;
+  const int n = std::min(st.logs_size(), kMaxLogLines);
+  for (int i = 0; i < n; ++i) {
+    v1::LogLine& l = lines.emplace_back(st.logs(i));
+    l.set_attempt(attempt);
+    l.set_rank(rank);
+    l.set_worker_id(worker_id);
+    if (l.time_ms() == 0) l.set_time_ms(now_ms);
+    if (l.text().size() > kMaxLogText) l.mutable_text()->resize(kMaxLogText);
+  }
+  if (st.logs_size() > n) {
+    v1::LogLine& l = lines.emplace_back(lines.back());
+    l.set_text(absl::StrCat("[yoke: ", st.logs_size() - n, " more lines dropped]"));
+  }
+  return lines;
+}
+
+void MergeEpochs(const google::protobuf::RepeatedPtrField<v1::EpochResult>& epochs, v1::Job* job) {
+  for (const v1::EpochResult& e : epochs) {
+    v1::EpochResult* slot = nullptr;
+    for (v1::EpochResult& h : *job->mutable_history()) {
+      if (h.epoch() == e.epoch()) slot = &h;
+    }
+    *(slot != nullptr ? slot : job->add_history()) = e;
+  }
+}
+
+void AddCurvePoint(const v1::StepProgress& p, size_t max_points, std::vector<CurvePoint>* curve) {
+  if (!curve->empty() && curve->back().step == p.step()) return;
+  if (curve->size() >= max_points) {
+    size_t k = 0;
+    for (size_t i = 0; i < curve->size(); i += 2) (*curve)[k++] = (*curve)[i];
+    curve->resize(k);
+  }
+  curve->push_back({p.step(), p.loss(), p.accuracy()});
+}
+
+std::string ExitReason(const v1::Attempt& a, const v1::Assignment& share,
+                       const v1::AttemptStatus& st) {
+  const std::string who =
+      a.world_size() > 1 ? absl::StrCat("trainer of ", RanksOf(share), " on ", share.worker_id())
+                         : absl::StrCat("trainer on ", share.worker_id());
+  std::string what = st.exit_code() > 128
+                         ? absl::StrCat(who, " killed by signal ", st.exit_code() - 128)
+                         : absl::StrCat(who, " exited with code ", st.exit_code());
+  // The worker's own description of a signal ("killed by signal 9 (Killed);
+  // last output: ...") is not repeated.
+  absl::string_view reason = st.reason();
+  const std::string said = absl::StrCat("killed by signal ", st.exit_code() - 128);
+  if (st.exit_code() > 128 && absl::StartsWith(reason, said)) {
+    reason.remove_prefix(said.size());
+    absl::StrAppend(&what, reason);
+  } else if (!reason.empty()) {
+    absl::StrAppend(&what, ": ", reason);
+  }
+  return what;
+}
+
+}  // namespace coordinator_internal
+
+using coordinator_internal::ShareOf;
+
+void Coordinator::ApplyStatus(const std::string& worker_id, const v1::AttemptStatus& st) {
+  auto it = active_.find(st.job_id());
+  if (it == active_.end()) return;  // finished or unknown: the worker stops it
+  ActiveJob& aj = it->second;
+  v1::Attempt* a = CurrentAttempt(aj);
+  if (a == nullptr || a->number() != st.attempt()) return;  // a stale attempt
+  const v1::Assignment* share = ShareOf(*a, worker_id);
+  if (share == nullptr || aj.exited.count(worker_id)) return;
+
+  if (st.logs_size() > 0) StoreLogs(aj, *a, *share, worker_id, st);
+  // The job's metrics are global rank 0's (every rank trains the same
+  // model; rank 0 evaluates and checkpoints). Other ranks' collective
+  // sequence numbers are kept for hang reports.
+  const bool rank0 = share->first_rank() == 0;
+  if (st.has_progress() &&
+      (st.progress().collective_seq_issued() > 0 || st.progress().collective_seq_completed() > 0)) {
+    aj.collective_done[share->first_rank()] = st.progress().collective_seq_completed();
+  }
+  StatusEffect effect;
+  if (rank0 && st.epochs_size() > 0) RecordEpochs(aj, st, &effect);
+  if (rank0 && st.has_progress()) RecordProgress(aj, st, &effect);
+  if (st.phase() == v1::AttemptStatus::RUNNING) MarkShareRunning(aj, *a, worker_id, &effect);
+  if (st.phase() == v1::AttemptStatus::EXITED && ApplyExit(aj, *a, *share, worker_id, st)) {
+    return;  // `aj` may be gone
+  }
+  if (effect.state_changed) Persist(aj).IgnoreError();
+  if (!effect.message.empty()) Bump(aj, std::move(effect.message));
+}
+
+void Coordinator::StoreLogs(ActiveJob& aj, const v1::Attempt& a, const v1::Assignment& share,
+                            const std::string& worker_id, const v1::AttemptStatus& st) {
+  std::vector<v1::LogLine> lines = coordinator_internal::LogLinesToStore(
+      st, a.number(), share.first_rank(), worker_id, clock_->NowMs());
+  absl::Status s = store_->AppendLogs(aj.job.id(), &lines);
+  if (s.ok()) {
+    aj.last_log_seq = lines.back().seq();
+    changed_.SignalAll();
+  } else {
+    spdlog::error("storing logs of {}: {}", aj.job.id(), s.ToString());
+  }
+}
+
+void Coordinator::RecordEpochs(ActiveJob& aj, const v1::AttemptStatus& st, StatusEffect* effect) {
+  // Every epoch once: an attempt that resumed from a checkpoint taken
+  // mid-epoch trains that epoch again and reports it again; its result
+  // replaces the one of the failed attempt.
+  coordinator_internal::MergeEpochs(st.epochs(), &aj.job);
+  const v1::EpochResult& last = st.epochs(st.epochs_size() - 1);
+  effect->message = absl::StrCat("epoch ", last.epoch(), " done: train_loss ", last.train_loss(),
+                                 ", test_accuracy ", last.test_accuracy());
+  effect->state_changed = true;  // the metric history is written at once, like states
+}
+
+void Coordinator::RecordProgress(ActiveJob& aj, const v1::AttemptStatus& st, StatusEffect* effect) {
+  *aj.job.mutable_progress() = st.progress();
+  aj.dirty = true;
+  coordinator_internal::AddCurvePoint(st.progress(), kMaxCurvePoints, &aj.curve);
+  if (aj.failed_at_ms > 0 && st.progress().window_steps() > 0) {
+    if (options_.metrics) options_.metrics->OnRecovered((clock_->NowMs() - aj.failed_at_ms) / 1e3);
+    aj.failed_at_ms = 0;
+  }
+  if (effect->message.empty()) effect->message = "progress";
+}
+
+void Coordinator::MarkShareRunning(ActiveJob& aj, v1::Attempt& a, const std::string& worker_id,
+                                   StatusEffect* effect) {
+  aj.reported.insert(worker_id);
+  if (aj.job.state() != v1::JOB_SCHEDULED ||
+      static_cast<int>(aj.reported.size()) != a.assignments_size()) {
+    return;
+  }
+  a.set_state(v1::ATTEMPT_RUNNING);
+  aj.job.set_state(v1::JOB_RUNNING);
+  if (options_.metrics && a.number() == 1) {
+    options_.metrics->OnScheduled((clock_->NowMs() - aj.job.create_time_ms()) / 1e3);
+  }
+  effect->message = absl::StrCat("attempt ", a.number(), " running");
+  effect->state_changed = true;
+}
+
+bool Coordinator::ApplyExit(ActiveJob& aj, v1::Attempt& a, const v1::Assignment& share,
+                            const std::string& worker_id, const v1::AttemptStatus& st) {
+  aj.exited[worker_id] = st.exit_code();
+  if (st.exit_code() != 0) {
+    std::map<std::string, std::string> addresses;  // to name the blamed workers' addresses
+    for (const v1::Assignment& as : a.assignments()) {
+      if (const WorkerEntry* w = registry_.Find(as.worker_id())) addresses[w->id] = w->address;
+    }
+    // Exit code 2 is a bad spec or input: a retry would fail the same way.
+    FailAttempt(aj,
+                AttributeHang(coordinator_internal::ExitReason(a, share, st), a, aj.collective_done,
+                              addresses),
+                /*retryable=*/st.exit_code() != 2);
+    return true;
+  }
+  if (share.first_rank() == 0) *aj.job.mutable_result() = st.result();
+  if (static_cast<int>(aj.exited.size()) != a.assignments_size()) return false;
+  a.set_state(v1::ATTEMPT_SUCCEEDED);
+  a.set_end_time_ms(clock_->NowMs());
+  Unindex(aj);
+  Finish(aj, v1::JOB_SUCCEEDED, "");
+  return true;
+}
+
+}  // namespace yoke::server

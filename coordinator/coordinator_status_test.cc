@@ -1,0 +1,125 @@
+// The pure steps of applying a worker's AttemptStatus
+// (coordinator/coordinator_internal.h): the log lines stored, the epoch
+// history, the dashboard curve and the exit reason. The Coordinator itself,
+// through its API, is coordinator_test.cc.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/coordinator_internal.h"
+#include "gtest/gtest.h"
+
+namespace yoke::server::coordinator_internal {
+namespace {
+
+TEST(LogLinesToStoreTest, StampsEachLineCutsLongOnesAndCapsTheCount) {
+  v1::AttemptStatus st;
+  for (int i = 0; i < kMaxLogLines + 2; ++i) {
+    v1::LogLine* l = st.add_logs();
+    l->set_text(absl::StrCat("line ", i));
+    l->set_time_ms(i == 0 ? 0 : 1000 + i);
+  }
+  st.mutable_logs(1)->set_text(std::string(kMaxLogText + 10, 'x'));
+
+  const std::vector<v1::LogLine> lines = LogLinesToStore(st, 3, 2, "w-5", 77);
+  ASSERT_EQ(lines.size(), static_cast<size_t>(kMaxLogLines + 1));
+  for (const v1::LogLine& l : lines) {
+    EXPECT_EQ(l.attempt(), 3);
+    EXPECT_EQ(l.rank(), 2);
+    EXPECT_EQ(l.worker_id(), "w-5");
+  }
+  EXPECT_EQ(lines[0].time_ms(), 77);  // unset: the coordinator's time
+  EXPECT_EQ(lines[2].time_ms(), 1002);
+  EXPECT_EQ(lines[1].text(), std::string(kMaxLogText, 'x'));
+  EXPECT_EQ(lines[2].text(), "line 2");
+  EXPECT_EQ(lines[kMaxLogLines - 1].text(), absl::StrCat("line ", kMaxLogLines - 1));
+  EXPECT_EQ(lines.back().text(), "[yoke: 2 more lines dropped]");
+  EXPECT_EQ(lines.back().time_ms(), lines[kMaxLogLines - 1].time_ms());
+}
+
+TEST(LogLinesToStoreTest, AFewLinesAreKeptAsTheyCame) {
+  v1::AttemptStatus st;
+  EXPECT_TRUE(LogLinesToStore(st, 1, 0, "w-1", 5).empty());
+  st.add_logs()->set_text("a");
+  st.add_logs()->set_text("b");
+  const std::vector<v1::LogLine> lines = LogLinesToStore(st, 1, 0, "w-1", 5);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].text(), "a");
+  EXPECT_EQ(lines[1].text(), "b");
+}
+
+TEST(MergeEpochsTest, AnEpochReportedAgainReplacesItsEntryInPlace) {
+  v1::Job job;
+  for (int e : {1, 2}) {
+    v1::EpochResult* r = job.add_history();
+    r->set_epoch(e);
+    r->set_train_loss(e);
+  }
+  google::protobuf::RepeatedPtrField<v1::EpochResult> report;
+  report.Add()->set_epoch(2);
+  report.Mutable(0)->set_train_loss(0.5);
+  report.Add()->set_epoch(3);
+
+  MergeEpochs(report, &job);
+  ASSERT_EQ(job.history_size(), 3);
+  EXPECT_EQ(job.history(0).epoch(), 1);
+  EXPECT_EQ(job.history(0).train_loss(), 1);
+  EXPECT_EQ(job.history(1).epoch(), 2);
+  EXPECT_EQ(job.history(1).train_loss(), 0.5);
+  EXPECT_EQ(job.history(2).epoch(), 3);
+}
+
+std::vector<int64_t> Steps(const std::vector<CurvePoint>& curve) {
+  std::vector<int64_t> out;
+  for (const CurvePoint& p : curve) out.push_back(p.step);
+  return out;
+}
+
+TEST(AddCurvePointTest, OnePointPerStepAndAFullCurveIsThinnedToEveryOther) {
+  std::vector<CurvePoint> curve;
+  v1::StepProgress p;
+  for (int64_t step : {1, 2, 2, 3, 4}) {
+    p.set_step(step);
+    p.set_loss(10.0 / step);
+    AddCurvePoint(p, 4, &curve);
+  }
+  EXPECT_EQ(Steps(curve), (std::vector<int64_t>{1, 2, 3, 4}));
+  p.set_step(5);
+  p.set_loss(0.25);
+  p.set_accuracy(0.75);
+  AddCurvePoint(p, 4, &curve);
+  EXPECT_EQ(Steps(curve), (std::vector<int64_t>{1, 3, 5}));
+  EXPECT_EQ(curve[1].loss, 10.0 / 3);
+  EXPECT_EQ(curve[2].loss, 0.25);
+  EXPECT_EQ(curve[2].accuracy, 0.75);
+}
+
+TEST(ExitReasonTest, NamesTheTrainerItsRanksAndHowItEnded) {
+  v1::Attempt one;
+  one.set_world_size(1);
+  v1::Assignment* s = one.add_assignments();
+  s->set_worker_id("w-1");
+  v1::AttemptStatus st;
+  st.set_exit_code(1);
+  st.set_reason("data.train.path: not found");
+  EXPECT_EQ(ExitReason(one, *s, st),
+            "trainer on w-1 exited with code 1: data.train.path: not found");
+  st.clear_reason();
+  EXPECT_EQ(ExitReason(one, *s, st), "trainer on w-1 exited with code 1");
+
+  v1::Attempt two;
+  two.set_world_size(2);
+  v1::Assignment* r1 = two.add_assignments();
+  r1->set_worker_id("w-2");
+  r1->set_first_rank(1);
+  r1->set_num_replicas(1);
+  st.set_exit_code(128 + 9);
+  st.set_reason("killed by signal 9 (Killed); last output: step 20");
+  EXPECT_EQ(ExitReason(two, *r1, st),
+            "trainer of rank 1 on w-2 killed by signal 9 (Killed); last output: step 20");
+  st.set_reason("out of memory");
+  EXPECT_EQ(ExitReason(two, *r1, st), "trainer of rank 1 on w-2 killed by signal 9: out of memory");
+}
+
+}  // namespace
+}  // namespace yoke::server::coordinator_internal
