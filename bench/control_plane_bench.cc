@@ -215,29 +215,28 @@ void FillStatuses(SimWorker& w, const v1::HeartbeatResponse& last, v1::Heartbeat
   w.beats = std::move(keep);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Flags f;
+// Reads the flags into `f`; exit status 2 (after saying why) on a bad one, 0
+// when they are all good.
+int ParseFlags(int argc, char** argv, Flags* f) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     bool ok = true;
     if (a == "--workers")
-      ok = absl::SimpleAtoi(v, &f.workers);
+      ok = absl::SimpleAtoi(v, &f->workers);
     else if (a == "--seconds")
-      ok = absl::SimpleAtoi(v, &f.seconds);
+      ok = absl::SimpleAtoi(v, &f->seconds);
     else if (a == "--threads")
-      ok = absl::SimpleAtoi(v, &f.threads);
+      ok = absl::SimpleAtoi(v, &f->threads);
     else if (a == "--submit-rate")
-      ok = absl::SimpleAtod(v, &f.submit_rate);
+      ok = absl::SimpleAtod(v, &f->submit_rate);
     else if (a == "--watchers")
-      ok = absl::SimpleAtoi(v, &f.watchers);
+      ok = absl::SimpleAtoi(v, &f->watchers);
     else if (a == "--store")
-      f.store = v;
+      f->store = v;
     else if (a == "--connect")
-      f.connect = v;
+      f->connect = v;
     else if (a == "--tls")
-      f.tls = v == "1";
+      f->tls = v == "1";
     else
       ok = false;
     if (!ok) {
@@ -245,67 +244,67 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  return 0;
+}
 
-  if (f.tls) {
-    // Before the fork and before any thread: the CA and three identities.
-    auto ca = yoke::common::CreateCa("bench", absl::Hours(24));
-    if (!ca.ok()) return 1;
-    auto issue = [&](yoke::common::Role role, const std::string& name,
-                     yoke::common::Credentials* out) {
-      yoke::common::IssueOptions o;
-      o.role = role;
-      o.name = name;
-      o.hosts = {"127.0.0.1"};
-      auto leaf = yoke::common::IssueCert(*ca, o);
-      if (!leaf.ok()) return false;
-      out->ca_pem = ca->cert_pem;
-      out->leaf = *leaf;
-      return true;
-    };
-    if (!issue(yoke::common::Role::kCoordinator, "coordinator", &f.coordinator_creds) ||
-        !issue(yoke::common::Role::kWorker, "sim-*", &f.worker_creds) ||
-        !issue(yoke::common::Role::kAdmin, "bench", &f.admin_creds)) {
-      std::fprintf(stderr, "control_plane_bench: cannot make certificates\n");
-      return 1;
-    }
+// With --tls: a CA for the run and the three identities, into `f`. Must run
+// before the fork and before any thread. False when one cannot be made.
+bool MakeCredentials(Flags* f) {
+  auto ca = yoke::common::CreateCa("bench", absl::Hours(24));
+  if (!ca.ok()) return false;
+  auto issue = [&](yoke::common::Role role, const std::string& name,
+                   yoke::common::Credentials* out) {
+    yoke::common::IssueOptions o;
+    o.role = role;
+    o.name = name;
+    o.hosts = {"127.0.0.1"};
+    auto leaf = yoke::common::IssueCert(*ca, o);
+    if (!leaf.ok()) return false;
+    out->ca_pem = ca->cert_pem;
+    out->leaf = *leaf;
+    return true;
+  };
+  if (!issue(yoke::common::Role::kCoordinator, "coordinator", &f->coordinator_creds) ||
+      !issue(yoke::common::Role::kWorker, "sim-*", &f->worker_creds) ||
+      !issue(yoke::common::Role::kAdmin, "bench", &f->admin_creds)) {
+    std::fprintf(stderr, "control_plane_bench: cannot make certificates\n");
+    return false;
   }
-  std::string address = f.connect;
-  pid_t child = 0;
-  if (address.empty()) {
-    int fds[2];
-    if (pipe(fds) != 0) return 1;
-    // Fork before any thread exists; the child blocks SIGTERM to sigwait it.
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    child = fork();
-    if (child == 0) {
-      pthread_sigmask(SIG_BLOCK, &set, nullptr);
-      close(fds[0]);
-      RunCoordinator(f, fds[1]);
-    }
-    close(fds[1]);
-    char buf[128];
-    ssize_t n = read(fds[0], buf, sizeof(buf) - 1);
+  return true;
+}
+
+// Forks the coordinator (RunCoordinator) and reads the address it serves on
+// into `address`, its pid into `child`. Must run before any thread exists.
+// False when it did not start.
+bool StartCoordinatorChild(const Flags& f, std::string* address, pid_t* child) {
+  int fds[2];
+  if (pipe(fds) != 0) return false;
+  // The child blocks SIGTERM to sigwait it.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  *child = fork();
+  if (*child == 0) {
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
     close(fds[0]);
-    if (n <= 0) {
-      std::fprintf(stderr, "control_plane_bench: the coordinator did not start\n");
-      return 1;
-    }
-    address.assign(buf, n - 1);
+    RunCoordinator(f, fds[1]);
   }
-  std::printf(
-      "coordinator at %s (%s); %d workers, %d heartbeat threads, %.1f submits/s, "
-      "%d watchers, %d s, %s\n",
-      address.c_str(),
-      f.connect.empty() ? ("in a child process, " + f.store + " store").c_str() : "external",
-      f.workers, f.threads, f.submit_rate, f.watchers, f.seconds,
-      f.tls ? "mutual TLS" : "plaintext");
+  close(fds[1]);
+  char buf[128];
+  ssize_t n = read(fds[0], buf, sizeof(buf) - 1);
+  close(fds[0]);
+  if (n <= 0) {
+    std::fprintf(stderr, "control_plane_bench: the coordinator did not start\n");
+    return false;
+  }
+  address->assign(buf, n - 1);
+  return true;
+}
 
-  auto spec = yoke::common::LoadJobSpecString(kSpec, {});
-  if (!spec.ok()) return 1;
-  // One channel per heartbeat thread plus one for clients: several HTTP/2
-  // connections, as many worker machines would have.
+// One channel per heartbeat thread plus one (the last) for clients: several
+// HTTP/2 connections, as many worker machines would have.
+std::vector<std::shared_ptr<grpc::Channel>> MakeChannels(const Flags& f,
+                                                         const std::string& address) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int t = 0; t <= f.threads; ++t) {
     grpc::ChannelArguments args;
@@ -316,222 +315,284 @@ int main(int argc, char** argv) {
     }
     channels.push_back(grpc::CreateCustomChannel(address, creds, args));
   }
-  auto client = v1::Coordinator::NewStub(channels[f.threads]);
+  return channels;
+}
 
-  // Register the fleet.
-  std::vector<SimWorker> workers(f.workers);
-  {
-    std::vector<std::thread> ts;
-    std::atomic<int> failed{0};
-    for (int t = 0; t < f.threads; ++t) {
-      ts.emplace_back([&, t] {
-        auto stub = v1::WorkerControl::NewStub(channels[t]);
-        for (int i = t; i < f.workers; i += f.threads) {
-          grpc::ClientContext ctx;
-          v1::RegisterWorkerRequest req;
-          req.set_hostname(absl::StrCat("sim-", i));
-          v1::Device* d = req.add_devices();
-          d->set_kind("cpu");
-          d->set_index(0);
-          v1::RegisterWorkerResponse resp;
-          if (!stub->RegisterWorker(&ctx, req, &resp).ok()) ++failed;
-          workers[i].id = resp.worker_id();
-        }
-      });
-    }
-    for (auto& t : ts) t.join();
-    if (failed) {
-      std::fprintf(stderr, "control_plane_bench: %d registrations failed\n", failed.load());
-      return 1;
-    }
+// Registers the fleet, thread t registering workers t, t+T, ...; their ids go
+// into `workers`. False (after saying how many) when any registration failed.
+bool RegisterFleet(const Flags& f, const std::vector<std::shared_ptr<grpc::Channel>>& channels,
+                   std::vector<SimWorker>* workers) {
+  std::vector<std::thread> ts;
+  std::atomic<int> failed{0};
+  for (int t = 0; t < f.threads; ++t) {
+    ts.emplace_back([&, t] {
+      auto stub = v1::WorkerControl::NewStub(channels[t]);
+      for (int i = t; i < f.workers; i += f.threads) {
+        grpc::ClientContext ctx;
+        v1::RegisterWorkerRequest req;
+        req.set_hostname(absl::StrCat("sim-", i));
+        v1::Device* d = req.add_devices();
+        d->set_kind("cpu");
+        d->set_index(0);
+        v1::RegisterWorkerResponse resp;
+        if (!stub->RegisterWorker(&ctx, req, &resp).ok()) ++failed;
+        (*workers)[i].id = resp.worker_id();
+      }
+    });
   }
+  for (auto& t : ts) t.join();
+  if (failed) {
+    std::fprintf(stderr, "control_plane_bench: %d registrations failed\n", failed.load());
+    return false;
+  }
+  return true;
+}
 
+// What the heartbeat threads and the clients share during a run.
+struct Run {
+  Run(const Flags& f, const v1::JobSpec& spec, v1::Coordinator::Stub* client)
+      : f(f), spec(spec), client(client) {}
+  const Flags& f;
+  v1::JobSpec spec;
+  v1::Coordinator::Stub* client;
   std::atomic<bool> stop{false};
   std::atomic<bool> timing{false};  // heartbeat samples count from the timed start
   Samples hb, submit, list, watch_first;
   std::atomic<int64_t> hb_late{0};
   std::atomic<int64_t> watch_events{0}, watched_to_end{0};
   std::mutex ids_mu;
-  std::vector<std::string> ids;
+  std::vector<std::string> ids;  // submitted in the timed run; guarded by ids_mu
+};
 
-  // Heartbeats: thread t owns workers t, t+T, ...; worker i beats at phase
-  // i/W of every second.
-  const absl::Time t0 = absl::Now();
-  std::vector<std::thread> threads;
-  for (int t = 0; t < f.threads; ++t) {
-    threads.emplace_back([&, t] {
-      auto stub = v1::WorkerControl::NewStub(channels[t]);
-      std::vector<v1::HeartbeatResponse> last(f.workers);
-      std::vector<double> local;
-      for (int64_t round = 0; !stop; ++round) {
-        for (int i = t; i < f.workers && !stop; i += f.threads) {
-          const absl::Time due =
-              t0 + absl::Seconds(round) + absl::Seconds(1) * (static_cast<double>(i) / f.workers);
-          const absl::Time now = absl::Now();
-          if (due > now) {
-            absl::SleepFor(due - now);
-          } else if (now - due > absl::Milliseconds(100)) {
-            ++hb_late;
-          }
-          v1::HeartbeatRequest req;
-          req.set_worker_id(workers[i].id);
-          FillStatuses(workers[i], last[i], &req);
-          grpc::ClientContext ctx;
-          const absl::Time start = absl::Now();
-          grpc::Status s = stub->Heartbeat(&ctx, req, &last[i]);
-          const double us = Micros(start);
-          if (timing) local.push_back(us);
-          if (!s.ok()) ++hb.errors;
-        }
+// Heartbeat thread t until run.stop: it owns workers t, t+T, ...; worker i
+// beats at phase i/W of every second from t0.
+void HeartbeatLoop(Run& run, const std::shared_ptr<grpc::Channel>& channel,
+                   std::vector<SimWorker>& workers, int t, absl::Time t0) {
+  const Flags& f = run.f;
+  auto stub = v1::WorkerControl::NewStub(channel);
+  std::vector<v1::HeartbeatResponse> last(f.workers);
+  std::vector<double> local;
+  for (int64_t round = 0; !run.stop; ++round) {
+    for (int i = t; i < f.workers && !run.stop; i += f.threads) {
+      const absl::Time due =
+          t0 + absl::Seconds(round) + absl::Seconds(1) * (static_cast<double>(i) / f.workers);
+      const absl::Time now = absl::Now();
+      if (due > now) {
+        absl::SleepFor(due - now);
+      } else if (now - due > absl::Milliseconds(100)) {
+        ++run.hb_late;
       }
-      hb.AddAll(local);
-    });
+      v1::HeartbeatRequest req;
+      req.set_worker_id(workers[i].id);
+      FillStatuses(workers[i], last[i], &req);
+      grpc::ClientContext ctx;
+      const absl::Time start = absl::Now();
+      grpc::Status s = stub->Heartbeat(&ctx, req, &last[i]);
+      const double us = Micros(start);
+      if (run.timing) local.push_back(us);
+      if (!s.ok()) ++run.hb.errors;
+    }
   }
+  run.hb.AddAll(local);
+}
 
-  // Check the path end to end before timing: one job to SUCCEEDED.
-  {
+// Checks the path end to end before timing: submits one job and watches it
+// to its end. True (after printing the check line) when it SUCCEEDED.
+bool CheckOneJob(Run& run, absl::Time t0) {
+  grpc::ClientContext ctx;
+  v1::SubmitJobRequest req;
+  *req.mutable_spec() = run.spec;
+  v1::SubmitJobResponse resp;
+  if (!run.client->SubmitJob(&ctx, req, &resp).ok()) return false;
+  grpc::ClientContext wctx;
+  v1::WatchJobRequest wreq;
+  wreq.set_job_id(resp.job_id());
+  wctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto reader = run.client->WatchJob(&wctx, wreq);
+  v1::JobEvent ev;
+  v1::JobState final_state = v1::JOB_STATE_UNSPECIFIED;
+  while (reader->Read(&ev)) final_state = ev.job().state();
+  reader->Finish();
+  if (final_state != v1::JOB_SUCCEEDED) {
+    std::fprintf(stderr, "control_plane_bench: check job ended %s, not SUCCEEDED\n",
+                 v1::JobState_Name(final_state).c_str());
+    return false;
+  }
+  std::printf("check: %s SUCCEEDED through the simulated fleet (%.1f s after start)\n",
+              resp.job_id().c_str(), absl::ToDoubleSeconds(absl::Now() - t0));
+  return true;
+}
+
+// The submitter, until run.stop: one job per 1/--submit-rate seconds.
+void SubmitLoop(Run& run) {
+  const absl::Duration period = absl::Seconds(1.0 / run.f.submit_rate);
+  absl::Time next = absl::Now();
+  while (!run.stop) {
+    absl::SleepFor(next - absl::Now());
+    next += period;
     grpc::ClientContext ctx;
     v1::SubmitJobRequest req;
-    *req.mutable_spec() = *spec;
+    *req.mutable_spec() = run.spec;
     v1::SubmitJobResponse resp;
-    if (!client->SubmitJob(&ctx, req, &resp).ok()) return 1;
-    grpc::ClientContext wctx;
-    v1::WatchJobRequest wreq;
-    wreq.set_job_id(resp.job_id());
-    wctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    auto reader = client->WatchJob(&wctx, wreq);
-    v1::JobEvent ev;
-    v1::JobState final_state = v1::JOB_STATE_UNSPECIFIED;
-    while (reader->Read(&ev)) final_state = ev.job().state();
-    reader->Finish();
-    if (final_state != v1::JOB_SUCCEEDED) {
-      std::fprintf(stderr, "control_plane_bench: check job ended %s, not SUCCEEDED\n",
-                   v1::JobState_Name(final_state).c_str());
-      stop = true;
-      for (auto& t : threads) t.join();
-      if (child) kill(child, SIGTERM);
-      return 1;
+    const absl::Time start = absl::Now();
+    grpc::Status s = run.client->SubmitJob(&ctx, req, &resp);
+    run.submit.Add(Micros(start));
+    if (!s.ok()) {
+      ++run.submit.errors;
+      continue;
     }
-    std::printf("check: %s SUCCEEDED through the simulated fleet (%.1f s after start)\n",
-                resp.job_id().c_str(), absl::ToDoubleSeconds(absl::Now() - t0));
+    std::lock_guard<std::mutex> l(run.ids_mu);
+    run.ids.push_back(resp.job_id());
   }
+}
 
-  const double cpu0 = child ? ProcessCpuSeconds(child) : -1;
-  const absl::Time timed_start = absl::Now();
-  timing = true;
-  const absl::Time timed_end = timed_start + absl::Seconds(f.seconds);
-  std::vector<std::thread> clients;
-  clients.emplace_back([&] {  // submitter
-    const absl::Duration period = absl::Seconds(1.0 / f.submit_rate);
-    absl::Time next = absl::Now();
-    while (!stop) {
-      absl::SleepFor(next - absl::Now());
-      next += period;
-      grpc::ClientContext ctx;
-      v1::SubmitJobRequest req;
-      *req.mutable_spec() = *spec;
-      v1::SubmitJobResponse resp;
-      const absl::Time start = absl::Now();
-      grpc::Status s = client->SubmitJob(&ctx, req, &resp);
-      submit.Add(Micros(start));
-      if (!s.ok()) {
-        ++submit.errors;
-        continue;
-      }
-      std::lock_guard<std::mutex> l(ids_mu);
-      ids.push_back(resp.job_id());
-    }
-  });
-  clients.emplace_back([&] {  // lister: the newest page, twice a second
-    while (!stop) {
-      grpc::ClientContext ctx;
-      v1::ListJobsRequest req;
-      req.set_page_size(100);
-      v1::ListJobsResponse resp;
-      const absl::Time start = absl::Now();
-      if (!client->ListJobs(&ctx, req, &resp).ok()) ++list.errors;
-      list.Add(Micros(start));
-      absl::SleepFor(absl::Milliseconds(500));
-    }
-  });
-  for (int k = 0; k < f.watchers; ++k) {
-    clients.emplace_back([&] {  // watchers: follow the newest job to its end
-      while (!stop) {
-        std::string id;
-        {
-          std::lock_guard<std::mutex> l(ids_mu);
-          if (!ids.empty()) id = ids.back();
-        }
-        if (id.empty()) {
-          absl::SleepFor(absl::Milliseconds(100));
-          continue;
-        }
-        grpc::ClientContext ctx;
-        // Ends with the run: a watched job stops changing once the fleet stops.
-        ctx.set_deadline(absl::ToChronoTime(timed_end + absl::Milliseconds(500)));
-        v1::WatchJobRequest req;
-        req.set_job_id(id);
-        const absl::Time start = absl::Now();
-        auto reader = client->WatchJob(&ctx, req);
-        v1::JobEvent ev;
-        bool first = true;
-        while (!stop && reader->Read(&ev)) {
-          if (first) watch_first.Add(Micros(start));
-          first = false;
-          ++watch_events;
-          if (yoke::server::IsTerminal(ev.job().state())) ++watched_to_end;
-        }
-        if (stop) ctx.TryCancel();
-        reader->Finish();
-      }
-    });
-  }
-
-  absl::SleepFor(absl::Seconds(f.seconds));
-  const double wall = absl::ToDoubleSeconds(absl::Now() - timed_start);
-  const double cpu1 = child ? ProcessCpuSeconds(child) : -1;
-  stop = true;
-  for (auto& t : threads) t.join();
-  for (auto& t : clients) t.join();
-
-  // How many submitted jobs finished.
-  int succeeded = 0;
-  {
+// The lister, until run.stop: the newest page, twice a second.
+void ListLoop(Run& run) {
+  while (!run.stop) {
     grpc::ClientContext ctx;
     v1::ListJobsRequest req;
-    req.add_states(v1::JOB_SUCCEEDED);
-    req.set_page_size(1000);
+    req.set_page_size(100);
     v1::ListJobsResponse resp;
-    if (client->ListJobs(&ctx, req, &resp).ok()) succeeded = resp.jobs_size();
+    const absl::Time start = absl::Now();
+    if (!run.client->ListJobs(&ctx, req, &resp).ok()) ++run.list.errors;
+    run.list.Add(Micros(start));
+    absl::SleepFor(absl::Milliseconds(500));
   }
-  if (child) {
-    kill(child, SIGTERM);
-    waitpid(child, nullptr, 0);
-  }
+}
 
-  std::printf("%s%s%s%s", Report("Heartbeat", hb).c_str(), Report("SubmitJob", submit).c_str(),
-              Report("ListJobs", list).c_str(), Report("WatchJob 1st", watch_first).c_str());
+// A watcher, until run.stop: follows the newest job to its end, again and
+// again; no watch outlives timed_end by more than 500 ms.
+void WatchLoop(Run& run, absl::Time timed_end) {
+  while (!run.stop) {
+    std::string id;
+    {
+      std::lock_guard<std::mutex> l(run.ids_mu);
+      if (!run.ids.empty()) id = run.ids.back();
+    }
+    if (id.empty()) {
+      absl::SleepFor(absl::Milliseconds(100));
+      continue;
+    }
+    grpc::ClientContext ctx;
+    // Ends with the run: a watched job stops changing once the fleet stops.
+    ctx.set_deadline(absl::ToChronoTime(timed_end + absl::Milliseconds(500)));
+    v1::WatchJobRequest req;
+    req.set_job_id(id);
+    const absl::Time start = absl::Now();
+    auto reader = run.client->WatchJob(&ctx, req);
+    v1::JobEvent ev;
+    bool first = true;
+    while (!run.stop && reader->Read(&ev)) {
+      if (first) run.watch_first.Add(Micros(start));
+      first = false;
+      ++run.watch_events;
+      if (yoke::server::IsTerminal(ev.job().state())) ++run.watched_to_end;
+    }
+    if (run.stop) ctx.TryCancel();
+    reader->Finish();
+  }
+}
+
+// How many jobs SUCCEEDED, of the newest 1000; 0 when the list fails.
+int CountSucceeded(v1::Coordinator::Stub* client) {
+  grpc::ClientContext ctx;
+  v1::ListJobsRequest req;
+  req.add_states(v1::JOB_SUCCEEDED);
+  req.set_page_size(1000);
+  v1::ListJobsResponse resp;
+  return client->ListJobs(&ctx, req, &resp).ok() ? resp.jobs_size() : 0;
+}
+
+// Prints the results of a finished run of `wall` seconds (the coordinator's
+// CPU seconds from cpu0 to cpu1, where it is our child) and returns the exit
+// status: 1 when a heartbeat failed or no job succeeded.
+int PrintResults(Run& run, double wall, bool child, double cpu0, double cpu1, int succeeded) {
+  Samples& hb = run.hb;
+  std::printf("%s%s%s%s", Report("Heartbeat", hb).c_str(), Report("SubmitJob", run.submit).c_str(),
+              Report("ListJobs", run.list).c_str(),
+              Report("WatchJob 1st", run.watch_first).c_str());
   std::printf("heartbeats/s: %.0f (target %d), sent >100 ms late: %lld\n", hb.us.size() / wall,
-              f.workers, static_cast<long long>(hb_late.load()));
+              run.f.workers, static_cast<long long>(run.hb_late.load()));
   std::printf(
       "jobs: %zu submitted, %d succeeded (newest 1000 counted), watch events %lld, "
       "watches to the end %lld\n",
-      ids.size(), succeeded, static_cast<long long>(watch_events.load()),
-      static_cast<long long>(watched_to_end.load()));
+      run.ids.size(), succeeded, static_cast<long long>(run.watch_events.load()),
+      static_cast<long long>(run.watched_to_end.load()));
   if (child) {
     std::printf("coordinator CPU: %.2f s over %.1f s wall = %.0f%% of one core\n", cpu1 - cpu0,
                 wall, 100 * (cpu1 - cpu0) / wall);
   }
-  std::lock_guard<std::mutex> l1(hb.mu), l2(submit.mu);
+  std::lock_guard<std::mutex> l1(hb.mu), l2(run.submit.mu);
   auto p99 = [](std::vector<double>& v) {
     return v.empty() ? 0 : v[std::min(v.size() - 1, static_cast<size_t>(0.99 * v.size()))] / 1000;
   };
   std::printf("target: heartbeat p99 < 20 ms: %s; SubmitJob p99 < 20 ms: %s\n",
-              p99(hb.us) < 20 ? "met" : "MISSED", p99(submit.us) < 20 ? "met" : "MISSED");
+              p99(hb.us) < 20 ? "met" : "MISSED", p99(run.submit.us) < 20 ? "met" : "MISSED");
   if (hb.errors > 0 || succeeded == 0) {
     std::fprintf(stderr, "control_plane_bench: FAILED (%lld heartbeat errors, %d jobs succeeded)\n",
                  static_cast<long long>(hb.errors.load()), succeeded);
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  if (int rc = ParseFlags(argc, argv, &f); rc != 0) return rc;
+  if (f.tls && !MakeCredentials(&f)) return 1;
+  std::string address = f.connect;
+  pid_t child = 0;
+  if (address.empty() && !StartCoordinatorChild(f, &address, &child)) return 1;
+  std::printf(
+      "coordinator at %s (%s); %d workers, %d heartbeat threads, %.1f submits/s, "
+      "%d watchers, %d s, %s\n",
+      address.c_str(),
+      f.connect.empty() ? ("in a child process, " + f.store + " store").c_str() : "external",
+      f.workers, f.threads, f.submit_rate, f.watchers, f.seconds,
+      f.tls ? "mutual TLS" : "plaintext");
+
+  auto spec = yoke::common::LoadJobSpecString(kSpec, {});
+  if (!spec.ok()) return 1;
+  const std::vector<std::shared_ptr<grpc::Channel>> channels = MakeChannels(f, address);
+  auto client = v1::Coordinator::NewStub(channels[f.threads]);
+  std::vector<SimWorker> workers(f.workers);
+  if (!RegisterFleet(f, channels, &workers)) return 1;
+
+  Run run(f, *spec, client.get());
+  const absl::Time t0 = absl::Now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < f.threads; ++t) {
+    threads.emplace_back([&, t] { HeartbeatLoop(run, channels[t], workers, t, t0); });
+  }
+  if (!CheckOneJob(run, t0)) {
+    run.stop = true;
+    for (auto& t : threads) t.join();
+    if (child) kill(child, SIGTERM);
+    return 1;
+  }
+
+  const double cpu0 = child ? ProcessCpuSeconds(child) : -1;
+  const absl::Time timed_start = absl::Now();
+  run.timing = true;
+  const absl::Time timed_end = timed_start + absl::Seconds(f.seconds);
+  std::vector<std::thread> clients;
+  clients.emplace_back([&] { SubmitLoop(run); });
+  clients.emplace_back([&] { ListLoop(run); });
+  for (int k = 0; k < f.watchers; ++k) clients.emplace_back([&] { WatchLoop(run, timed_end); });
+
+  absl::SleepFor(absl::Seconds(f.seconds));
+  const double wall = absl::ToDoubleSeconds(absl::Now() - timed_start);
+  const double cpu1 = child ? ProcessCpuSeconds(child) : -1;
+  run.stop = true;
+  for (auto& t : threads) t.join();
+  for (auto& t : clients) t.join();
+
+  const int succeeded = CountSucceeded(client.get());
+  if (child) {
+    kill(child, SIGTERM);
+    waitpid(child, nullptr, 0);
+  }
+  return PrintResults(run, wall, child != 0, cpu0, cpu1, succeeded);
 }

@@ -99,20 +99,12 @@ yoke::v1::StepProgress Report(int64_t step, int log_every) {
   return p;
 }
 
-}  // namespace
+// Where the timed work's results go, so that it is not optimized away.
+volatile int64_t sink = 0;
 
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  const double step_s = absl::GetFlag(FLAGS_step_ms) / 1000;
-  const int log_every = absl::GetFlag(FLAGS_log_every);
-  const int ranks = absl::GetFlag(FLAGS_ranks);
-  const double scrape_s = absl::GetFlag(FLAGS_scrape_seconds);
-  if (step_s <= 0 || log_every <= 0 || ranks <= 0 || scrape_s <= 0 ||
-      absl::GetFlag(FLAGS_repeat) <= 0) {
-    Die("--step_ms, --log_every, --ranks, --scrape_seconds and --repeat must be > 0");
-  }
-
-  // The trainer's per-step accounting.
+// The trainer's per-step accounting, checked and then timed: seconds per
+// step.
+double TimeStepAccounting() {
   google::protobuf::RepeatedField<int64_t> counts;
   yoke::common::CountStepSeconds(0.012, &counts);
   if (counts.size() != static_cast<int>(yoke::common::kStepSecondsBuckets.size()) + 1 ||
@@ -121,15 +113,19 @@ int main(int argc, char** argv) {
   }
   // 6 clock reads (step start, data wait start/end, Finish start/end, step
   // end) and the histogram count, as trainer_step.cc does them.
-  volatile int64_t sink = 0;
   const double per_step = SecondsPerCall(1000000, [&] {
     Clock::time_point t[6];
     for (auto& x : t) x = Clock::now();
     yoke::common::CountStepSeconds(std::chrono::duration<double>(t[5] - t[0]).count(), &counts);
   });
   sink = sink + counts[0];
+  return per_step;
+}
 
-  // TensorBoard: what the trainer writes each log step.
+// TensorBoard: what the trainer writes each log step, to an event file in a
+// temp directory (removed after). Returns the seconds per log step and, in
+// `record_bytes`, what one log step adds to the file.
+double TimeTensorBoard(uintmax_t* record_bytes) {
   const std::string dir =
       absl::StrCat(std::filesystem::temp_directory_path().string(), "/yoke-obs-cost-", getpid());
   auto events = yoke::common::EventFileWriter::Create(dir);
@@ -148,10 +144,17 @@ int main(int argc, char** argv) {
   const auto size_after = std::filesystem::file_size((*events)->path());
   if (size_after <= size_before) Die("the event file did not grow on a log step");
   const double per_log_tb = SecondsPerCall(2000, write_log_step);
-  const auto record_bytes = (size_after - size_before);
+  *record_bytes = size_after - size_before;
+  events->reset();
+  std::filesystem::remove_all(dir);
+  return per_log_tb;
+}
 
-  // The worker: one report per rank per log step, one exposition per scrape.
-  yoke::worker::WorkerMetrics worker;
+// The worker: one report per rank per log step into `worker`, checked in its
+// exposition, then timed: seconds per report into `per_report`, per
+// exposition of `ranks` ranks into `per_scrape`.
+void TimeWorker(yoke::worker::WorkerMetrics& worker, int ranks, int log_every, double* per_report,
+                double* per_scrape) {
   std::vector<yoke::v1::StepProgress> reports;
   for (int r = 0; r < ranks; ++r) reports.push_back(Report(100, log_every));
   for (int r = 0; r < ranks; ++r) worker.OnStep("job-1", r, reports[r]);
@@ -162,14 +165,16 @@ int main(int argc, char** argv) {
     }
   }
   int next_rank = 0;
-  const double per_report = SecondsPerCall(20000, [&] {
+  *per_report = SecondsPerCall(20000, [&] {
     worker.OnStep("job-1", next_rank, reports[next_rank]);
     next_rank = (next_rank + 1) % ranks;
   });
-  const double per_worker_scrape =
-      SecondsPerCall(500, [&] { sink = sink + worker.Exposition().size(); });
+  *per_scrape = SecondsPerCall(500, [&] { sink = sink + worker.Exposition().size(); });
+}
 
-  // The coordinator: its exposition with two workers and one running job.
+// The coordinator: its exposition with two workers and one running job,
+// checked, then timed: seconds per scrape.
+double TimeCoordinatorScrape() {
   yoke::server::CoordinatorMetrics coordinator;
   for (const char* m : {"Heartbeat", "SubmitJob", "GetJob", "ListJobs", "WatchJob", "Rendezvous"}) {
     coordinator.OnRpc(m, 0.001);
@@ -193,10 +198,32 @@ int main(int argc, char** argv) {
       !absl::StrContains(cexp, "yoke_jobs")) {
     Die("the coordinator exposition lacks yoke_rpc_latency_seconds or yoke_jobs");
   }
-  const double per_coordinator_scrape =
-      SecondsPerCall(500, [&] { sink = sink + coordinator.Exposition(view).size(); });
+  return SecondsPerCall(500, [&] { sink = sink + coordinator.Exposition(view).size(); });
+}
 
-  // A scrape over HTTP: civetweb serving the worker exposition on loopback.
+// GET /metrics from 127.0.0.1:`port` with a minimal HTTP/1.0 client on a
+// socket, so a timing is the request's own cost (client and server
+// together), not a client library's start-up. Returns the whole response.
+std::string HttpGet(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) Die("socket failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) Die("connect failed");
+  const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) Die("write failed");
+  std::string out;
+  char buf[16384];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, n);
+  close(fd);
+  return out;
+}
+
+// A scrape over HTTP: civetweb serving `worker`'s exposition on loopback,
+// checked, then timed: seconds per scrape, exposition included.
+double TimeHttpScrape(yoke::worker::WorkerMetrics& worker) {
   auto server = yoke::common::HttpServer::Start(
       "127.0.0.1:0", {{"/metrics", [&](const yoke::common::HttpRequest&) {
                          yoke::common::HttpResponse r;
@@ -204,37 +231,26 @@ int main(int argc, char** argv) {
                          return r;
                        }}});
   if (!server.ok()) Die(server.status().ToString());
-  // A minimal HTTP/1.0 client on a socket, so the figure is the request's
-  // own cost (client and server together), not a client library's start-up.
   const int port = (*server)->port();
-  auto http_get = [port]() -> std::string {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) Die("socket failed");
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) Die("connect failed");
-    const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) Die("write failed");
-    std::string out;
-    char buf[16384];
-    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, n);
-    close(fd);
-    return out;
-  };
-  const std::string response = http_get();
+  const std::string response = HttpGet(port);
   const size_t body = response.find("\r\n\r\n");
   if (!absl::StartsWith(response, "HTTP/1.1 200") || body == std::string::npos ||
       response.substr(body + 4) != worker.Exposition()) {
     Die("the HTTP scrape did not return the worker's exposition with status 200");
   }
-  const double per_http_scrape = SecondsPerCall(300, [&] { sink = sink + http_get().size(); });
-  server->reset();
-  events->reset();
-  std::filesystem::remove_all(dir);
+  return SecondsPerCall(300, [&] { sink = sink + HttpGet(port).size(); });
+}
 
-  // Per second of training.
+// What was timed, in seconds per event.
+struct Costs {
+  double per_step = 0, per_log_tb = 0, per_report = 0, per_worker_scrape = 0,
+         per_coordinator_scrape = 0, per_http_scrape = 0;
+  uintmax_t record_bytes = 0;  // the event file's growth per log step
+};
+
+// The table: each piece's CPU per second of a job with the given step time,
+// log interval, ranks and scrape interval, and their sum.
+void PrintTable(const Costs& c, double step_s, int log_every, int ranks, double scrape_s) {
   const double steps_per_s = 1 / step_s;
   const double log_steps_per_s = steps_per_s / log_every;
   const double scrapes_per_s = 1 / scrape_s;
@@ -244,19 +260,19 @@ int main(int argc, char** argv) {
     double events_per_second;
   };
   const Row rows[] = {
-      {"trainer: step accounting, per step", per_step, steps_per_s},
-      {"trainer: TensorBoard, 3 scalars + flush, per log step", per_log_tb, log_steps_per_s},
-      {"worker: OnStep, per rank per log step", per_report, ranks * log_steps_per_s},
-      {"worker: /metrics exposition, per scrape", per_worker_scrape, scrapes_per_s},
-      {"worker: the HTTP request around it, per scrape", per_http_scrape - per_worker_scrape,
+      {"trainer: step accounting, per step", c.per_step, steps_per_s},
+      {"trainer: TensorBoard, 3 scalars + flush, per log step", c.per_log_tb, log_steps_per_s},
+      {"worker: OnStep, per rank per log step", c.per_report, ranks * log_steps_per_s},
+      {"worker: /metrics exposition, per scrape", c.per_worker_scrape, scrapes_per_s},
+      {"worker: the HTTP request around it, per scrape", c.per_http_scrape - c.per_worker_scrape,
        scrapes_per_s},
-      {"coordinator: /metrics exposition, per scrape", per_coordinator_scrape, scrapes_per_s},
+      {"coordinator: /metrics exposition, per scrape", c.per_coordinator_scrape, scrapes_per_s},
   };
   std::printf(
       "job: step %.1f ms, log every %d steps, %d ranks on the worker, a scrape every %.1f s\n",
       step_s * 1000, log_every, ranks, scrape_s);
   std::printf("event file: %llu bytes per log step\n",
-              static_cast<unsigned long long>(record_bytes));
+              static_cast<unsigned long long>(c.record_bytes));
   std::printf("%-55s %12s %10s %14s\n", "", "us/event", "events/s", "CPU us per s");
   double total = 0;
   for (const Row& r : rows) {
@@ -269,5 +285,27 @@ int main(int argc, char** argv) {
       "all together: %.1f us of CPU per second of training = %.4f%% of one core "
       "(the step-time cost is at most this)\n",
       total * 1e6, total * 100);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  const double step_s = absl::GetFlag(FLAGS_step_ms) / 1000;
+  const int log_every = absl::GetFlag(FLAGS_log_every);
+  const int ranks = absl::GetFlag(FLAGS_ranks);
+  const double scrape_s = absl::GetFlag(FLAGS_scrape_seconds);
+  if (step_s <= 0 || log_every <= 0 || ranks <= 0 || scrape_s <= 0 ||
+      absl::GetFlag(FLAGS_repeat) <= 0) {
+    Die("--step_ms, --log_every, --ranks, --scrape_seconds and --repeat must be > 0");
+  }
+  Costs c;
+  c.per_step = TimeStepAccounting();
+  c.per_log_tb = TimeTensorBoard(&c.record_bytes);
+  yoke::worker::WorkerMetrics worker;
+  TimeWorker(worker, ranks, log_every, &c.per_report, &c.per_worker_scrape);
+  c.per_coordinator_scrape = TimeCoordinatorScrape();
+  c.per_http_scrape = TimeHttpScrape(worker);
+  PrintTable(c, step_s, log_every, ranks, scrape_s);
   return sink == -1 ? 1 : 0;  // keeps the timed work from being optimized away
 }

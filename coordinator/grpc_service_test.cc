@@ -159,6 +159,127 @@ TEST_F(GrpcServiceTest, BadSpecsAreInvalidArgumentNamingTheFieldAndNothingIsStor
   EXPECT_EQ(store_.writes(), 0);
 }
 
+// Watches one job from a thread, collecting its events until the stream
+// ends. The stream coalesces changes a slow reader has not read yet, so a
+// test waits for the watcher to see each state before it causes the next
+// one (a busy machine can delay the watcher's thread by far more than any
+// fixed sleep). The destructor cancels a watch still open.
+class JobWatcher {
+ public:
+  JobWatcher(v1::Coordinator::Stub* jobs, const std::string& id)
+      : thread_([this, jobs, id] {
+          v1::WatchJobRequest req;
+          req.set_job_id(id);
+          auto reader = jobs->WatchJob(&ctx_, req);
+          v1::JobEvent ev;
+          while (reader->Read(&ev)) {
+            absl::MutexLock lock(&mu_);
+            events_.push_back(ev);
+          }
+          status_ = reader->Finish();
+        }) {}
+  ~JobWatcher() {
+    ctx_.TryCancel();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Whether the watcher saw an event of `state` within 30 s.
+  bool WaitForState(v1::JobState state) {
+    absl::MutexLock lock(&mu_);
+    auto seen = [&] {
+      for (const v1::JobEvent& ev : events_) {
+        if (ev.job().state() == state) return true;
+      }
+      return false;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&seen), absl::Seconds(30));
+  }
+
+  // Waits for the stream to end; its status. events() is complete after.
+  grpc::Status Join() {
+    thread_.join();
+    return status_;
+  }
+  const std::vector<v1::JobEvent>& events() const { return events_; }
+
+ private:
+  grpc::ClientContext ctx_;
+  absl::Mutex mu_;
+  std::vector<v1::JobEvent> events_;  // guarded by mu_ until Join
+  grpc::Status status_;
+  std::thread thread_;  // last: it starts once the members it uses exist
+};
+
+// Rendezvous on the running attempt 1 of job `id`: a put key reads back, and
+// a get of a key never put times out naming it.
+void ExpectRendezvousOnTheRunningAttempt(v1::Rendezvous::Stub* kv, const std::string& id) {
+  {
+    grpc::ClientContext ctx;
+    v1::KvPutRequest put;
+    put.set_job_id(id);
+    put.set_attempt(1);
+    put.set_key("gloo/rank0");
+    put.set_value("127.0.0.1:5555");
+    v1::KvPutResponse presp;
+    ASSERT_TRUE(kv->Put(&ctx, put, &presp).ok());
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::KvGetRequest get;
+    get.set_job_id(id);
+    get.set_attempt(1);
+    get.set_key("gloo/rank0");
+    get.set_timeout_ms(1000);
+    v1::KvGetResponse gresp;
+    ASSERT_TRUE(kv->Get(&ctx, get, &gresp).ok());
+    EXPECT_EQ(gresp.value(), "127.0.0.1:5555");
+  }
+  grpc::ClientContext ctx;
+  v1::KvGetRequest get;
+  get.set_job_id(id);
+  get.set_attempt(1);
+  get.set_key("never");
+  get.set_timeout_ms(300);
+  v1::KvGetResponse gresp;
+  const absl::Time start = absl::Now();
+  grpc::Status s = kv->Get(&ctx, get, &gresp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(290));
+  EXPECT_NE(s.error_message().find("'never'"), std::string::npos);
+}
+
+// After job `id` SUCCEEDED on the one worker w-1 ("fake-host"): its logs,
+// followed, are every line and then the end; GetJob and ListWorkers show it.
+void ExpectTheFinishedJobAndItsWorker(v1::Coordinator::Stub* jobs, const std::string& id) {
+  // Logs, with follow on a finished job: all lines, then the stream ends.
+  grpc::ClientContext lctx;
+  v1::GetJobLogsRequest lreq;
+  lreq.set_job_id(id);
+  lreq.set_follow(true);
+  auto reader = jobs->GetJobLogs(&lctx, lreq);
+  std::vector<std::string> texts;
+  v1::LogLine line;
+  while (reader->Read(&line)) texts.push_back(line.text());
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(texts, (std::vector<std::string>{"step 3/8 loss 0.69", "done"}));
+
+  // GetJob and ListWorkers.
+  grpc::ClientContext gctx;
+  v1::GetJobRequest greq;
+  greq.set_job_id(id);
+  v1::Job job;
+  ASSERT_TRUE(jobs->GetJob(&gctx, greq, &job).ok());
+  EXPECT_EQ(job.state(), v1::JOB_SUCCEEDED);
+  grpc::ClientContext wctx;
+  v1::ListWorkersResponse wresp;
+  ASSERT_TRUE(jobs->ListWorkers(&wctx, v1::ListWorkersRequest(), &wresp).ok());
+  ASSERT_EQ(wresp.workers_size(), 1);
+  EXPECT_EQ(wresp.workers(0).id(), "w-1");
+  EXPECT_TRUE(wresp.workers(0).alive());
+  EXPECT_EQ(wresp.workers(0).hostname(), "fake-host");
+  EXPECT_EQ(wresp.workers(0).free_cpu(), 1);
+}
+
 TEST_F(GrpcServiceTest, JobRunsToSucceededThroughTheWorkerProtocol) {
   grpc::ClientContext rctx;
   v1::RegisterWorkerRequest reg;
@@ -176,37 +297,9 @@ TEST_F(GrpcServiceTest, JobRunsToSucceededThroughTheWorkerProtocol) {
   ASSERT_TRUE(Submit(Spec(), &id).ok());
   EXPECT_EQ(id, "job-000001");
 
-  // A watcher from the start; it must see the job through to SUCCEEDED. The
-  // stream coalesces changes a slow reader has not read yet, so the test
-  // waits for the watcher to see each state before it causes the next one
-  // (a busy machine can delay the watcher's thread by far more than any
-  // fixed sleep).
-  absl::Mutex mu;
-  std::vector<v1::JobEvent> events;  // guarded by mu
-  grpc::Status watch_status;
-  std::thread watcher([&] {
-    grpc::ClientContext ctx;
-    v1::WatchJobRequest req;
-    req.set_job_id(id);
-    auto reader = jobs_->WatchJob(&ctx, req);
-    v1::JobEvent ev;
-    while (reader->Read(&ev)) {
-      absl::MutexLock lock(&mu);
-      events.push_back(ev);
-    }
-    watch_status = reader->Finish();
-  });
-  auto wait_for_state = [&](v1::JobState state) {
-    absl::MutexLock lock(&mu);
-    auto seen = [&] {
-      for (const v1::JobEvent& ev : events) {
-        if (ev.job().state() == state) return true;
-      }
-      return false;
-    };
-    return mu.AwaitWithTimeout(absl::Condition(&seen), absl::Seconds(30));
-  };
-  EXPECT_TRUE(wait_for_state(v1::JOB_SCHEDULED));
+  // A watcher from the start; it must see the job through to SUCCEEDED.
+  JobWatcher watcher(jobs_.get(), id);
+  EXPECT_TRUE(watcher.WaitForState(v1::JOB_SCHEDULED));
 
   v1::HeartbeatResponse hb = Beat(w);
   ASSERT_EQ(hb.desired_size(), 1);
@@ -222,44 +315,9 @@ TEST_F(GrpcServiceTest, JobRunsToSucceededThroughTheWorkerProtocol) {
   st.mutable_progress()->set_total_steps(8);
   st.add_logs()->set_text("step 3/8 loss 0.69");
   Beat(w, {st});
-  EXPECT_TRUE(wait_for_state(v1::JOB_RUNNING));
+  EXPECT_TRUE(watcher.WaitForState(v1::JOB_RUNNING));
 
-  // Rendezvous on the running attempt.
-  {
-    grpc::ClientContext ctx;
-    v1::KvPutRequest put;
-    put.set_job_id(id);
-    put.set_attempt(1);
-    put.set_key("gloo/rank0");
-    put.set_value("127.0.0.1:5555");
-    v1::KvPutResponse presp;
-    ASSERT_TRUE(kv_->Put(&ctx, put, &presp).ok());
-  }
-  {
-    grpc::ClientContext ctx;
-    v1::KvGetRequest get;
-    get.set_job_id(id);
-    get.set_attempt(1);
-    get.set_key("gloo/rank0");
-    get.set_timeout_ms(1000);
-    v1::KvGetResponse gresp;
-    ASSERT_TRUE(kv_->Get(&ctx, get, &gresp).ok());
-    EXPECT_EQ(gresp.value(), "127.0.0.1:5555");
-  }
-  {
-    grpc::ClientContext ctx;
-    v1::KvGetRequest get;
-    get.set_job_id(id);
-    get.set_attempt(1);
-    get.set_key("never");
-    get.set_timeout_ms(300);
-    v1::KvGetResponse gresp;
-    const absl::Time start = absl::Now();
-    grpc::Status s = kv_->Get(&ctx, get, &gresp);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
-    EXPECT_GE(absl::Now() - start, absl::Milliseconds(290));
-    EXPECT_NE(s.error_message().find("'never'"), std::string::npos);
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectRendezvousOnTheRunningAttempt(kv_.get(), id));
 
   st.set_phase(v1::AttemptStatus::EXITED);
   st.set_exit_code(0);
@@ -271,9 +329,10 @@ TEST_F(GrpcServiceTest, JobRunsToSucceededThroughTheWorkerProtocol) {
   e->set_epoch(1);
   e->set_test_accuracy(0.91);
   EXPECT_EQ(Beat(w, {st}).desired_size(), 0);
-  watcher.join();
+  const grpc::Status watch_status = watcher.Join();
 
   ASSERT_TRUE(watch_status.ok()) << watch_status.error_message();
+  const std::vector<v1::JobEvent>& events = watcher.events();
   ASSERT_GE(events.size(), 3u);
   EXPECT_EQ(events.front().job().state(), v1::JOB_SCHEDULED);
   bool saw_running = false;
@@ -295,33 +354,7 @@ TEST_F(GrpcServiceTest, JobRunsToSucceededThroughTheWorkerProtocol) {
     EXPECT_EQ(kv_->Get(&ctx, get, &gresp).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   }
 
-  // Logs, with follow on a finished job: all lines, then the stream ends.
-  grpc::ClientContext lctx;
-  v1::GetJobLogsRequest lreq;
-  lreq.set_job_id(id);
-  lreq.set_follow(true);
-  auto reader = jobs_->GetJobLogs(&lctx, lreq);
-  std::vector<std::string> texts;
-  v1::LogLine line;
-  while (reader->Read(&line)) texts.push_back(line.text());
-  ASSERT_TRUE(reader->Finish().ok());
-  EXPECT_EQ(texts, (std::vector<std::string>{"step 3/8 loss 0.69", "done"}));
-
-  // GetJob and ListWorkers.
-  grpc::ClientContext gctx;
-  v1::GetJobRequest greq;
-  greq.set_job_id(id);
-  v1::Job job;
-  ASSERT_TRUE(jobs_->GetJob(&gctx, greq, &job).ok());
-  EXPECT_EQ(job.state(), v1::JOB_SUCCEEDED);
-  grpc::ClientContext wctx;
-  v1::ListWorkersResponse wresp;
-  ASSERT_TRUE(jobs_->ListWorkers(&wctx, v1::ListWorkersRequest(), &wresp).ok());
-  ASSERT_EQ(wresp.workers_size(), 1);
-  EXPECT_EQ(wresp.workers(0).id(), "w-1");
-  EXPECT_TRUE(wresp.workers(0).alive());
-  EXPECT_EQ(wresp.workers(0).hostname(), "fake-host");
-  EXPECT_EQ(wresp.workers(0).free_cpu(), 1);
+  ExpectTheFinishedJobAndItsWorker(jobs_.get(), id);
 }
 
 TEST_F(GrpcServiceTest, FollowedLogsStreamNewLinesAsTheyArrive) {

@@ -28,6 +28,60 @@ namespace {
 constexpr char kFashion[] = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
 constexpr int kSteps = 8;
 
+// The job: ResNet-50 at 224x224 on the JPEG folder under `dir`/images, two
+// workers, kSteps steps of one image per rank, a checkpoint into `ckpt` every
+// 2 steps, one restart allowed.
+std::string ResNet50Spec(const std::string& dir, const std::string& ckpt) {
+  return "name: resnet50-image-folder\n"
+         "model: {zoo: resnet50}\n"
+         "data:\n"
+         "  train: {format: image_folder, root: " +
+         dir +
+         "/images/jpeg/train,"
+         " image_size: [224, 224], channels: 3}\n"
+         "  test: {format: image_folder, root: " +
+         dir +
+         "/images/jpeg/test,"
+         " image_size: [224, 224], channels: 3}\n"
+         "  transform: {divisor: 255}\n"
+         "training:\n"
+         "  epochs: 1\n"
+         "  batch_size: 2\n"
+         "  max_steps: " +
+         std::to_string(kSteps) +
+         "\n"
+         "  threads: 1\n"
+         "  log_every_steps: 1\n"
+         "  eval_batch_size: 5\n"
+         "  optimizer: {type: sgd, lr: 0.01, momentum: 0.9}\n"
+         "distribution: {workers: 2}\n"
+         "checkpoint: {dir: " +
+         ckpt +
+         ", every_steps: 2, keep: 10}\n"
+         "restart: {max_restarts: 1}\n";
+}
+
+// The pid of the cluster's rank-1 trainer, or 0 when there is none.
+pid_t Rank1Trainer(const TestCluster& cluster) {
+  pid_t victim = 0;
+  for (int w : cluster.state().worker_pids) {
+    for (pid_t t : ChildrenOf(w, "yoke-trainer")) {
+      if (CommandLine(t).find("--rank 1") != std::string::npos) victim = t;
+    }
+  }
+  return victim;
+}
+
+// The final checkpoint in `ckpt` holds the job's step and the class names.
+void ExpectTheFinalCheckpoint(const std::string& ckpt) {
+  auto last = engine::ReadCheckpoint(engine::CheckpointPath(ckpt, kSteps));
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->header.step(), kSteps);
+  ASSERT_EQ(last->header.class_names_size(), 10);
+  EXPECT_EQ(last->header.class_names(0), "0_t-shirt_top");
+  EXPECT_EQ(last->header.class_names(9), "9_ankle_boot");
+}
+
 TEST(ResNet50ImageFolderE2ETest, TwoWorkersCheckpointAndResumeAfterAKill) {
   if (!std::filesystem::exists(kFashion)) {
     GTEST_SKIP() << kFashion << " is missing (package dataset-fashion-mnist)";
@@ -41,34 +95,7 @@ TEST(ResNet50ImageFolderE2ETest, TwoWorkersCheckpointAndResumeAfterAKill) {
 
   TestCluster cluster(2);
   ASSERT_TRUE(cluster.ok()) << cluster.up_output();
-  const std::string spec =
-      "name: resnet50-image-folder\n"
-      "model: {zoo: resnet50}\n"
-      "data:\n"
-      "  train: {format: image_folder, root: " +
-      dir +
-      "/images/jpeg/train,"
-      " image_size: [224, 224], channels: 3}\n"
-      "  test: {format: image_folder, root: " +
-      dir +
-      "/images/jpeg/test,"
-      " image_size: [224, 224], channels: 3}\n"
-      "  transform: {divisor: 255}\n"
-      "training:\n"
-      "  epochs: 1\n"
-      "  batch_size: 2\n"
-      "  max_steps: " +
-      std::to_string(kSteps) +
-      "\n"
-      "  threads: 1\n"
-      "  log_every_steps: 1\n"
-      "  eval_batch_size: 5\n"
-      "  optimizer: {type: sgd, lr: 0.01, momentum: 0.9}\n"
-      "distribution: {workers: 2}\n"
-      "checkpoint: {dir: " +
-      ckpt +
-      ", every_steps: 2, keep: 10}\n"
-      "restart: {max_restarts: 1}\n";
+  const std::string spec = ResNet50Spec(dir, ckpt);
   const std::string spec_path = dir + "/job.yaml";
   {
     std::FILE* f = std::fopen(spec_path.c_str(), "w");
@@ -93,12 +120,7 @@ TEST(ResNet50ImageFolderE2ETest, TwoWorkersCheckpointAndResumeAfterAKill) {
       << job.DebugString() << cluster.Logs();
   ASSERT_TRUE(cluster.GetJob(id, &job));
   ASSERT_EQ(job.state(), v1::JOB_RUNNING) << job.DebugString();
-  pid_t victim = 0;
-  for (int w : cluster.state().worker_pids) {
-    for (pid_t t : ChildrenOf(w, "yoke-trainer")) {
-      if (CommandLine(t).find("--rank 1") != std::string::npos) victim = t;
-    }
-  }
+  const pid_t victim = Rank1Trainer(cluster);
   ASSERT_GT(victim, 0) << "no rank-1 trainer found" << cluster.Logs();
   ASSERT_EQ(kill(victim, SIGKILL), 0);
   const int64_t step_at_kill = job.progress().step();
@@ -150,13 +172,7 @@ TEST(ResNet50ImageFolderE2ETest, TwoWorkersCheckpointAndResumeAfterAKill) {
   EXPECT_EQ(job.result().num_parameters(), 23528522);  // the zoo test's ResNet-50 with 10 classes
   EXPECT_GT(job.result().test_loss(), 0);
 
-  // The final checkpoint holds the job's step and the class names.
-  auto last = engine::ReadCheckpoint(engine::CheckpointPath(ckpt, kSteps));
-  ASSERT_TRUE(last.ok()) << last.status();
-  EXPECT_EQ(last->header.step(), kSteps);
-  ASSERT_EQ(last->header.class_names_size(), 10);
-  EXPECT_EQ(last->header.class_names(0), "0_t-shirt_top");
-  EXPECT_EQ(last->header.class_names(9), "9_ankle_boot");
+  ASSERT_NO_FATAL_FAILURE(ExpectTheFinalCheckpoint(ckpt));
   std::printf(
       "ResNet-50 224x224, 2 workers: killed rank 1 at step %lld, resumed at step %lld, "
       "%d steps, %.2f samples/s\n",

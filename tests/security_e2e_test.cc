@@ -247,40 +247,10 @@ std::string TrainerEnv(pid_t worker, const std::string& name) {
   return "";
 }
 
-TEST(SecurityE2ETest, AttacksFailWhileAJobTrainsAndTheJobSucceeds) {
-  TestCluster cluster(2);
-  ASSERT_TRUE(cluster.ok()) << cluster.up_output();
-  Mint mint(cluster.dir());
-  const std::string addr = cluster.address();
-
-  // A 2-worker job that runs long enough for every attack to land mid-run.
-  RunResult s = cluster.Yoke("submit " + Config("fashion_mnist_mlp.yaml") +
-                                 " --set training.epochs=3 --set distribution.workers=2"
-                                 " --set data.train.num_examples=20000 --set training.threads=1",
-                             true);
-  ASSERT_EQ(s.exit_code, 0) << s.out;
-  const std::string id = s.out.substr(0, s.out.find('\n'));
-  std::string secret;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        secret = TrainerEnv(cluster.state().worker_pids[0], "YOKE_RENDEZVOUS_SECRET");
-        return !secret.empty();
-      },
-      std::chrono::seconds(60)))
-      << cluster.Logs();
-
-  const KeyCert w1 = mint.Issue(Role::kWorker, "w-1");
-  const KeyCert w2 = mint.Issue(Role::kWorker, "w-2");
-  auto wc1 = v1::WorkerControl::NewStub(mint.Channel(addr, w1));
-  auto wc2 = v1::WorkerControl::NewStub(mint.Channel(addr, w2));
-
-  // A fake worker: another CA's certificate, or a viewer's.
-  EXPECT_EQ(Call(mint.Channel(addr, mint.Issue(Role::kWorker, "w-9", true)), "RegisterWorker")
-                .error_code(),
-            kUnauthenticated);
-  EXPECT_EQ(
-      Call(mint.Channel(addr, mint.Issue(Role::kViewer, "w-9")), "RegisterWorker").error_code(),
-      kDenied);
+// w-1 (through `wc1`) and w-2 (through `wc2`) each acting as the other during
+// job `id`'s first attempt: all PERMISSION_DENIED.
+void ExpectWorkersCannotActAsEachOther(v1::WorkerControl::Stub* wc1, v1::WorkerControl::Stub* wc2,
+                                       const std::string& id) {
   // w-1 forging w-2's result for the running job.
   {
     v1::HeartbeatRequest req;
@@ -312,11 +282,18 @@ TEST(SecurityE2ETest, AttacksFailWhileAJobTrainsAndTheJobSucceeds) {
     EXPECT_EQ(r.error_code(), kDenied) << r.error_message();
     EXPECT_NE(r.error_message().find("w-2"), std::string::npos) << r.error_message();
   }
+}
+
+// Rendezvous calls on job `id`'s first attempt at `addr`: writes without
+// the attempt's secret (`secret`) are denied, and the secret opens that
+// attempt's keys only.
+void ExpectOnlyTheSecretOpensTheAttemptsKeys(const Mint& mint, const std::string& addr,
+                                             const std::string& id, const std::string& secret) {
   // Rendezvous writes into the running attempt without its secret, with a
   // made-up one, or as a submitter.
   auto kv_admin_less =
       v1::Rendezvous::NewStub(mint.Channel(addr, mint.Issue(Role::kSubmitter, "bob")));
-  for (const std::string& key : {"data-parallel/gloo/0", "hang/request/0"}) {
+  for (const char* key : {"data-parallel/gloo/0", "hang/request/0"}) {
     v1::KvPutRequest req;
     req.set_job_id(id);
     req.set_attempt(1);
@@ -353,6 +330,44 @@ TEST(SecurityE2ETest, AttacksFailWhileAJobTrainsAndTheJobSucceeds) {
     ctx = Context(secret);
     EXPECT_EQ(kv->Get(ctx.get(), get, &gresp).error_code(), kDenied);
   }
+}
+
+TEST(SecurityE2ETest, AttacksFailWhileAJobTrainsAndTheJobSucceeds) {
+  TestCluster cluster(2);
+  ASSERT_TRUE(cluster.ok()) << cluster.up_output();
+  Mint mint(cluster.dir());
+  const std::string addr = cluster.address();
+
+  // A 2-worker job that runs long enough for every attack to land mid-run.
+  RunResult s = cluster.Yoke("submit " + Config("fashion_mnist_mlp.yaml") +
+                                 " --set training.epochs=3 --set distribution.workers=2"
+                                 " --set data.train.num_examples=20000 --set training.threads=1",
+                             true);
+  ASSERT_EQ(s.exit_code, 0) << s.out;
+  const std::string id = s.out.substr(0, s.out.find('\n'));
+  std::string secret;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        secret = TrainerEnv(cluster.state().worker_pids[0], "YOKE_RENDEZVOUS_SECRET");
+        return !secret.empty();
+      },
+      std::chrono::seconds(60)))
+      << cluster.Logs();
+
+  const KeyCert w1 = mint.Issue(Role::kWorker, "w-1");
+  const KeyCert w2 = mint.Issue(Role::kWorker, "w-2");
+  auto wc1 = v1::WorkerControl::NewStub(mint.Channel(addr, w1));
+  auto wc2 = v1::WorkerControl::NewStub(mint.Channel(addr, w2));
+
+  // A fake worker: another CA's certificate, or a viewer's.
+  EXPECT_EQ(Call(mint.Channel(addr, mint.Issue(Role::kWorker, "w-9", true)), "RegisterWorker")
+                .error_code(),
+            kUnauthenticated);
+  EXPECT_EQ(
+      Call(mint.Channel(addr, mint.Issue(Role::kViewer, "w-9")), "RegisterWorker").error_code(),
+      kDenied);
+  ExpectWorkersCannotActAsEachOther(wc1.get(), wc2.get(), id);
+  ExpectOnlyTheSecretOpensTheAttemptsKeys(mint, addr, id, secret);
   // Someone else's job cannot be cancelled by a submitter.
   {
     grpc::Status r = Call(mint.Channel(addr, mint.Issue(Role::kSubmitter, "bob")), "CancelJob", id);
