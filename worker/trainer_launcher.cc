@@ -57,8 +57,8 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(
-    const TrainerProcessOptions& options) {
+absl::StatusOr<std::unique_ptr<TrainerLauncher>> TrainerLauncher::Start(
+    const TrainerLauncherOptions& options) {
   if (options.binary.empty()) {
     return absl::InvalidArgumentError("trainer binary: must be set");
   }
@@ -157,7 +157,7 @@ absl::StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(
                : absl::StrCat("cannot run ", options.binary, ": ", std::strerror(child_errno)));
   }
 
-  std::unique_ptr<TrainerProcess> p(new TrainerProcess());
+  std::unique_ptr<TrainerLauncher> p(new TrainerLauncher());
   p->options_ = options;
   p->pid_ = pid;
   p->out_fd_ = out[0];
@@ -174,7 +174,7 @@ absl::StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(
   return p;
 }
 
-TrainerProcess::~TrainerProcess() {
+TrainerLauncher::~TrainerLauncher() {
   {
     absl::MutexLock l(&mu_);
     shutting_down_ = true;
@@ -189,12 +189,12 @@ TrainerProcess::~TrainerProcess() {
   log_file_ = nullptr;
 }
 
-TrainerState TrainerProcess::State() const {
+TrainerState TrainerLauncher::State() const {
   absl::MutexLock l(&mu_);
   return state_;
 }
 
-std::vector<TrainerLogLine> TrainerProcess::LogsSince(int64_t after_seq, size_t max_lines) const {
+std::vector<TrainerLogLine> TrainerLauncher::LogsSince(int64_t after_seq, size_t max_lines) const {
   absl::MutexLock l(&mu_);
   std::vector<TrainerLogLine> out;
   if (logs_.empty()) return out;
@@ -206,7 +206,7 @@ std::vector<TrainerLogLine> TrainerProcess::LogsSince(int64_t after_seq, size_t 
   return out;
 }
 
-void TrainerProcess::Stop(absl::Duration grace) {
+void TrainerLauncher::Stop(absl::Duration grace) {
   {
     absl::MutexLock l(&mu_);
     if (reaped_ || state_.exited) return;
@@ -222,13 +222,13 @@ void TrainerProcess::Stop(absl::Duration grace) {
   (void)!::write(wake_write_, &c, 1);
 }
 
-bool TrainerProcess::WaitForExit(absl::Duration timeout) const {
+bool TrainerLauncher::WaitForExit(absl::Duration timeout) const {
   absl::MutexLock l(&mu_);
   auto exited = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return state_.exited; };
   return mu_.AwaitWithTimeout(absl::Condition(&exited), timeout);
 }
 
-void TrainerProcess::AddLog(std::string text) {
+void TrainerLauncher::AddLog(std::string text) {
   TrainerLogLine line;
   line.seq = ++state_.last_log_seq;
   line.time_ms = absl::ToUnixMillis(absl::Now());
@@ -241,7 +241,7 @@ void TrainerProcess::AddLog(std::string text) {
   while (logs_.size() > options_.max_log_lines) logs_.pop_front();
 }
 
-void TrainerProcess::HandleLine(int which, std::string line) {
+void TrainerLauncher::HandleLine(int which, std::string line) {
   if (!line.empty() && line.back() == '\r') line.pop_back();
   if (which == 0 && !line.empty() && line[0] == '{') {
     v1::TrainerEvent ev;
@@ -279,7 +279,7 @@ void TrainerProcess::HandleLine(int which, std::string line) {
   AddLog(std::move(line));
 }
 
-void TrainerProcess::Consume(int which, const char* data, size_t n) {
+void TrainerLauncher::Consume(int which, const char* data, size_t n) {
   std::string& buf = partial_[which];
   buf.append(data, n);
   size_t start = 0;
@@ -296,7 +296,7 @@ void TrainerProcess::Consume(int which, const char* data, size_t n) {
   }
 }
 
-std::string TrainerProcess::ExitReason(int status) const {
+std::string TrainerLauncher::ExitReason(int status) const {
   const bool signaled = WIFSIGNALED(status);
   const int code = signaled ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
   if (code == 0) return "";
@@ -319,7 +319,7 @@ std::string TrainerProcess::ExitReason(int status) const {
   return absl::StrCat("exited with code ", code);
 }
 
-void TrainerProcess::Monitor() {
+void TrainerLauncher::Monitor() {
   struct pollfd fds[3] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}, {wake_read_, POLLIN, 0}};
   bool reaped = false;
   int status = 0;
