@@ -123,6 +123,12 @@ class TrainerLauncher {
 
  private:
   TrainerLauncher() = default;
+  // The launcher of a child that exec'd as `pid`: takes the read ends of its
+  // stdout and stderr pipes, the wake-up pipe and the log file, and starts
+  // the monitor thread.
+  static std::unique_ptr<TrainerLauncher> Adopt(const TrainerLauncherOptions& options, pid_t pid,
+                                                int out_fd, int err_fd, const int wake[2],
+                                                FILE* log_file);
   void Monitor();
   // Splits newly read bytes of stream `which` (0 stdout, 1 stderr) into lines.
   void Consume(int which, const char* data, size_t n);
