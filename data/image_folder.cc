@@ -31,13 +31,9 @@ constexpr int kResizeVersion = 1;
 // A single image file above this is refused rather than read.
 constexpr uint64_t kMaxImageFileBytes = uint64_t{1} << 30;
 
-}  // namespace
-
-ImageFolderDataset::ImageFolderDataset(const ImageFolderOptions& o) : o_(o) {}
-ImageFolderDataset::~ImageFolderDataset() = default;
-
-absl::StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
-    const ImageFolderOptions& o) {
+// The option checks Open() makes before touching the disk: INVALID_ARGUMENT
+// naming the option.
+absl::Status ValidateOptions(const ImageFolderOptions& o) {
   if (o.height <= 0 || o.width <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("image_size: must be two sizes > 0, got ", o.height, "x", o.width));
@@ -63,96 +59,119 @@ absl::StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
     return absl::InvalidArgumentError(
         "subset: 'training' or 'validation' goes with validation_split > 0, and only then");
   }
+  return absl::OkStatus();
+}
 
+}  // namespace
+
+ImageFolderDataset::ImageFolderDataset(const ImageFolderOptions& o) : o_(o) {}
+ImageFolderDataset::~ImageFolderDataset() = default;
+
+absl::StatusOr<std::unique_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
+    const ImageFolderOptions& o) {
+  RETURN_IF_ERROR(ValidateOptions(o));
+  std::unique_ptr<ImageFolderDataset> d(new ImageFolderDataset(o));
+  RETURN_IF_ERROR(d->ListFiles());
+  RETURN_IF_ERROR(d->SplitSubset());
+  d->AllocateState();
+  RETURN_IF_ERROR(d->OpenCacheFile());
+  return d;
+}
+
+absl::Status ImageFolderDataset::ListFiles() {
   // The listing rules (and their errors) are common/'s, shared with
   // `yoke validate --data` and the coordinator's submit check.
-  ASSIGN_OR_RETURN(common::ImageFolderClasses classes, common::ListImageFolderClasses(o.root));
+  ASSIGN_OR_RETURN(common::ImageFolderClasses classes, common::ListImageFolderClasses(o_.root));
   const std::string& root = classes.root;
-  const std::vector<std::string>& class_names = classes.names;
-
-  std::unique_ptr<ImageFolderDataset> d(new ImageFolderDataset(o));
-  d->classes_ = class_names;
-  std::vector<std::string> files;
-  std::vector<int32_t> labels;
-  for (size_t c = 0; c < class_names.size(); ++c) {
+  classes_ = classes.names;
+  for (size_t c = 0; c < classes_.size(); ++c) {
     ASSIGN_OR_RETURN(std::vector<common::ListedImage> listed,
-                     common::ListImageFolderClass(classes, class_names[c]));
+                     common::ListImageFolderClass(classes, classes_[c]));
     for (const common::ListedImage& l : listed) {
       std::error_code lec;
-      if (o.skip_bad && !fs::exists(l.path, lec)) {  // a dangling symlink
-        spdlog::warn("skipping a bad image ({} skipped so far): {}: cannot resolve", ++d->skipped_,
+      if (o_.skip_bad && !fs::exists(l.path, lec)) {  // a dangling symlink
+        spdlog::warn("skipping a bad image ({} skipped so far): {}: cannot resolve", ++skipped_,
                      l.path.string());
         continue;
       }
       ASSIGN_OR_RETURN(std::string real, common::ResolveInside(l.path, root));
-      files.push_back(std::move(real));
-      labels.push_back(static_cast<int32_t>(c));
+      files_.push_back(std::move(real));
+      labels_.push_back(static_cast<int32_t>(c));
     }
-    if (labels.empty() || labels.back() != static_cast<int32_t>(c)) {
-      return absl::InvalidArgumentError(absl::StrCat((fs::path(root) / class_names[c]).string(),
-                                                     ": class folder '", class_names[c],
+    if (labels_.empty() || labels_.back() != static_cast<int32_t>(c)) {
+      return absl::InvalidArgumentError(absl::StrCat((fs::path(root) / classes_[c]).string(),
+                                                     ": class folder '", classes_[c],
                                                      "' holds no readable image"));
     }
   }
+  return absl::OkStatus();
+}
 
-  if (o.validation_split > 0) {
-    const int64_t n = static_cast<int64_t>(files.size());
-    // Fisher-Yates with the seed, then the last floor(split * n) are held out.
-    std::vector<int64_t> order(n);
-    for (int64_t i = 0; i < n; ++i) order[i] = i;
-    common::Philox rng(o.seed ^ kSplitKey, 0);
-    for (int64_t i = n - 1; i > 0; --i) {
-      std::swap(order[i], order[rng.Uniform(static_cast<uint64_t>(i + 1))]);
-    }
-    const int64_t num_val = static_cast<int64_t>(o.validation_split * n);
-    if (num_val == 0 || num_val == n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("validation_split: ", o.validation_split, " of ", n, " images leaves ",
-                       num_val == 0 ? "no validation image" : "no training image"));
-    }
-    const bool val = o.subset == "validation";
-    for (int64_t k = val ? n - num_val : 0; k < (val ? n : n - num_val); ++k) {
-      d->files_.push_back(files[order[k]]);
-      d->labels_.push_back(labels[order[k]]);
-    }
-  } else {
-    d->files_ = std::move(files);
-    d->labels_ = std::move(labels);
+absl::Status ImageFolderDataset::SplitSubset() {
+  if (!(o_.validation_split > 0)) return absl::OkStatus();
+  const int64_t n = static_cast<int64_t>(files_.size());
+  // Fisher-Yates with the seed, then the last floor(split * n) are held out.
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  common::Philox rng(o_.seed ^ kSplitKey, 0);
+  for (int64_t i = n - 1; i > 0; --i) {
+    std::swap(order[i], order[rng.Uniform(static_cast<uint64_t>(i + 1))]);
   }
+  const int64_t num_val = static_cast<int64_t>(o_.validation_split * n);
+  if (num_val == 0 || num_val == n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("validation_split: ", o_.validation_split, " of ", n, " images leaves ",
+                     num_val == 0 ? "no validation image" : "no training image"));
+  }
+  const bool val = o_.subset == "validation";
+  std::vector<std::string> files;
+  std::vector<int32_t> labels;
+  for (int64_t k = val ? n - num_val : 0; k < (val ? n : n - num_val); ++k) {
+    files.push_back(files_[order[k]]);
+    labels.push_back(labels_[order[k]]);
+  }
+  files_ = std::move(files);
+  labels_ = std::move(labels);
+  return absl::OkStatus();
+}
 
-  const bool crop = o.crop != CropMode::kNone;
-  d->shape_ = {crop ? o.crop_height : o.height, crop ? o.crop_width : o.width, o.channels};
-  d->image_bytes_ = static_cast<size_t>(o.height * o.width * o.channels);
-  const size_t n = d->files_.size();
-  d->bad_.reset(new std::atomic<bool>[n]);
-  for (size_t i = 0; i < n; ++i) d->bad_[i].store(false);
-  if (o.cache) {
-    d->cache_state_.reset(new std::atomic<uint8_t>[n]);
-    for (size_t i = 0; i < n; ++i) d->cache_state_[i].store(0);
-    d->cache_.reset(new uint8_t[n * d->image_bytes_]);
+void ImageFolderDataset::AllocateState() {
+  const bool crop = o_.crop != CropMode::kNone;
+  shape_ = {crop ? o_.crop_height : o_.height, crop ? o_.crop_width : o_.width, o_.channels};
+  image_bytes_ = static_cast<size_t>(o_.height * o_.width * o_.channels);
+  const size_t n = files_.size();
+  bad_.reset(new std::atomic<bool>[n]);
+  for (size_t i = 0; i < n; ++i) bad_[i].store(false);
+  if (o_.cache) {
+    cache_state_.reset(new std::atomic<uint8_t>[n]);
+    for (size_t i = 0; i < n; ++i) cache_state_[i].store(0);
+    cache_.reset(new uint8_t[n * image_bytes_]);
   }
-  if (!o.cache_file.empty()) {
-    // The key: everything the cached bytes depend on. The files are listed
-    // in example order with their size and mtime, so an edited, replaced,
-    // added or removed image, or another split, changes it.
-    // Hashed entry by entry: a million files need no 100 MB string.
-    CacheKeyHasher key;
-    key.Add(absl::StrCat("yoke image cache\n", o.height, "x", o.width, "x", o.channels, " resize ",
-                         kResizeVersion, "\n", n, "\n"));
-    for (const std::string& f : d->files_) {
-      struct stat st;
-      key.Add(f);
-      key.Add(absl::string_view("\0", 1));
-      key.Add(::stat(f.c_str(), &st) != 0 ? std::string("unreadable\n")
-                                          : absl::StrCat(st.st_size, " ", st.st_mtim.tv_sec, ".",
-                                                         st.st_mtim.tv_nsec, "\n"));
-    }
-    absl::StatusOr<std::unique_ptr<ImageCacheFile>> cf = ImageCacheFile::Open(
-        o.cache_file, key.key(), static_cast<int64_t>(n), static_cast<int64_t>(d->image_bytes_));
-    if (!cf.ok()) return common::Annotate(cf.status(), "cache_file");
-    d->cache_file_ = *std::move(cf);
+}
+
+absl::Status ImageFolderDataset::OpenCacheFile() {
+  if (o_.cache_file.empty()) return absl::OkStatus();
+  const size_t n = files_.size();
+  // The key: everything the cached bytes depend on. The files are listed
+  // in example order with their size and mtime, so an edited, replaced,
+  // added or removed image, or another split, changes it.
+  // Hashed entry by entry: a million files need no 100 MB string.
+  CacheKeyHasher key;
+  key.Add(absl::StrCat("yoke image cache\n", o_.height, "x", o_.width, "x", o_.channels, " resize ",
+                       kResizeVersion, "\n", n, "\n"));
+  for (const std::string& f : files_) {
+    struct stat st;
+    key.Add(f);
+    key.Add(absl::string_view("\0", 1));
+    key.Add(::stat(f.c_str(), &st) != 0
+                ? std::string("unreadable\n")
+                : absl::StrCat(st.st_size, " ", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, "\n"));
   }
-  return d;
+  absl::StatusOr<std::unique_ptr<ImageCacheFile>> cf = ImageCacheFile::Open(
+      o_.cache_file, key.key(), static_cast<int64_t>(n), static_cast<int64_t>(image_bytes_));
+  if (!cf.ok()) return common::Annotate(cf.status(), "cache_file");
+  cache_file_ = *std::move(cf);
+  return absl::OkStatus();
 }
 
 absl::Status ImageFolderDataset::DecodeResized(int64_t i, uint8_t* out) const {

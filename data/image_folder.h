@@ -99,6 +99,24 @@ class ImageFolderDataset final : public Dataset {
 
  private:
   explicit ImageFolderDataset(const ImageFolderOptions& o);
+  // Open's steps, in this order, after the options were checked.
+  // ListFiles: every class folder's images (real paths inside the root) in
+  // label order, and within a class in Keras' order, into classes_, files_
+  // and labels_. A dangling symlink is skipped and counted with skip_bad;
+  // any other listing error, or a class left with no image, fails with
+  // INVALID_ARGUMENT naming the path.
+  absl::Status ListFiles();
+  // With validation_split: keeps only the subset's part of files_ and
+  // labels_ (see the file comment); INVALID_ARGUMENT if either part would be
+  // empty. Without, nothing.
+  absl::Status SplitSubset();
+  // Sizes shape_, image_bytes_, bad_ and (with `cache`) the in-memory cache
+  // for files_.
+  void AllocateState();
+  // With cache_file: opens it (image_cache_file.h), keyed by files_ (paths,
+  // sizes, mtimes), the resize target, channels and the resize filter's
+  // version; errors are prefixed "cache_file". Without, nothing.
+  absl::Status OpenCacheFile();
   // Decodes example i, resized, into `out` (height*width*channels bytes).
   absl::Status DecodeResized(int64_t i, uint8_t* out) const;
 

@@ -109,8 +109,8 @@ std::unique_ptr<CoordinatorClient> NewGrpcCoordinatorClient(
 
 struct WorkerDaemon::Attempt {
   v1::DesiredAttempt desired;
-  std::string key;                       // "job_id/attempt"
-  std::unique_ptr<TrainerProcess> proc;  // null if it could not be started
+  std::string key;                        // "job_id/attempt"
+  std::unique_ptr<TrainerLauncher> proc;  // null if it could not be started
   std::string start_error;
   // Why the daemon stopped it; replaces the reason of a non-zero exit.
   std::string stop_reason;
@@ -392,7 +392,7 @@ void WorkerDaemon::CheckSameSpec(Attempt* a, const v1::DesiredAttempt& d) {
       a->key, absl::BytesToHexString(d.spec_digest()), absl::BytesToHexString(ran));
 }
 
-absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerProcessOptions* opts) {
+absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerLauncherOptions* opts) {
   const v1::DesiredAttempt& d = a->desired;
   if (!d.has_spec()) {
     // The coordinator leaves the spec out only once this worker listed the
@@ -492,14 +492,14 @@ void WorkerDaemon::StartAttempt(const v1::DesiredAttempt& desired) {
   auto a = std::make_unique<Attempt>();
   a->desired = desired;
   a->key = absl::StrCat(desired.job_id(), "/", desired.attempt());
-  TrainerProcessOptions opts;
+  TrainerLauncherOptions opts;
   absl::Status s = PrepareAttempt(a.get(), &opts);
   if (WorkerMetrics* m = options_.metrics) {
     opts.on_step = [m, job = desired.job_id(), rank = desired.first_rank()](
                        const v1::StepProgress& p) { m->OnStep(job, rank, p); };
   }
   if (s.ok()) {
-    auto proc = TrainerProcess::Start(opts);
+    auto proc = TrainerLauncher::Start(opts);
     if (proc.ok()) {
       a->proc = *std::move(proc);
     } else {

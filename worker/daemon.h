@@ -168,7 +168,7 @@ class WorkerDaemon {
   // Logs (once per attempt) a coordinator that lists `a` with another
   // spec_digest than the one it was started with.
   void CheckSameSpec(Attempt* a, const v1::DesiredAttempt& d);
-  absl::Status PrepareAttempt(Attempt* a, TrainerProcessOptions* opts);
+  absl::Status PrepareAttempt(Attempt* a, TrainerLauncherOptions* opts);
   // Fills `out` for attempt `a`; with `for_heartbeat` adds the output not
   // yet acknowledged and records what was sent, for MarkSentAsAcked() once
   // the RPC succeeded.

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -55,44 +56,143 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
   return out;
 }
 
+// Opens `path` for appending, line-buffered; null for "". FAILED_PRECONDITION
+// naming the file if it cannot be opened.
+absl::StatusOr<FILE*> OpenLogFile(const std::string& path) {
+  if (path.empty()) return nullptr;
+  FILE* f = std::fopen(path.c_str(), "ae");
+  if (!f) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot open log file ", path, ": ", std::strerror(errno)));
+  }
+  setvbuf(f, nullptr, _IOLBF, 0);  // readable with tail -f as lines arrive
+  return f;
+}
+
+// Everything the child needs to exec, prepared before fork: after it, only
+// async-signal-safe calls are allowed (the daemon has other threads). The
+// char* arrays point into the strings, so this is neither copied nor moved.
+struct ChildExec {
+  explicit ChildExec(const TrainerLauncherOptions& options)
+      : argv_s(ArgvOf(options)),
+        env_s(ChildEnvironment(options.env)),
+        argv(CStrings(argv_s)),
+        envp(CStrings(env_s)),
+        work_dir(options.work_dir.empty() ? nullptr : options.work_dir.c_str()),
+        kill_with_parent(options.kill_with_parent) {}
+  ChildExec(const ChildExec&) = delete;
+  ChildExec& operator=(const ChildExec&) = delete;
+
+  static std::vector<std::string> ArgvOf(const TrainerLauncherOptions& options) {
+    std::vector<std::string> v = {options.binary};
+    v.insert(v.end(), options.args.begin(), options.args.end());
+    return v;
+  }
+
+  std::vector<std::string> argv_s, env_s;
+  std::vector<char*> argv, envp;
+  const char* work_dir;  // null: stay in the parent's
+  bool kill_with_parent;
+};
+
+// The pipes of one launch: the child's stdout and stderr, exec_err (the
+// child's errno if it fails before exec; closed on exec), and the monitor's
+// wake-up pipe (non-blocking). All close-on-exec.
+struct ChildPipes {
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, exec_err[2] = {-1, -1}, wake[2] = {-1, -1};
+
+  // Creates all four; on failure returns INTERNAL and leaves none open.
+  absl::Status Open() {
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 ||
+        ::pipe2(exec_err, O_CLOEXEC) != 0 || ::pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+      std::string msg = Errno("pipe2");
+      CloseAll();
+      return absl::InternalError(msg);
+    }
+    return absl::OkStatus();
+  }
+  void CloseAll() {
+    for (int* p : {out, err, exec_err, wake}) CloseFd(&p[0]), CloseFd(&p[1]);
+  }
+};
+
+// In the forked child, up to exec: its own process group, optionally
+// SIGKILL when the parent's thread dies, default signal handling, stdin
+// from `dev_null`, stdout and stderr into the pipes, the working directory.
+// Never returns: a failure writes errno to exec_err and exits 127.
+[[noreturn]] void ExecChild(const ChildExec& exec, const ChildPipes& pipes, int dev_null,
+                            pid_t parent) {
+  // Report a failure before exec through exec_err (errno as int).
+  auto fail = [&](int e) {
+    (void)!::write(pipes.exec_err[1], &e, sizeof(e));
+    ::_exit(127);
+  };
+  ::setpgid(0, 0);
+  if (exec.kill_with_parent) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
+  }
+  // Signal masks and ignored signals survive exec; the daemon blocks
+  // SIGTERM in its threads, which would make the trainer unstoppable.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  for (int s : {SIGTERM, SIGINT, SIGPIPE, SIGHUP, SIGCHLD}) ::sigaction(s, &dfl, nullptr);
+  if (dev_null >= 0) ::dup2(dev_null, 0);
+  if (::dup2(pipes.out[1], 1) < 0 || ::dup2(pipes.err[1], 2) < 0) fail(errno);
+  if (exec.work_dir && ::chdir(exec.work_dir) != 0) fail(errno);
+  ::execve(exec.argv[0], exec.argv.data(), exec.envp.data());
+  fail(errno);
+  ::_exit(127);  // not reached: fail() exits
+}
+
+// In the parent after fork: closes exec_err's write end and waits until the
+// child execs (the pipe closes: nullopt) or reports its errno before exec.
+std::optional<int> AwaitExec(ChildPipes& pipes) {
+  CloseFd(&pipes.exec_err[1]);
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(pipes.exec_err[0], &child_errno, sizeof(child_errno));
+  } while (n < 0 && errno == EINTR);
+  CloseFd(&pipes.exec_err[0]);
+  if (n > 0) return child_errno;
+  return std::nullopt;
+}
+
+// The FAILED_PRECONDITION for a child that failed before exec with
+// `child_errno`: the working directory if it cannot be entered, else the
+// binary.
+absl::Status ExecError(const TrainerLauncherOptions& options, int child_errno) {
+  const bool in_dir = !options.work_dir.empty() && child_errno == ENOENT &&
+                      ::access(options.work_dir.c_str(), X_OK) != 0;
+  return absl::FailedPreconditionError(
+      in_dir ? absl::StrCat("cannot enter working directory ", options.work_dir, ": ",
+                            std::strerror(child_errno))
+             : absl::StrCat("cannot run ", options.binary, ": ", std::strerror(child_errno)));
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(
-    const TrainerProcessOptions& options) {
+absl::StatusOr<std::unique_ptr<TrainerLauncher>> TrainerLauncher::Start(
+    const TrainerLauncherOptions& options) {
   if (options.binary.empty()) {
     return absl::InvalidArgumentError("trainer binary: must be set");
   }
-  FILE* log_file = nullptr;
-  if (!options.log_path.empty()) {
-    log_file = std::fopen(options.log_path.c_str(), "ae");
-    if (!log_file) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot open log file ", options.log_path, ": ", std::strerror(errno)));
-    }
-    setvbuf(log_file, nullptr, _IOLBF, 0);  // readable with tail -f as lines arrive
-  }
+  absl::StatusOr<FILE*> opened = OpenLogFile(options.log_path);
+  if (!opened.ok()) return opened.status();
+  FILE* const log_file = *opened;
   auto close_log = [&] {
     if (log_file) std::fclose(log_file);
   };
-  // Everything the child needs is prepared before fork: after it, only
-  // async-signal-safe calls are allowed (the daemon has other threads).
-  std::vector<std::string> argv_s = {options.binary};
-  argv_s.insert(argv_s.end(), options.args.begin(), options.args.end());
-  std::vector<std::string> env_s = ChildEnvironment(options.env);
-  std::vector<char*> argv = CStrings(argv_s);
-  std::vector<char*> envp = CStrings(env_s);
-  const char* work_dir = options.work_dir.empty() ? nullptr : options.work_dir.c_str();
-
-  int out[2] = {-1, -1}, err[2] = {-1, -1}, exec_err[2] = {-1, -1}, wake[2] = {-1, -1};
-  auto close_all = [&] {
-    for (int* p : {out, err, exec_err, wake}) CloseFd(&p[0]), CloseFd(&p[1]);
-  };
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 ||
-      ::pipe2(exec_err, O_CLOEXEC) != 0 || ::pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
-    std::string msg = Errno("pipe2");
-    close_all();
+  const ChildExec exec(options);
+  ChildPipes pipes;
+  if (absl::Status s = pipes.Open(); !s.ok()) {
     close_log();
-    return absl::InternalError(msg);
+    return s;
   }
   int dev_null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   const pid_t parent = ::getpid();
@@ -100,68 +200,37 @@ absl::StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(
   pid_t pid = ::fork();
   if (pid < 0) {
     std::string msg = Errno("fork");
-    close_all();
+    pipes.CloseAll();
     close_log();
     CloseFd(&dev_null);
     return absl::InternalError(msg);
   }
-  if (pid == 0) {
-    // Child. Report a failure before exec through exec_err (errno as int).
-    auto fail = [&](int e) {
-      (void)!::write(exec_err[1], &e, sizeof(e));
-      ::_exit(127);
-    };
-    ::setpgid(0, 0);
-    if (options.kill_with_parent) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
-    }
-    // Signal masks and ignored signals survive exec; the daemon blocks
-    // SIGTERM in its threads, which would make the trainer unstoppable.
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    struct sigaction dfl;
-    std::memset(&dfl, 0, sizeof(dfl));
-    dfl.sa_handler = SIG_DFL;
-    for (int s : {SIGTERM, SIGINT, SIGPIPE, SIGHUP, SIGCHLD}) ::sigaction(s, &dfl, nullptr);
-    if (dev_null >= 0) ::dup2(dev_null, 0);
-    if (::dup2(out[1], 1) < 0 || ::dup2(err[1], 2) < 0) fail(errno);
-    if (work_dir && ::chdir(work_dir) != 0) fail(errno);
-    ::execve(argv[0], argv.data(), envp.data());
-    fail(errno);
-  }
+  if (pid == 0) ExecChild(exec, pipes, dev_null, parent);
 
   // Parent. Set the group here too, so a Stop() right after Start() cannot
   // race the child's own setpgid.
   ::setpgid(pid, pid);
   CloseFd(&dev_null);
-  CloseFd(&out[1]);
-  CloseFd(&err[1]);
-  CloseFd(&exec_err[1]);
-  int child_errno = 0;
-  ssize_t n;
-  do {
-    n = ::read(exec_err[0], &child_errno, sizeof(child_errno));
-  } while (n < 0 && errno == EINTR);
-  CloseFd(&exec_err[0]);
-  if (n > 0) {
+  CloseFd(&pipes.out[1]);
+  CloseFd(&pipes.err[1]);
+  if (const std::optional<int> child_errno = AwaitExec(pipes)) {
     int status;
     ::waitpid(pid, &status, 0);
-    close_all();
+    pipes.CloseAll();
     close_log();
-    bool in_dir = work_dir && child_errno == ENOENT && ::access(work_dir, X_OK) != 0;
-    return absl::FailedPreconditionError(
-        in_dir ? absl::StrCat("cannot enter working directory ", options.work_dir, ": ",
-                              std::strerror(child_errno))
-               : absl::StrCat("cannot run ", options.binary, ": ", std::strerror(child_errno)));
+    return ExecError(options, *child_errno);
   }
+  return Adopt(options, pid, pipes.out[0], pipes.err[0], pipes.wake, log_file);
+}
 
-  std::unique_ptr<TrainerProcess> p(new TrainerProcess());
+std::unique_ptr<TrainerLauncher> TrainerLauncher::Adopt(const TrainerLauncherOptions& options,
+                                                        pid_t pid, int out_fd, int err_fd,
+                                                        const int wake[2], FILE* log_file) {
+  std::unique_ptr<TrainerLauncher> p(new TrainerLauncher());
   p->options_ = options;
   p->pid_ = pid;
-  p->out_fd_ = out[0];
-  p->err_fd_ = err[0];
+  p->out_fd_ = out_fd;
+  p->err_fd_ = err_fd;
   p->wake_read_ = wake[0];
   p->wake_write_ = wake[1];
   for (int fd : {p->out_fd_, p->err_fd_}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -174,7 +243,7 @@ absl::StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(
   return p;
 }
 
-TrainerProcess::~TrainerProcess() {
+TrainerLauncher::~TrainerLauncher() {
   {
     absl::MutexLock l(&mu_);
     shutting_down_ = true;
@@ -189,12 +258,12 @@ TrainerProcess::~TrainerProcess() {
   log_file_ = nullptr;
 }
 
-TrainerState TrainerProcess::State() const {
+TrainerState TrainerLauncher::State() const {
   absl::MutexLock l(&mu_);
   return state_;
 }
 
-std::vector<TrainerLogLine> TrainerProcess::LogsSince(int64_t after_seq, size_t max_lines) const {
+std::vector<TrainerLogLine> TrainerLauncher::LogsSince(int64_t after_seq, size_t max_lines) const {
   absl::MutexLock l(&mu_);
   std::vector<TrainerLogLine> out;
   if (logs_.empty()) return out;
@@ -206,7 +275,7 @@ std::vector<TrainerLogLine> TrainerProcess::LogsSince(int64_t after_seq, size_t 
   return out;
 }
 
-void TrainerProcess::Stop(absl::Duration grace) {
+void TrainerLauncher::Stop(absl::Duration grace) {
   {
     absl::MutexLock l(&mu_);
     if (reaped_ || state_.exited) return;
@@ -222,13 +291,13 @@ void TrainerProcess::Stop(absl::Duration grace) {
   (void)!::write(wake_write_, &c, 1);
 }
 
-bool TrainerProcess::WaitForExit(absl::Duration timeout) const {
+bool TrainerLauncher::WaitForExit(absl::Duration timeout) const {
   absl::MutexLock l(&mu_);
   auto exited = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return state_.exited; };
   return mu_.AwaitWithTimeout(absl::Condition(&exited), timeout);
 }
 
-void TrainerProcess::AddLog(std::string text) {
+void TrainerLauncher::AddLog(std::string text) {
   TrainerLogLine line;
   line.seq = ++state_.last_log_seq;
   line.time_ms = absl::ToUnixMillis(absl::Now());
@@ -241,7 +310,7 @@ void TrainerProcess::AddLog(std::string text) {
   while (logs_.size() > options_.max_log_lines) logs_.pop_front();
 }
 
-void TrainerProcess::HandleLine(int which, std::string line) {
+void TrainerLauncher::HandleLine(int which, std::string line) {
   if (!line.empty() && line.back() == '\r') line.pop_back();
   if (which == 0 && !line.empty() && line[0] == '{') {
     v1::TrainerEvent ev;
@@ -279,7 +348,7 @@ void TrainerProcess::HandleLine(int which, std::string line) {
   AddLog(std::move(line));
 }
 
-void TrainerProcess::Consume(int which, const char* data, size_t n) {
+void TrainerLauncher::Consume(int which, const char* data, size_t n) {
   std::string& buf = partial_[which];
   buf.append(data, n);
   size_t start = 0;
@@ -296,7 +365,7 @@ void TrainerProcess::Consume(int which, const char* data, size_t n) {
   }
 }
 
-std::string TrainerProcess::ExitReason(int status) const {
+std::string TrainerLauncher::ExitReason(int status) const {
   const bool signaled = WIFSIGNALED(status);
   const int code = signaled ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
   if (code == 0) return "";
@@ -319,7 +388,7 @@ std::string TrainerProcess::ExitReason(int status) const {
   return absl::StrCat("exited with code ", code);
 }
 
-void TrainerProcess::Monitor() {
+void TrainerLauncher::Monitor() {
   struct pollfd fds[3] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}, {wake_read_, POLLIN, 0}};
   bool reaped = false;
   int status = 0;

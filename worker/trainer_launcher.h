@@ -1,4 +1,4 @@
-// TrainerProcess: one child trainer (`yoke-trainer SPEC --output events`),
+// TrainerLauncher: one child trainer (`yoke-trainer SPEC --output events`),
 // supervised by the worker daemon.
 //
 // The child runs in its own process group with stdin on /dev/null and
@@ -44,7 +44,7 @@
 
 namespace yoke::worker {
 
-struct TrainerProcessOptions {
+struct TrainerLauncherOptions {
   // The program to run: yoke-trainer, or anything else in tests.
   std::string binary;
   // argv[1..].
@@ -92,19 +92,19 @@ struct TrainerState {
   std::string reason;
 };
 
-class TrainerProcess {
+class TrainerLauncher {
  public:
   // Starts the child. Fails with FAILED_PRECONDITION if the binary cannot be
   // executed or the working directory cannot be entered (the child never
   // runs), INTERNAL if pipes or fork fail.
-  static absl::StatusOr<std::unique_ptr<TrainerProcess>> Start(
-      const TrainerProcessOptions& options);
+  static absl::StatusOr<std::unique_ptr<TrainerLauncher>> Start(
+      const TrainerLauncherOptions& options);
 
   // Kills the process group (SIGKILL) if the child still runs, then waits
   // for the monitor thread.
-  ~TrainerProcess();
-  TrainerProcess(const TrainerProcess&) = delete;
-  TrainerProcess& operator=(const TrainerProcess&) = delete;
+  ~TrainerLauncher();
+  TrainerLauncher(const TrainerLauncher&) = delete;
+  TrainerLauncher& operator=(const TrainerLauncher&) = delete;
 
   pid_t pid() const { return pid_; }
 
@@ -122,7 +122,13 @@ class TrainerProcess {
   bool WaitForExit(absl::Duration timeout) const;
 
  private:
-  TrainerProcess() = default;
+  TrainerLauncher() = default;
+  // The launcher of a child that exec'd as `pid`: takes the read ends of its
+  // stdout and stderr pipes, the wake-up pipe and the log file, and starts
+  // the monitor thread.
+  static std::unique_ptr<TrainerLauncher> Adopt(const TrainerLauncherOptions& options, pid_t pid,
+                                                int out_fd, int err_fd, const int wake[2],
+                                                FILE* log_file);
   void Monitor();
   // Splits newly read bytes of stream `which` (0 stdout, 1 stderr) into lines.
   void Consume(int which, const char* data, size_t n);
@@ -130,7 +136,7 @@ class TrainerProcess {
   void AddLog(std::string text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string ExitReason(int status) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  TrainerProcessOptions options_;
+  TrainerLauncherOptions options_;
   pid_t pid_ = 0;
   int out_fd_ = -1, err_fd_ = -1;
   int wake_read_ = -1, wake_write_ = -1;

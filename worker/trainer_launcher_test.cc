@@ -1,4 +1,4 @@
-// TrainerProcess with real child processes: the real yoke-trainer (built
+// TrainerLauncher with real child processes: the real yoke-trainer (built
 // next to this test) on tiny Fashion-MNIST jobs, and small shell scripts for
 // the cases a trainer should never produce (ignoring SIGTERM, dying on a
 // signal, garbage on stdout).
@@ -36,7 +36,7 @@ std::string SourceDir() {
 }
 
 std::string TempDir() {
-  char tmpl[] = "/tmp/yoke_trainer_process_XXXXXX";
+  char tmpl[] = "/tmp/yoke_trainer_launcher_XXXXXX";
   return mkdtemp(tmpl);
 }
 
@@ -51,20 +51,20 @@ std::string WriteMlpSpec(const std::string& dir, const std::vector<std::string>&
   return path;
 }
 
-std::unique_ptr<TrainerProcess> StartOrDie(const TrainerProcessOptions& o) {
-  auto p = TrainerProcess::Start(o);
+std::unique_ptr<TrainerLauncher> StartOrDie(const TrainerLauncherOptions& o) {
+  auto p = TrainerLauncher::Start(o);
   EXPECT_TRUE(p.ok()) << p.status();
   return p.ok() ? *std::move(p) : nullptr;
 }
 
-TrainerProcessOptions Shell(const std::string& script) {
-  TrainerProcessOptions o;
+TrainerLauncherOptions Shell(const std::string& script) {
+  TrainerLauncherOptions o;
   o.binary = "/bin/sh";
   o.args = {"-c", script};
   return o;
 }
 
-std::string AllLogs(const TrainerProcess& p) {
+std::string AllLogs(const TrainerLauncher& p) {
   std::vector<std::string> lines;
   for (const auto& l : p.LogsSince(0, 1 << 20)) lines.push_back(l.text);
   return absl::StrJoin(lines, "\n");
@@ -79,12 +79,12 @@ bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout) {
   return cond();
 }
 
-TEST(TrainerProcessTest, RealTrainerRunsTinyJobToTheEnd) {
+TEST(TrainerLauncherTest, RealTrainerRunsTinyJobToTheEnd) {
   std::string dir = TempDir();
   // 640 examples at batch 64: 10 steps per epoch, 2 epochs.
   std::string spec = WriteMlpSpec(
       dir, {"data.train.num_examples=640", "data.test.num_examples=500", "training.epochs=2"});
-  TrainerProcessOptions o;
+  TrainerLauncherOptions o;
   o.binary = BinDir() + "/yoke-trainer";
   o.args = {"--spec-file", spec, "--output", "events"};
   o.work_dir = dir;
@@ -115,10 +115,10 @@ TEST(TrainerProcessTest, RealTrainerRunsTinyJobToTheEnd) {
   EXPECT_NE(AllLogs(*p).find("epoch 2 done"), std::string::npos) << AllLogs(*p);
 }
 
-TEST(TrainerProcessTest, StopEndsARunningTrainerWithinTheGrace) {
+TEST(TrainerLauncherTest, StopEndsARunningTrainerWithinTheGrace) {
   std::string dir = TempDir();
   std::string spec = WriteMlpSpec(dir, {"training.epochs=100"});
-  TrainerProcessOptions o;
+  TrainerLauncherOptions o;
   o.binary = BinDir() + "/yoke-trainer";
   o.args = {"--spec-file", spec, "--output", "events"};
   auto p = StartOrDie(o);
@@ -140,11 +140,11 @@ TEST(TrainerProcessTest, StopEndsARunningTrainerWithinTheGrace) {
   EXPECT_EQ(kill(pid, 0), -1);  // gone, and reaped
 }
 
-TEST(TrainerProcessTest, BadSpecExitsTwoWithTheReason) {
+TEST(TrainerLauncherTest, BadSpecExitsTwoWithTheReason) {
   std::string dir = TempDir();
   std::string spec = dir + "/bad.yaml";
   std::ofstream(spec) << "model: {zoo: mlp}\ntraining: {epochs: 1, batch_size: -4}\n";
-  TrainerProcessOptions o;
+  TrainerLauncherOptions o;
   o.binary = BinDir() + "/yoke-trainer";
   o.args = {spec, "--output", "events"};
   auto p = StartOrDie(o);
@@ -159,7 +159,7 @@ TEST(TrainerProcessTest, BadSpecExitsTwoWithTheReason) {
 
 // A binary spec is read within bounds: anything but a regular file holding
 // a JobSpec is refused before training, with exit 2 and the file's name.
-TEST(TrainerProcessTest, SpecFileThatIsNoJobSpecExitsTwoNamingTheFile) {
+TEST(TrainerLauncherTest, SpecFileThatIsNoJobSpecExitsTwoNamingTheFile) {
   std::string dir = TempDir();
   const std::string fifo = dir + "/fifo.pb";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
@@ -183,7 +183,7 @@ TEST(TrainerProcessTest, SpecFileThatIsNoJobSpecExitsTwoNamingTheFile) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.path);
-    TrainerProcessOptions o;
+    TrainerLauncherOptions o;
     o.binary = BinDir() + "/yoke-trainer";
     o.args = {"--spec-file", c.path, "--output", "events"};
     auto p = StartOrDie(o);
@@ -197,7 +197,7 @@ TEST(TrainerProcessTest, SpecFileThatIsNoJobSpecExitsTwoNamingTheFile) {
 }
 
 // `--spec-file -` reads the spec from stdin, with the same bound.
-TEST(TrainerProcessTest, SpecFromStdinIsReadWithinTheBound) {
+TEST(TrainerLauncherTest, SpecFromStdinIsReadWithinTheBound) {
   std::string dir = TempDir();
   std::string spec = WriteMlpSpec(dir, {"data.train.images=/nonexistent/images.gz"});
   const std::string trainer = BinDir() + "/yoke-trainer";
@@ -223,10 +223,10 @@ TEST(TrainerProcessTest, SpecFromStdinIsReadWithinTheBound) {
 
 // A multi-rank world needs a rendezvous; without one the trainer refuses to
 // start and says what is missing, rather than waiting for peers forever.
-TEST(TrainerProcessTest, MultiRankWorldWithoutRendezvousIsRefusedClearly) {
+TEST(TrainerLauncherTest, MultiRankWorldWithoutRendezvousIsRefusedClearly) {
   std::string dir = TempDir();
   std::string spec = WriteMlpSpec(dir, {});
-  TrainerProcessOptions o;
+  TrainerLauncherOptions o;
   o.binary = BinDir() + "/yoke-trainer";
   o.args = {"--spec-file", spec, "--output", "events", "--rank", "0", "--world-size", "2"};
   auto p = StartOrDie(o);
@@ -238,7 +238,7 @@ TEST(TrainerProcessTest, MultiRankWorldWithoutRendezvousIsRefusedClearly) {
   EXPECT_NE(s.reason.find("--job-id"), std::string::npos) << s.reason;
 }
 
-TEST(TrainerProcessTest, ChildIgnoringSigtermIsKilledAfterTheGrace) {
+TEST(TrainerLauncherTest, ChildIgnoringSigtermIsKilledAfterTheGrace) {
   // `sleep` inherits the ignored SIGTERM; it too must die (group kill), or
   // its open stdout would hold the monitor for the drain timeout.
   auto p = StartOrDie(Shell("trap '' TERM; echo ready >&2; sleep 60; echo survived >&2"));
@@ -257,7 +257,7 @@ TEST(TrainerProcessTest, ChildIgnoringSigtermIsKilledAfterTheGrace) {
   EXPECT_EQ(AllLogs(*p).find("survived"), std::string::npos);
 }
 
-TEST(TrainerProcessTest, ParsesEventLinesAndKeepsOtherOutputAsLogs) {
+TEST(TrainerLauncherTest, ParsesEventLinesAndKeepsOtherOutputAsLogs) {
   auto p =
       StartOrDie(Shell("echo '{\"info\": \"hello\"}';"
                        "echo '{\"step\": {\"step\": \"7\", \"loss\": 0.5, \"new_field\": 1}}';"
@@ -287,8 +287,9 @@ TEST(TrainerProcessTest, ParsesEventLinesAndKeepsOtherOutputAsLogs) {
   EXPECT_EQ(texts, (std::set<std::string>{"plain stdout", "{not json", "to stderr"}));
 }
 
-TEST(TrainerProcessTest, LogBufferIsBoundedAndNumbered) {
-  TrainerProcessOptions o = Shell("i=1; while [ $i -le 50 ]; do echo line$i >&2; i=$((i+1)); done");
+TEST(TrainerLauncherTest, LogBufferIsBoundedAndNumbered) {
+  TrainerLauncherOptions o =
+      Shell("i=1; while [ $i -le 50 ]; do echo line$i >&2; i=$((i+1)); done");
   o.max_log_lines = 10;
   auto p = StartOrDie(o);
   ASSERT_NE(p, nullptr);
@@ -306,7 +307,7 @@ TEST(TrainerProcessTest, LogBufferIsBoundedAndNumbered) {
   EXPECT_TRUE(p->LogsSince(50, 10).empty());
 }
 
-TEST(TrainerProcessTest, ExitReasons) {
+TEST(TrainerLauncherTest, ExitReasons) {
   {
     auto p = StartOrDie(Shell("echo first >&2; echo 'out of memory' >&2; exit 3"));
     ASSERT_TRUE(p->WaitForExit(absl::Seconds(10)));
@@ -327,9 +328,9 @@ TEST(TrainerProcessTest, ExitReasons) {
   }
 }
 
-TEST(TrainerProcessTest, RunsInTheWorkDirWithExtraEnvironment) {
+TEST(TrainerLauncherTest, RunsInTheWorkDirWithExtraEnvironment) {
   std::string dir = TempDir();
-  TrainerProcessOptions o = Shell("pwd; echo \"$YOKE_TEST_VAR\"");
+  TrainerLauncherOptions o = Shell("pwd; echo \"$YOKE_TEST_VAR\"");
   o.work_dir = dir;
   o.env = {"YOKE_TEST_VAR=hello"};
   auto p = StartOrDie(o);
@@ -340,10 +341,10 @@ TEST(TrainerProcessTest, RunsInTheWorkDirWithExtraEnvironment) {
   EXPECT_EQ(logs[1].text, "hello");
 }
 
-TEST(TrainerProcessTest, StartFailuresAreReported) {
-  TrainerProcessOptions o;
+TEST(TrainerLauncherTest, StartFailuresAreReported) {
+  TrainerLauncherOptions o;
   o.binary = "/nonexistent/yoke-trainer";
-  auto p = TrainerProcess::Start(o);
+  auto p = TrainerLauncher::Start(o);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(p.status().message().find("cannot run /nonexistent/yoke-trainer"), std::string::npos)
@@ -351,14 +352,14 @@ TEST(TrainerProcessTest, StartFailuresAreReported) {
 
   o = Shell("true");
   o.work_dir = "/nonexistent/dir";
-  p = TrainerProcess::Start(o);
+  p = TrainerLauncher::Start(o);
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("cannot enter working directory /nonexistent/dir"),
             std::string::npos)
       << p.status();
 }
 
-TEST(TrainerProcessTest, DestructorKillsARunningChild) {
+TEST(TrainerLauncherTest, DestructorKillsARunningChild) {
   pid_t pid;
   {
     auto p = StartOrDie(Shell("sleep 60"));

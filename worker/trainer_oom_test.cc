@@ -47,12 +47,12 @@ TEST(TrainerOomTest, ActivationsThatDoNotFitExitOneWithTheLayer) {
   const std::string path = dir + "/job.yaml";
   std::ofstream(path) << common::JobSpecToYaml(*spec);
 
-  TrainerProcessOptions o;
+  TrainerLauncherOptions o;
   // The real trainer, built next to this test.
   o.binary = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "yoke-trainer";
   o.args = {path, "--output", "events"};
   o.work_dir = dir;
-  auto p = TrainerProcess::Start(o);
+  auto p = TrainerLauncher::Start(o);
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_TRUE((*p)->WaitForExit(absl::Seconds(120)));
   TrainerState s = (*p)->State();
