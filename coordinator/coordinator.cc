@@ -21,6 +21,7 @@
 #include "jobspec/job_spec_binary.h"
 #include "jobspec/job_validate.h"
 #include "jobspec/memory_estimate.h"
+#include "jobspec/path_confinement.h"
 #include "openssl/crypto.h"
 #include "spdlog/spdlog.h"
 
