@@ -7,16 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/quote.h"
+#include "data/names/format_names.h"
+#include "engine/names/engine_names.h"
 #include "jobspec/path_confinement.h"
 
 namespace yoke::common {
-
-const std::vector<std::string>& KnownZooModels() {
-  static const std::vector<std::string> k = {"cnn",      "mlp",      "resnet18",
-                                             "resnet20", "resnet32", "resnet34",
-                                             "resnet44", "resnet50", "resnet56"};
-  return k;
-}
 
 namespace {
 
@@ -179,10 +174,10 @@ void CheckModel(Checker& c, const v1::JobSpec& spec) {
     c.Add(absl::StrCat("model: set either zoo or layers, not both (zoo is ", Quote(m.zoo()),
                        ", layers has ", m.layers_size(), " entries)"));
   } else if (!zoo && m.layers_size() == 0) {
-    c.Add("model: set zoo (one of " + absl::StrJoin(KnownZooModels(), ", ") +
+    c.Add("model: set zoo (one of " + absl::StrJoin(engine::ZooNames(), ", ") +
           ") or a non-empty layers list");
   }
-  if (zoo) c.OneOf("model.zoo", m.zoo(), KnownZooModels(), "model", false);
+  if (zoo) c.OneOf("model.zoo", m.zoo(), engine::ZooNames(), "model", false);
 
   // Zoo knobs: each applies to some entries only; elsewhere it would be ignored.
   for (int i = 0; i < m.hidden_size(); ++i)
@@ -270,10 +265,8 @@ void CheckImageFolder(Checker& c, const std::string& p, const v1::DatasetSpec& d
 }
 
 void CheckDataset(Checker& c, const std::string& p, const v1::DatasetSpec& d) {
-  static const std::vector<std::string> kFormats = {"idx", "cifar10", "csv", "image_folder",
-                                                    "synthetic"};
   CheckImageFolder(c, p, d);
-  c.OneOf(p + ".format", d.format(), kFormats, "format", false);
+  c.OneOf(p + ".format", d.format(), data::DatasetFormats(), "format", false);
   const std::string& f = d.format();
   const std::string by = absl::StrCat("by format ", Quote(f));
   for (int i = 0; i < d.files_size(); ++i) {
@@ -373,7 +366,7 @@ void CheckOptimizer(Checker& c, const v1::TrainingSpec& t) {
     return;
   }
   const v1::OptimizerSpec& o = t.optimizer();
-  c.OneOf(p + ".type", o.type(), {"sgd", "adam", "adamw"}, "optimizer", false);
+  c.OneOf(p + ".type", o.type(), engine::KnownOptimizers(), "optimizer", false);
   c.PositiveFinite(p + ".lr", o.lr());
   c.UnitHalfOpen(p + ".momentum", o.momentum());
   if (o.nesterov() && !(o.momentum() > 0)) {
@@ -398,7 +391,7 @@ void CheckOptimizer(Checker& c, const v1::TrainingSpec& t) {
 void CheckSchedule(Checker& c, const v1::TrainingSpec& t) {
   const std::string p = "training.schedule";
   const v1::ScheduleSpec& s = t.schedule();
-  c.OneOf(p + ".type", s.type(), {"constant", "step", "cosine"}, "schedule", true);
+  c.OneOf(p + ".type", s.type(), engine::KnownSchedules(), "schedule", true);
   c.NonNegative(p + ".warmup_steps", s.warmup_steps());
   if (s.type() == "step") {
     c.Positive(p + ".step_size", s.step_size());

@@ -2,7 +2,9 @@
 // coordinator both apply before a job runs or is stored.
 //
 // It checks what can be checked from the spec alone: required sections, value
-// ranges, known names (zoo models, dataset formats, optimizers, ...), the
+// ranges, known names (zoo models, optimizers and schedules from
+// engine/names/, dataset formats from data/names/, the lists the factories
+// themselves are checked against; padding, crop, ... from here), the
 // fields each dataset format needs, and the layer graph's names and inputs.
 // Shape compatibility between layers needs the engine and is checked when the
 // model is built (engine/model.h). Which directories a spec's paths may
@@ -18,7 +20,6 @@
 #define YOKE_JOBSPEC_JOB_VALIDATE_H_
 
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "proto/yoke/v1/job.pb.h"
@@ -34,11 +35,6 @@ inline constexpr int kMaxTrainingThreads = 1024;
 // OK when `spec` satisfies every rule in docs/job_spec.md; otherwise
 // INVALID_ARGUMENT listing all violations.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
-
-// The model.zoo names validation accepts. jobspec/ may not depend on the
-// engine, so this is a copy of engine::ZooNames(); engine/model_zoo_test
-// fails when the two differ.
-const std::vector<std::string>& KnownZooModels();
 
 // The directory global rank 0 writes TensorBoard event files to:
 // logging.tensorboard_dir, else <checkpoint.dir>/tensorboard; "" for none
