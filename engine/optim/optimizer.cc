@@ -65,9 +65,8 @@ absl::StatusOr<std::unique_ptr<Optimizer>> MakeSgd(const v1::OptimizerSpec& spec
   if (!(spec.momentum() >= 0.0f && spec.momentum() < 1.0f)) {
     return Field("momentum", "must be in [0, 1)", spec.momentum());
   }
-  if (spec.nesterov() && spec.momentum() == 0.0f) {
-    return Field("momentum", "nesterov requires momentum > 0", spec.momentum());
-  }
+  // Nesterov without momentum is refused by job validation alone
+  // (jobspec/job_validate.cc, at submit); here it is plain SGD (SgdUpdate).
   SgdOptions o;
   o.momentum = spec.momentum();
   o.nesterov = spec.nesterov();
