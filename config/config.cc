@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -145,6 +146,10 @@ class Converter {
                     absl::StrCat("unknown field (", WithSpace(Suggest(name, known)),
                                  "known: ", absl::StrJoin(known, ", "), ")"));
       }
+      if (config_internal::IsClear(it->second)) {  // `--set path=null`
+        RETURN_IF_ERROR(Clear(it->second, msg, f, fpath));
+        continue;
+      }
       if (const OneofDescriptor* o = f->real_containing_oneof()) {
         auto [pos, inserted] = oneof_set.emplace(o, f);
         if (!inserted) return OneofConflict(key, path, o, pos->second, f);
@@ -176,6 +181,24 @@ class Converter {
     return Fail(at, path,
                 absl::StrCat("set only one of ", OneofMembers(o), " (got ", a->name(), " and ",
                              b->name(), ")"));
+  }
+
+  // A field `--set path=null` reaches (config_internal::kClearTag): a null
+  // clears it; a map made to reach a field inside it sets nothing, and its
+  // names are checked against the message if set, a scratch copy if not.
+  absl::Status Clear(const YAML::Node& v, Message* msg, const FieldDescriptor* f,
+                     const std::string& fpath) {
+    const Reflection* r = msg->GetReflection();
+    if (v.IsNull()) {
+      r->ClearField(msg, f);
+      return absl::OkStatus();
+    }
+    if (f->is_repeated() || f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) {
+      return Field(v, msg, f, fpath);  // a map where none fits: the usual error
+    }
+    if (r->HasField(*msg, f)) return ConvertMessage(v, r->MutableMessage(msg, f), fpath);
+    std::unique_ptr<Message> scratch(r->GetMessage(*msg, f).New());
+    return ConvertMessage(v, scratch.get(), fpath);
   }
 
   // `- relu` for `- relu: {}`: a scalar naming a message-typed oneof member.

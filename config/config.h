@@ -48,9 +48,13 @@ absl::Status YamlToProto(const YAML::Node& node, google::protobuf::Message* msg,
 // `path` is dotted field names with list indices (`model.layers[0].dense.units`);
 // missing maps along the way are created, but a list index must already exist.
 // `value` is parsed as YAML (`[0.5]`, `{units: 3}`, `relu`); an empty value is
-// the empty string. Returns INVALID_ARGUMENT quoting the override on a
-// malformed path, a YAML error in the value, an index past the end of a list,
-// or a path that runs through a scalar.
+// the empty string. A null value (`null`, `~`) on a field name clears that
+// field when the document is converted (a scalar, a message or a list alike:
+// as if the document never set it; its name is still checked, and clearing
+// inside an absent message does not create it); on a list item it is a plain
+// null. Returns INVALID_ARGUMENT quoting the override on a malformed path, a
+// YAML error in the value, an index past the end of a list, or a path that
+// runs through a scalar.
 absl::Status ApplyOverride(const std::string& override_text, YAML::Node* root);
 
 // Parses `yaml_text`, applies `overrides` in order, then converts the result to

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "yaml-cpp/yaml.h"
 
 namespace yoke::common::config_internal {
 
@@ -17,6 +18,19 @@ std::string OverridePath(const std::string& text);
 
 // True when one path equals the other or contains it (`a.b` vs `a.b[0].c`).
 bool PathsRelated(const std::string& a, const std::string& b);
+
+// `--set path=null` (ApplyOverride) puts a null carrying this tag at `path`,
+// and the same tag on every map it had to create to get there. The converter
+// (config.cc) clears a field whose value is such a null, and sets nothing
+// from such a map: it only checks the field names in it (against the field's
+// message if that is set, a scratch copy otherwise), so clearing inside an
+// absent message does not create it.
+inline constexpr char kClearTag[] = "!yoke-clear";
+
+// True for a node ApplyOverride tagged kClearTag. Only nodes that code made
+// count: they have no position in any text, so a file that spells the tag
+// clears nothing.
+bool IsClear(const YAML::Node& node);
 
 }  // namespace yoke::common::config_internal
 

@@ -1,5 +1,6 @@
 // `--set path=value` overrides, applied to the YAML document before it is
-// converted (config.h: ApplyOverride).
+// converted (config.h: ApplyOverride). `path=null` leaves a tagged null that
+// the converter turns into a cleared field (config_internal.h: kClearTag).
 #include <string>
 #include <vector>
 
@@ -102,6 +103,12 @@ absl::Status ApplyOverrideImpl(const std::string& text, YAML::Node* root) {
       return bad(absl::StrCat("the value is not valid YAML: ", e.msg));
     }
   }
+  // `field=null` (or ~) clears the field; a null list item stays a null.
+  const bool clear = value.IsNull() && !value_text.empty() && !steps.back().is_index;
+  if (clear) {
+    value = YAML::Node(YAML::NodeType::Null);
+    value.SetTag(config_internal::kClearTag);
+  }
 
   if (!root->IsDefined() || root->IsNull()) *root = YAML::Node(YAML::NodeType::Map);
   // Node copies alias the same tree node; reset() moves the handle without
@@ -122,7 +129,15 @@ absl::Status ApplyOverrideImpl(const std::string& text, YAML::Node* root) {
       }
       next.reset(cur[st.index]);
     } else {
-      if (!cur.IsDefined() || cur.IsNull()) cur = YAML::Node(YAML::NodeType::Map);
+      if (!cur.IsDefined() || cur.IsNull()) {
+        // A map made only to clear a field in it is marked so (kClearTag);
+        // an override that sets a value in it makes it a real one.
+        const bool absent = !cur.IsDefined() || config_internal::IsClear(cur);
+        cur = YAML::Node(YAML::NodeType::Map);
+        if (clear && absent) cur.SetTag(config_internal::kClearTag);
+      } else if (!clear && config_internal::IsClear(cur)) {
+        cur.SetTag("");
+      }
       if (!cur.IsMap()) {
         return bad(absl::StrCat("'", where, "' is ", KindName(cur), ", cannot set a field '",
                                 st.key, "' in it"));
@@ -152,6 +167,10 @@ bool PathsRelated(const std::string& a, const std::string& b) {
   if (longer.size() == shorter.size()) return true;
   char c = longer[shorter.size()];
   return c == '.' || c == '[';
+}
+
+bool IsClear(const YAML::Node& node) {
+  return node.IsDefined() && node.Tag() == kClearTag && node.Mark().is_null();
 }
 
 }  // namespace config_internal

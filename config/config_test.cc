@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "jobspec/job_validate.h"
 
 namespace yoke::common {
 namespace {
@@ -294,6 +295,124 @@ TEST(OverrideTest, WorksOnAnEmptyDocument) {
   auto s = Parse("", {"training.optimizer.lr=0.5"});
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_FLOAT_EQ(s->training().optimizer().lr(), 0.5f);
+}
+
+// ---- `--set path=null`: clears the field, as if the document never set it.
+
+TEST(OverrideNullTest, ClearsAScalar) {
+  auto s = Parse("training: {epochs: 5, loss: mse}\ndata: {train: {label_column: 0}}",
+                 {"training.loss=null", "training.epochs=~", "data.train.label_column=null"});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->training().loss(), "");
+  EXPECT_EQ(s->training().epochs(), 0);
+  EXPECT_TRUE(s->has_data());
+  // A proto3 `optional` loses its presence too (0 would be "the first column").
+  EXPECT_FALSE(s->data().train().has_label_column());
+}
+
+TEST(OverrideNullTest, ClearsAMessage) {
+  const std::string base = "training: {epochs: 5, optimizer: {type: sgd, lr: 0.1}}";
+  auto s = Parse(base, {"training.optimizer=null"});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_FALSE(s->training().has_optimizer());
+  EXPECT_EQ(s->training().epochs(), 5);
+  // Overrides apply in order: set after the clear, only the new fields are there.
+  s = Parse(base, {"training.optimizer=null", "training.optimizer.lr=0.5"});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->training().optimizer().type(), "");
+  EXPECT_FLOAT_EQ(s->training().optimizer().lr(), 0.5f);
+}
+
+TEST(OverrideNullTest, ClearsARepeatedField) {
+  auto s = Parse("model: {zoo: mlp, hidden: [1, 2, 3]}\ndata: {train: {files: [a, b]}}",
+                 {"model.hidden=null", "data.train.files=NULL"});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->model().hidden_size(), 0);
+  EXPECT_EQ(s->data().train().files_size(), 0);
+  EXPECT_EQ(s->model().zoo(), "mlp");
+}
+
+TEST(OverrideNullTest, ClearingInsideAnAbsentMessageDoesNotCreateIt) {
+  auto s =
+      Parse("data: {train: {format: csv}}", {"data.test.cache_file=null", "checkpoint.dir=null"});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_FALSE(s->data().has_test());
+  EXPECT_FALSE(s->has_checkpoint());
+  // ... until an override sets a value in it.
+  s = Parse("data: {train: {format: csv}}", {"data.test.cache_file=null", "data.test.format=idx"});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->data().test().format(), "idx");
+}
+
+TEST(OverrideNullTest, ClearingOneLayerKindAllowsAnother) {
+  auto s = Parse("model: {layers: [{dense: {units: 3}}]}",
+                 {"model.layers[0].relu={}", "model.layers[0].dense=null"});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->model().layers(0).has_relu());
+  EXPECT_FALSE(s->model().layers(0).has_dense());
+}
+
+TEST(OverrideNullTest, UnknownKeysAreNamedAsForAnyValue) {
+  const std::string base = "training: {epochs: 5}\n";
+  ExpectInvalid(base,
+                {"--set training.optimzer=null: training.optimzer: unknown field (did you mean "
+                 "'optimizer'? known: "},
+                {"training.optimzer=null"});
+  ExpectInvalid(base, {"--set trainnig=null: trainnig: unknown field (did you mean 'training'?"},
+                {"trainnig=null"});
+  // Inside a message the document does not have, and one level deeper.
+  ExpectInvalid(base, {"--set data.test.imagez=null: data.test.imagez: unknown field"},
+                {"data.test.imagez=null"});
+  ExpectInvalid(base, {"--set nonsense.deeper=null: nonsense: unknown field"},
+                {"nonsense.deeper=null"});
+}
+
+TEST(OverrideNullTest, ListItemsAndOtherValuesKeepTheirErrors) {
+  const std::string base = "model: {zoo: mlp, hidden: [1, 2]}\ntraining: {epochs: 5}\n";
+  // A null list item is a value like any other, with the same type error.
+  ExpectInvalid(base,
+                {"--set model.hidden[0]=null: model.hidden[0]: expected an integer, got "
+                 "nothing (null)"},
+                {"model.hidden[0]=null"});
+  // A quoted 'null' is a string; path errors are unchanged.
+  ExpectInvalid(base,
+                {"--set training.epochs='null': training.epochs: expected an integer, got "
+                 "the quoted string \"null\""},
+                {"training.epochs='null'"});
+  ExpectInvalid(base, {"'training.epochs' is a scalar"}, {"training.epochs.x=null"});
+  ExpectInvalid(base, {"index 2 is past the end of 'model.hidden'"}, {"model.hidden[2]=null"});
+  // Only --set clears: a file that spells the tag gets an ordinary value.
+  auto s = Parse("training: {loss: !yoke-clear mse}");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->training().loss(), "mse");
+  // A null in the document itself is still an error for a scalar.
+  ExpectInvalid("training: {epochs: null}", {"training.epochs: expected an integer, got nothing"});
+}
+
+// The reason null exists: switching a dataset's format with --set alone, when
+// the old format's fields would otherwise stay behind and fail validation.
+TEST(OverrideNullTest, SwitchingIdxToImageFolderValidates) {
+  const std::string job = R"(
+model: {zoo: mlp}
+data:
+  train: {format: idx, images: /data/train-images.gz, labels: /data/train-labels.gz}
+training: {epochs: 1, batch_size: 8, optimizer: {type: sgd, lr: 0.1}}
+)";
+  const std::vector<std::string> to_folder = {"data.train.format=image_folder",
+                                              "data.train.root=/data/photos",
+                                              "data.train.image_size=[28, 28]"};
+  auto kept = Parse(job, to_folder);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_THAT(std::string(ValidateJobSpec(*kept).message()),
+              HasSubstr("data.train.images: not used by format 'image_folder' (only idx)"));
+  std::vector<std::string> cleared = to_folder;
+  cleared.push_back("data.train.images=null");
+  cleared.push_back("data.train.labels=null");
+  auto switched = Parse(job, cleared);
+  ASSERT_TRUE(switched.ok()) << switched.status();
+  EXPECT_EQ(switched->data().train().format(), "image_folder");
+  EXPECT_EQ(switched->data().train().images(), "");
+  EXPECT_TRUE(ValidateJobSpec(*switched).ok()) << ValidateJobSpec(*switched);
 }
 
 TEST(ApplyOverrideTest, EditsTheTreeInPlace) {

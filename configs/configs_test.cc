@@ -27,6 +27,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "jobspec/job_validate.h"
+#include "jobspec/path_confinement.h"
 
 namespace yoke::common {
 namespace {

@@ -14,6 +14,7 @@
 #include "jobspec/job_spec_binary.h"
 #include "jobspec/job_validate.h"
 #include "jobspec/memory_estimate.h"
+#include "jobspec/path_confinement.h"
 
 namespace yoke::server {
 

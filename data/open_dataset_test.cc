@@ -1,5 +1,12 @@
 #include "data/open_dataset.h"
 
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "data/image_decode.h"
 #include "data/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -16,11 +23,76 @@ TEST(OpenDatasetTest, UnknownAndMissingFormat) {
   auto ds = OpenDataset(spec, "data.train");
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ds.status().message(),
-            "data.train.format: unknown format 'parquet' (known: cifar10, csv, idx, "
+            "data.train.format: unknown format 'parquet' (known: idx, cifar10, csv, "
             "image_folder, synthetic)");
   spec.clear_format();
   ds = OpenDataset(spec, "data.test");
   EXPECT_THAT(std::string(ds.status().message()), HasSubstr("data.test.format: required"));
+}
+
+// A spec of `format` over two examples written under `dir`.
+v1::DatasetSpec SmallSpec(const std::string& format, const TempDir& dir) {
+  v1::DatasetSpec spec;
+  spec.set_format(format);
+  if (format == "idx") {
+    EXPECT_TRUE(
+        testing::WriteBytes(dir.File("i"), testing::IdxImages(2, 2, 2, {0, 1, 2, 3, 4, 5, 6, 7})));
+    EXPECT_TRUE(testing::WriteBytes(dir.File("l"), testing::IdxLabels(2, {0, 1})));
+    spec.set_images(dir.File("i"));
+    spec.set_labels(dir.File("l"));
+  } else if (format == "cifar10") {
+    std::vector<uint8_t> records(2 * 3073, 7);
+    records[0] = 0;
+    records[3073] = 1;
+    EXPECT_TRUE(testing::WriteBytes(dir.File("b.bin"), records));
+    spec.add_files(dir.File("b.bin"));
+  } else if (format == "csv") {
+    EXPECT_TRUE(testing::WriteText(dir.File("t.csv"), "1,2,0\n3,4,1\n"));
+    spec.add_files(dir.File("t.csv"));
+  } else if (format == "image_folder") {
+    Image img;
+    img.height = img.width = 4;
+    img.channels = 1;
+    img.pixels.assign(16, 9);
+    auto png = EncodePng(img);
+    EXPECT_TRUE(png.ok()) << png.status();
+    for (const char* cls : {"a", "b"}) {
+      std::filesystem::create_directories(dir.File(cls));
+      EXPECT_TRUE(testing::WriteText(dir.File(absl::StrCat(cls, "/1.png")), png.value_or("")));
+    }
+    spec.set_root(dir.path());
+    spec.add_image_size(4);
+    spec.add_image_size(4);
+    spec.set_channels(1);
+  } else if (format == "synthetic") {
+    spec.add_shape(4);
+    spec.set_num_classes(2);
+    spec.set_num_examples(2);
+  } else {
+    ADD_FAILURE() << "no test fixture for format '" << format << "': add one here";
+  }
+  return spec;
+}
+
+// OpenDataset opens every format of its list (data/names/format_names.h,
+// which job validation reads) and refuses every other one, listing them all.
+TEST(OpenDatasetTest, OpensExactlyTheListedFormats) {
+  ASSERT_FALSE(DatasetFormats().empty());
+  for (const std::string& format : DatasetFormats()) {
+    TempDir dir;
+    auto ds = OpenDataset(SmallSpec(format, dir), "data.train");
+    ASSERT_TRUE(ds.ok()) << format << ": " << ds.status();
+    EXPECT_EQ((*ds)->size(), 2) << format;
+  }
+  for (const char* format : {"IDX", "cifar100", "image-folder", "csv "}) {
+    v1::DatasetSpec spec;
+    spec.set_format(format);
+    auto ds = OpenDataset(spec, "data.train");
+    ASSERT_FALSE(ds.ok()) << "'" << format << "' was opened";
+    EXPECT_EQ(ds.status().message(),
+              absl::StrCat("data.train.format: unknown format '", format,
+                           "' (known: ", absl::StrJoin(DatasetFormats(), ", "), ")"));
+  }
 }
 
 TEST(OpenDatasetTest, RequiredFields) {

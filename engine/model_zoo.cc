@@ -1,7 +1,10 @@
 #include "engine/model_zoo.h"
 
+#include <string_view>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/name_list.h"
 
 namespace yoke::engine {
 namespace {
@@ -42,7 +45,7 @@ v1::LayerSpec MaxPool(int size, int stride, const std::string& padding = "valid"
   return l;
 }
 
-absl::StatusOr<LayerList> Mlp(const v1::ModelSpec& spec, int k) {
+absl::StatusOr<LayerList> Mlp(const v1::ModelSpec& spec, const Shape& /*in*/, int k) {
   LayerList out{Flatten()};
   std::vector<int> hidden(spec.hidden().begin(), spec.hidden().end());
   if (hidden.empty()) hidden = {256, 128};
@@ -80,18 +83,40 @@ absl::StatusOr<LayerList> Cnn(const v1::ModelSpec& spec, const Shape& in, int k)
 // Defined in model_zoo_resnet.cc.
 absl::StatusOr<LayerList> ResNet(const v1::ModelSpec& spec, const Shape& in, int k, int depth);
 
-std::vector<std::string> ZooNames() {
-  return {"cnn",      "mlp",      "resnet18", "resnet20", "resnet32",
-          "resnet34", "resnet44", "resnet50", "resnet56"};
+namespace {
+
+template <int kDepth>
+absl::StatusOr<LayerList> ResNetOf(const v1::ModelSpec& spec, const Shape& in, int k) {
+  return ResNet(spec, in, k, kDepth);
 }
+
+struct ZooEntry {
+  std::string_view name;
+  absl::StatusOr<LayerList> (*build)(const v1::ModelSpec& spec, const Shape& in, int k);
+};
+
+// One builder per name of kZooModels, in its order.
+constexpr ZooEntry kZoo[] = {
+    {"cnn", Cnn},
+    {"mlp", Mlp},
+    {"resnet18", ResNetOf<18>},
+    {"resnet20", ResNetOf<20>},
+    {"resnet32", ResNetOf<32>},
+    {"resnet34", ResNetOf<34>},
+    {"resnet44", ResNetOf<44>},
+    {"resnet50", ResNetOf<50>},
+    {"resnet56", ResNetOf<56>},
+};
+static_assert(common::NamesMatch(kZoo, kZooModels),
+              "kZoo must build exactly kZooModels (engine/names/engine_names.h), in its order");
+
+}  // namespace
 
 absl::StatusOr<std::vector<v1::LayerSpec>> ExpandZoo(const v1::ModelSpec& spec,
                                                      const Shape& input_shape, int num_classes) {
   const std::string& z = spec.zoo();
-  if (z == "mlp") return Mlp(spec, num_classes);
-  if (z == "cnn") return Cnn(spec, input_shape, num_classes);
-  for (int depth : {18, 20, 32, 34, 44, 50, 56}) {
-    if (z == absl::StrCat("resnet", depth)) return ResNet(spec, input_shape, num_classes, depth);
+  for (const ZooEntry& e : kZoo) {
+    if (z == e.name) return e.build(spec, input_shape, num_classes);
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "model.zoo: unknown model '", z, "' (known: ", absl::StrJoin(ZooNames(), ", "), ")"));

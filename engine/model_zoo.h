@@ -17,18 +17,18 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/names/engine_names.h"
 #include "engine/tensor.h"
 #include "proto/yoke/v1/job.pb.h"
 
 namespace yoke::engine {
 
 // Expands spec.zoo() for per-example input (H, W, C) and `num_classes`.
-// INVALID_ARGUMENT for an unknown name (listing the known ones) or an input
-// shape the architecture cannot take.
+// Builds exactly the names of kZooModels (engine/names/engine_names.h, whose
+// ZooNames() this header re-exports). INVALID_ARGUMENT for any other name
+// (listing the known ones) or an input shape the architecture cannot take.
 absl::StatusOr<std::vector<v1::LayerSpec>> ExpandZoo(const v1::ModelSpec& spec,
                                                      const Shape& input_shape, int num_classes);
-
-std::vector<std::string> ZooNames();
 
 }  // namespace yoke::engine
 

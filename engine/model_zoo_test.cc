@@ -1,14 +1,15 @@
 #include "engine/model_zoo.h"
 
-#include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "engine/losses/softmax_cross_entropy.h"
 #include "engine/model.h"
 #include "engine/optim/optimizer.h"
 #include "engine/rng.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "jobspec/job_validate.h"
 
 namespace yoke::engine {
 namespace {
@@ -29,18 +30,27 @@ int64_t Params(const std::string& name, const Shape& in, int k, int width = 0) {
   return m.ok() ? (*m)->params().num_parameters() : -1;
 }
 
-// Published torchvision counts (trainable parameters, batch-norm gamma/beta
-// included, running statistics not).
-// Job validation (jobspec/, which may not depend on the engine) keeps its own
-// list of zoo names; a model added here must be added there too.
-TEST(ModelZooTest, ValidationKnowsExactlyTheZoo) {
-  std::vector<std::string> engine_names = ZooNames();
-  std::vector<std::string> validated = common::KnownZooModels();
-  std::sort(engine_names.begin(), engine_names.end());
-  std::sort(validated.begin(), validated.end());
-  EXPECT_EQ(validated, engine_names);
+// The zoo builds every name of its list (engine/names/engine_names.h, which
+// job validation reads) and refuses every other one, listing them all.
+TEST(ModelZooTest, ExpandsExactlyTheListedNames) {
+  ASSERT_FALSE(ZooNames().empty());
+  for (const std::string& name : ZooNames()) {
+    auto layers = ExpandZoo(Zoo(name), {32, 32, 3}, 10);
+    ASSERT_TRUE(layers.ok()) << name << ": " << layers.status();
+    EXPECT_FALSE(layers->empty()) << name;
+  }
+  for (const char* name : {"resnet21", "MLP", "cnn ", "resnet", ""}) {
+    auto layers = ExpandZoo(Zoo(name), {32, 32, 3}, 10);
+    ASSERT_FALSE(layers.ok()) << "'" << name << "' was built";
+    EXPECT_EQ(layers.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(layers.status().message()),
+                testing::HasSubstr(absl::StrCat("model.zoo: unknown model '", name, "' (known: ",
+                                                absl::StrJoin(ZooNames(), ", "), ")")));
+  }
 }
 
+// Published torchvision counts (trainable parameters, batch-norm gamma/beta
+// included, running statistics not).
 TEST(ModelZooTest, ResNetsHaveTorchvisionParameterCounts) {
   EXPECT_EQ(Params("resnet18", {224, 224, 3}, 1000), 11689512);
   EXPECT_EQ(Params("resnet34", {224, 224, 3}, 1000), 21797672);

@@ -1,24 +1,17 @@
 #include "jobspec/job_validate.h"
 
 #include <cmath>
-#include <filesystem>
 #include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "common/quote.h"
-#include "common/status.h"
+#include "data/names/format_names.h"
+#include "engine/names/engine_names.h"
+#include "jobspec/path_confinement.h"
 
 namespace yoke::common {
-
-const std::vector<std::string>& KnownZooModels() {
-  static const std::vector<std::string> k = {"cnn",      "mlp",      "resnet18",
-                                             "resnet20", "resnet32", "resnet34",
-                                             "resnet44", "resnet50", "resnet56"};
-  return k;
-}
 
 namespace {
 
@@ -181,10 +174,10 @@ void CheckModel(Checker& c, const v1::JobSpec& spec) {
     c.Add(absl::StrCat("model: set either zoo or layers, not both (zoo is ", Quote(m.zoo()),
                        ", layers has ", m.layers_size(), " entries)"));
   } else if (!zoo && m.layers_size() == 0) {
-    c.Add("model: set zoo (one of " + absl::StrJoin(KnownZooModels(), ", ") +
+    c.Add("model: set zoo (one of " + absl::StrJoin(engine::ZooNames(), ", ") +
           ") or a non-empty layers list");
   }
-  if (zoo) c.OneOf("model.zoo", m.zoo(), KnownZooModels(), "model", false);
+  if (zoo) c.OneOf("model.zoo", m.zoo(), engine::ZooNames(), "model", false);
 
   // Zoo knobs: each applies to some entries only; elsewhere it would be ignored.
   for (int i = 0; i < m.hidden_size(); ++i)
@@ -272,10 +265,8 @@ void CheckImageFolder(Checker& c, const std::string& p, const v1::DatasetSpec& d
 }
 
 void CheckDataset(Checker& c, const std::string& p, const v1::DatasetSpec& d) {
-  static const std::vector<std::string> kFormats = {"idx", "cifar10", "csv", "image_folder",
-                                                    "synthetic"};
   CheckImageFolder(c, p, d);
-  c.OneOf(p + ".format", d.format(), kFormats, "format", false);
+  c.OneOf(p + ".format", d.format(), data::DatasetFormats(), "format", false);
   const std::string& f = d.format();
   const std::string by = absl::StrCat("by format ", Quote(f));
   for (int i = 0; i < d.files_size(); ++i) {
@@ -375,7 +366,7 @@ void CheckOptimizer(Checker& c, const v1::TrainingSpec& t) {
     return;
   }
   const v1::OptimizerSpec& o = t.optimizer();
-  c.OneOf(p + ".type", o.type(), {"sgd", "adam", "adamw"}, "optimizer", false);
+  c.OneOf(p + ".type", o.type(), engine::KnownOptimizers(), "optimizer", false);
   c.PositiveFinite(p + ".lr", o.lr());
   c.UnitHalfOpen(p + ".momentum", o.momentum());
   if (o.nesterov() && !(o.momentum() > 0)) {
@@ -400,7 +391,7 @@ void CheckOptimizer(Checker& c, const v1::TrainingSpec& t) {
 void CheckSchedule(Checker& c, const v1::TrainingSpec& t) {
   const std::string p = "training.schedule";
   const v1::ScheduleSpec& s = t.schedule();
-  c.OneOf(p + ".type", s.type(), {"constant", "step", "cosine"}, "schedule", true);
+  c.OneOf(p + ".type", s.type(), engine::KnownSchedules(), "schedule", true);
   c.NonNegative(p + ".warmup_steps", s.warmup_steps());
   if (s.type() == "step") {
     c.Positive(p + ".step_size", s.step_size());
@@ -537,86 +528,7 @@ void CheckPlacement(Checker& c, const v1::JobSpec& spec) {
   c.NonNegative("restart.max_restarts", spec.restart().max_restarts());
 }
 
-// Symlinks resolved as far as the path exists here, then lexical clean-up.
-std::string CanonicalPath(const std::string& path) {
-  std::error_code ec;
-  const std::filesystem::path p = std::filesystem::weakly_canonical(NormalizePath(path), ec);
-  return ec ? NormalizePath(path) : NormalizePath(p.string());
-}
-
-void CheckPathUnder(Checker& c, const std::string& field, const std::string& path,
-                    const std::vector<std::string>& roots) {
-  if (path.empty()) return;
-  if (path[0] != '/') {
-    c.Add(absl::StrCat(field, ": ", Quote(path), " must be an absolute path (allowed under: ",
-                       absl::StrJoin(roots, ", "), ")"));
-    return;
-  }
-  const std::string norm = CanonicalPath(path);
-  for (const std::string& root : roots) {
-    if (root == "/" || norm == root || (absl::StartsWith(norm, root) && norm[root.size()] == '/')) {
-      return;
-    }
-  }
-  c.Add(absl::StrCat(field, ": ", Quote(path), " is outside the allowed directories (",
-                     absl::StrJoin(roots, ", "), ")"));
-}
-
-void CheckDatasetPaths(Checker& c, const std::string& p, const v1::DatasetSpec& d,
-                       const std::vector<std::string>& roots) {
-  CheckPathUnder(c, p + ".images", d.images(), roots);
-  CheckPathUnder(c, p + ".labels", d.labels(), roots);
-  CheckPathUnder(c, p + ".root", d.root(), roots);
-  for (int i = 0; i < d.files_size(); ++i) {
-    CheckPathUnder(c, absl::StrCat(p, ".files[", i, "]"), d.files(i), roots);
-  }
-  CheckPathUnder(c, p + ".cache_file", d.cache_file(), roots);
-}
-
 }  // namespace
-
-absl::Status ValidateJobPaths(const v1::JobSpec& spec, const std::vector<std::string>& data_roots,
-                              const std::vector<std::string>& checkpoint_roots) {
-  // Each check runs on a copy with only the other kind of path cleared.
-  v1::JobSpec data_only = spec;
-  data_only.clear_checkpoint();
-  data_only.clear_logging();
-  // Image cache files are written, like checkpoints: they belong under the
-  // checkpoint roots, not the (possibly read-only) data roots.
-  data_only.mutable_data()->mutable_train()->clear_cache_file();
-  if (data_only.data().has_test()) data_only.mutable_data()->mutable_test()->clear_cache_file();
-  RETURN_IF_ERROR(ValidatePathsUnder(data_only, data_roots));
-  v1::JobSpec checkpoint_only = spec;
-  checkpoint_only.clear_data();
-  if (!spec.data().train().cache_file().empty()) {
-    checkpoint_only.mutable_data()->mutable_train()->set_cache_file(
-        spec.data().train().cache_file());
-  }
-  if (!spec.data().test().cache_file().empty()) {
-    checkpoint_only.mutable_data()->mutable_test()->set_cache_file(spec.data().test().cache_file());
-  }
-  return ValidatePathsUnder(checkpoint_only, checkpoint_roots);
-}
-
-std::string NormalizePath(const std::string& path) {
-  const bool absolute = !path.empty() && path[0] == '/';
-  std::vector<std::string> parts;
-  for (absl::string_view s : absl::StrSplit(path, '/', absl::SkipEmpty())) {
-    if (s == ".") continue;
-    if (s == "..") {
-      if (!parts.empty() && parts.back() != "..") {
-        parts.pop_back();
-      } else if (!absolute) {
-        parts.push_back("..");  // a relative path may climb above its start
-      }
-      continue;
-    }
-    parts.emplace_back(s);
-  }
-  std::string out = absl::StrJoin(parts, "/");
-  if (absolute) return "/" + out;
-  return out.empty() ? "." : out;
-}
 
 std::string TensorBoardDir(const v1::JobSpec& spec) {
   const std::string& dir = spec.logging().tensorboard_dir();
@@ -642,27 +554,6 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   CheckData(c, spec);
   CheckTraining(c, spec);
   CheckPlacement(c, spec);
-  return c.Result();
-}
-
-absl::Status ValidatePathsUnder(const v1::JobSpec& spec,
-                                const std::vector<std::string>& allowed_roots) {
-  if (allowed_roots.empty()) return absl::OkStatus();
-  std::vector<std::string> roots;
-  for (const std::string& r : allowed_roots) {
-    if (r.empty() || r[0] != '/') {
-      return absl::InvalidArgumentError(
-          absl::StrCat("allowed root '", r, "' must be an absolute directory"));
-    }
-    roots.push_back(CanonicalPath(r));
-  }
-  Checker c;
-  CheckDatasetPaths(c, "data.train", spec.data().train(), roots);
-  if (spec.data().has_test()) CheckDatasetPaths(c, "data.test", spec.data().test(), roots);
-  CheckPathUnder(c, "checkpoint.dir", spec.checkpoint().dir(), roots);
-  if (spec.logging().tensorboard_dir() != "off") {
-    CheckPathUnder(c, "logging.tensorboard_dir", spec.logging().tensorboard_dir(), roots);
-  }
   return c.Result();
 }
 

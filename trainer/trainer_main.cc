@@ -62,6 +62,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "jobspec/job_spec_binary.h"
 #include "jobspec/job_validate.h"
+#include "jobspec/path_confinement.h"
 #include "trainer/progress.h"
 #include "trainer/trainer.h"
 

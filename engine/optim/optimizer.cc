@@ -1,9 +1,11 @@
 #include "engine/optim/optimizer.h"
 
 #include <cmath>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/name_list.h"
 #include "common/status.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/sgd.h"
@@ -41,8 +43,6 @@ absl::Status Optimizer::CheckStep(float lr, float grad_scale) const {
   return absl::OkStatus();
 }
 
-std::vector<std::string> KnownOptimizers() { return {"sgd", "adam", "adamw"}; }
-
 double GradNorm(const ParamSet& params, float grad_scale) {
   const Tensor& g = params.flat_grads();
   const float* p = g.data<float>();
@@ -58,14 +58,72 @@ float ClipFactor(double norm, float max_norm) {
   return static_cast<float>(max_norm / (norm + 1e-6));
 }
 
+namespace {
+
+absl::StatusOr<std::unique_ptr<Optimizer>> MakeSgd(const v1::OptimizerSpec& spec,
+                                                   ParamSet* params) {
+  if (!(spec.momentum() >= 0.0f && spec.momentum() < 1.0f)) {
+    return Field("momentum", "must be in [0, 1)", spec.momentum());
+  }
+  // Nesterov without momentum is refused by job validation alone
+  // (jobspec/job_validate.cc, at submit); here it is plain SGD (SgdUpdate).
+  SgdOptions o;
+  o.momentum = spec.momentum();
+  o.nesterov = spec.nesterov();
+  o.weight_decay = spec.weight_decay();
+  std::unique_ptr<Optimizer> sgd(new Sgd(params, o));
+  RETURN_IF_ERROR(sgd->AllocateState());
+  return sgd;
+}
+
+// Adam, or AdamW with `kDecoupled` weight decay.
+template <bool kDecoupled>
+absl::StatusOr<std::unique_ptr<Optimizer>> MakeAdam(const v1::OptimizerSpec& spec,
+                                                    ParamSet* params) {
+  AdamOptions o;
+  o.beta1 = OrDefault(spec.beta1(), 0.9f);
+  o.beta2 = OrDefault(spec.beta2(), 0.999f);
+  o.epsilon = OrDefault(spec.epsilon(), 1e-8f);
+  o.weight_decay = spec.weight_decay();
+  o.decoupled = kDecoupled;
+  if (!(o.beta1 > 0.0f && o.beta1 < 1.0f)) return Field("beta1", "must be in (0, 1)", o.beta1);
+  if (!(o.beta2 > 0.0f && o.beta2 < 1.0f)) return Field("beta2", "must be in (0, 1)", o.beta2);
+  if (!(o.epsilon > 0.0f) || !std::isfinite(o.epsilon)) {
+    return Field("epsilon", "must be finite and > 0", o.epsilon);
+  }
+  std::unique_ptr<Optimizer> adam(new Adam(params, o));
+  RETURN_IF_ERROR(adam->AllocateState());
+  return adam;
+}
+
+struct OptimizerEntry {
+  std::string_view name;
+  absl::StatusOr<std::unique_ptr<Optimizer>> (*make)(const v1::OptimizerSpec& spec,
+                                                     ParamSet* params);
+};
+
+// One maker per name of kOptimizers, in its order.
+constexpr OptimizerEntry kMakers[] = {
+    {"sgd", MakeSgd},
+    {"adam", MakeAdam<false>},
+    {"adamw", MakeAdam<true>},
+};
+static_assert(common::NamesMatch(kMakers, kOptimizers),
+              "kMakers must make exactly kOptimizers (engine/names/engine_names.h), in its order");
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const v1::OptimizerSpec& spec,
                                                            ParamSet* params) {
   if (params == nullptr || !params->finalized()) {
     return absl::FailedPreconditionError("CreateOptimizer: the ParamSet is not finalized");
   }
   const std::string& type = spec.type();
-  const bool is_sgd = type == "sgd", is_adam = type == "adam" || type == "adamw";
-  if (!is_sgd && !is_adam) {
+  const OptimizerEntry* entry = nullptr;
+  for (const OptimizerEntry& e : kMakers) {
+    if (type == e.name) entry = &e;
+  }
+  if (entry == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "training.optimizer.type: ", type.empty() ? "required" : "unknown optimizer '" + type + "'",
         " (known: ", absl::StrJoin(KnownOptimizers(), ", "), ")"));
@@ -76,35 +134,7 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const v1::OptimizerSp
   if (!(spec.weight_decay() >= 0.0f) || !std::isfinite(spec.weight_decay())) {
     return Field("weight_decay", "must be finite and >= 0", spec.weight_decay());
   }
-  if (is_sgd) {
-    if (!(spec.momentum() >= 0.0f && spec.momentum() < 1.0f)) {
-      return Field("momentum", "must be in [0, 1)", spec.momentum());
-    }
-    if (spec.nesterov() && spec.momentum() == 0.0f) {
-      return Field("momentum", "nesterov requires momentum > 0", spec.momentum());
-    }
-    SgdOptions o;
-    o.momentum = spec.momentum();
-    o.nesterov = spec.nesterov();
-    o.weight_decay = spec.weight_decay();
-    std::unique_ptr<Optimizer> sgd(new Sgd(params, o));
-    RETURN_IF_ERROR(sgd->AllocateState());
-    return sgd;
-  }
-  AdamOptions o;
-  o.beta1 = OrDefault(spec.beta1(), 0.9f);
-  o.beta2 = OrDefault(spec.beta2(), 0.999f);
-  o.epsilon = OrDefault(spec.epsilon(), 1e-8f);
-  o.weight_decay = spec.weight_decay();
-  o.decoupled = type == "adamw";
-  if (!(o.beta1 > 0.0f && o.beta1 < 1.0f)) return Field("beta1", "must be in (0, 1)", o.beta1);
-  if (!(o.beta2 > 0.0f && o.beta2 < 1.0f)) return Field("beta2", "must be in (0, 1)", o.beta2);
-  if (!(o.epsilon > 0.0f) || !std::isfinite(o.epsilon)) {
-    return Field("epsilon", "must be finite and > 0", o.epsilon);
-  }
-  std::unique_ptr<Optimizer> adam(new Adam(params, o));
-  RETURN_IF_ERROR(adam->AllocateState());
-  return adam;
+  return entry->make(spec, params);
 }
 
 }  // namespace yoke::engine

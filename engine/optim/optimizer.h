@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/names/engine_names.h"
 #include "engine/param_set.h"
 #include "engine/tensor.h"
 #include "proto/yoke/v1/job.pb.h"
@@ -71,15 +72,15 @@ class Optimizer {
   int64_t step_count_ = 0;
 };
 
-// Creates the optimizer `spec.type` names over the finalized `params`.
-// Errors: INVALID_ARGUMENT naming the field (training.optimizer.type with the
-// known values for an unknown type; training.optimizer.lr, .momentum, ...
-// for out-of-range hyper-parameters); FAILED_PRECONDITION if `params` is not
-// finalized.
+// Creates the optimizer `spec.type` names over the finalized `params`: any
+// name of kOptimizers (engine/names/engine_names.h, whose KnownOptimizers()
+// this header re-exports). Errors: INVALID_ARGUMENT naming the field
+// (training.optimizer.type with the known values for any other type;
+// training.optimizer.lr, .momentum, ... for out-of-range hyper-parameters);
+// FAILED_PRECONDITION if `params` is not finalized. Rules between fields
+// (nesterov needs momentum, ...) are job validation's (jobspec/).
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const v1::OptimizerSpec& spec,
                                                            ParamSet* params);
-// "sgd", "adam", "adamw".
-std::vector<std::string> KnownOptimizers();
 
 // Gradient clipping by global norm (TrainingSpec.clip_grad_norm).
 //

@@ -56,7 +56,6 @@ TEST(OptimizerTest, RejectsOutOfRangeHyperParameters) {
       {"sgd", [](v1::OptimizerSpec* s) { s->set_lr(0); }, "training.optimizer.lr"},
       {"adam", [](v1::OptimizerSpec* s) { s->set_lr(-1); }, "training.optimizer.lr"},
       {"sgd", [](v1::OptimizerSpec* s) { s->set_momentum(1.5f); }, "training.optimizer.momentum"},
-      {"sgd", [](v1::OptimizerSpec* s) { s->set_nesterov(true); }, "training.optimizer.momentum"},
       {"sgd", [](v1::OptimizerSpec* s) { s->set_weight_decay(-0.1f); },
        "training.optimizer.weight_decay"},
       {"adam", [](v1::OptimizerSpec* s) { s->set_beta1(1.0f); }, "training.optimizer.beta1"},

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/name_list.h"
 
 namespace yoke::engine {
 namespace {
@@ -60,24 +62,40 @@ absl::Status Field(const std::string& field, const std::string& what, double got
       absl::StrCat("training.schedule.", field, ": ", what, ", got ", got));
 }
 
-}  // namespace
+struct ScheduleEntry {
+  std::string_view name;
+  Type type;
+};
 
-std::vector<std::string> KnownSchedules() { return {"constant", "step", "cosine"}; }
+// One type per name of kSchedules, in its order.
+constexpr ScheduleEntry kTypes[] = {
+    {"constant", Type::kConstant},
+    {"step", Type::kStep},
+    {"cosine", Type::kCosine},
+};
+static_assert(common::NamesMatch(kTypes, kSchedules),
+              "kTypes must cover exactly kSchedules (engine/names/engine_names.h), in its order");
+
+// The type `name` names ("" is constant); nullptr for an unknown name.
+const ScheduleEntry* FindType(const std::string& name) {
+  const std::string_view n = name.empty() ? std::string_view("constant") : name;
+  for (const ScheduleEntry& e : kTypes) {
+    if (n == e.name) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<LrSchedule>> CreateSchedule(const v1::ScheduleSpec& spec,
                                                            float base_lr, int64_t total_steps) {
-  Type type;
-  if (spec.type().empty() || spec.type() == "constant") {
-    type = Type::kConstant;
-  } else if (spec.type() == "step") {
-    type = Type::kStep;
-  } else if (spec.type() == "cosine") {
-    type = Type::kCosine;
-  } else {
+  const ScheduleEntry* entry = FindType(spec.type());
+  if (entry == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("training.schedule.type: unknown schedule '", spec.type(),
                      "' (known: ", absl::StrJoin(KnownSchedules(), ", "), ")"));
   }
+  const Type type = entry->type;
   if (spec.warmup_steps() < 0) {
     return Field("warmup_steps", "must be >= 0", spec.warmup_steps());
   }

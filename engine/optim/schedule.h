@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/names/engine_names.h"
 #include "proto/yoke/v1/job.pb.h"
 
 namespace yoke::engine {
@@ -34,14 +35,14 @@ class LrSchedule {
   virtual float Lr(int64_t step) const = 0;
 };
 
-// Creates the schedule `spec.type` names ("" means constant). total_steps is
-// the run's total number of updates (used by cosine). Errors:
-// INVALID_ARGUMENT naming training.schedule.type (with the known values) or
-// the offending field (warmup_steps, step_size, gamma, min_lr).
+// Creates the schedule `spec.type` names: any name of kSchedules
+// (engine/names/engine_names.h, whose KnownSchedules() this header
+// re-exports), or "" for constant. total_steps is the run's total number of
+// updates (used by cosine). Errors: INVALID_ARGUMENT naming
+// training.schedule.type (with the known values) or the offending field
+// (warmup_steps, step_size, gamma, min_lr).
 absl::StatusOr<std::unique_ptr<LrSchedule>> CreateSchedule(const v1::ScheduleSpec& spec,
                                                            float base_lr, int64_t total_steps);
-// "constant", "step", "cosine".
-std::vector<std::string> KnownSchedules();
 
 }  // namespace yoke::engine
 

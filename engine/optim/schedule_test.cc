@@ -1,7 +1,10 @@
 #include "engine/optim/schedule.h"
 
 #include <cmath>
+#include <string>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 
 namespace yoke::engine {
@@ -75,6 +78,29 @@ TEST(ScheduleTest, Cosine) {
   auto short_run = Make("cosine", 200, 0.1f, 60, 0, 0, 0.0f);
   EXPECT_FLOAT_EQ(short_run->Lr(0), 0.1f / 200);
   EXPECT_FLOAT_EQ(short_run->Lr(59), 0.1f * 60 / 200);
+}
+
+// CreateSchedule takes every name of its list (engine/names/engine_names.h,
+// which job validation reads) and refuses every other one, listing them all.
+TEST(ScheduleTest, CreatesExactlyTheListedTypes) {
+  ASSERT_FALSE(KnownSchedules().empty());
+  for (const std::string& type : KnownSchedules()) {
+    v1::ScheduleSpec spec;
+    spec.set_type(type);
+    spec.set_step_size(10);  // what "step" needs; the others leave it alone
+    auto s = CreateSchedule(spec, 0.5f, 100);
+    ASSERT_TRUE(s.ok()) << type << ": " << s.status();
+    EXPECT_FLOAT_EQ((*s)->Lr(0), 0.5f) << type;
+  }
+  for (const char* type : {"Constant", "cosine ", "linear", "exponential"}) {
+    v1::ScheduleSpec spec;
+    spec.set_type(type);
+    auto s = CreateSchedule(spec, 0.5f, 100);
+    ASSERT_FALSE(s.ok()) << "'" << type << "' was created";
+    EXPECT_EQ(s.status().message(),
+              absl::StrCat("training.schedule.type: unknown schedule '", type,
+                           "' (known: ", absl::StrJoin(KnownSchedules(), ", "), ")"));
+  }
 }
 
 TEST(ScheduleTest, ErrorsNameTheField) {

@@ -16,7 +16,7 @@ namespace yoke::engine {
 
 struct SgdOptions {
   float momentum = 0.0f;      // >= 0; 0 = plain SGD
-  bool nesterov = false;      // requires momentum > 0
+  bool nesterov = false;      // with momentum 0, plain SGD (validation refuses that)
   float weight_decay = 0.0f;  // >= 0; L2 term added to the gradient
 };
 

@@ -52,6 +52,9 @@ TEST(SgdTest, HandComputedTwoSteps) {
   } cases[] = {
       // plain: p -= 0.05 twice
       {0.0f, false, 0.0f, 0.95, 0.90},
+      // nesterov without momentum: the same plain steps (job validation, not
+      // the engine, refuses this combination)
+      {0.0f, true, 0.0f, 0.95, 0.90},
       // momentum: v1 = 0.5 -> 0.95; v2 = 0.45 + 0.5 = 0.95 -> 0.95 - 0.095
       {0.9f, false, 0.0f, 0.95, 0.855},
       // nesterov: p1 = 1 - 0.1 (0.5 + 0.45); v2 = 0.95, p2 = 0.905 - 0.1 (0.5 + 0.855)
