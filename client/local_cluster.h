@@ -21,7 +21,11 @@
 // The daemons run in their own sessions (setsid): a Ctrl-C on the terminal
 // reaches only `yoke up`, which then stops them in order, and a detached
 // cluster outlives the shell that started it. Restarting `yoke up` on the
-// same --dir reuses the store, so its jobs survive.
+// same --dir reuses the store, so its jobs survive, and the port recorded
+// in DIR/coordinator.port. The coordinator's own command line can be
+// restarted too: killed and started again with the same arguments (as a
+// process supervisor would), it listens on the same port
+// (coordinator/recorded_port.h), so its workers find it again.
 //
 // The process helpers they use (SpawnDaemon, StopProcess, ProcessIsNamed,
 // LogTail, ...) are in daemon_process.h, included here.

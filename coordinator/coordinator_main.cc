@@ -31,6 +31,14 @@
 // shut it down gracefully: calls in flight finish (streams end), progress
 // is flushed to the store, exit 0. A second signal exits at once; nothing is
 // lost that way either, since state changes are already in the store.
+//
+// Port 0 is kept across restarts (coordinator/recorded_port.h): started with
+// --listen HOST:0 and a store file, the coordinator records the port it
+// bound in <store>.port, and started again the same way it listens on that
+// port again, so that a supervisor may restart it with its own command line
+// and its workers find it. If that port has been taken meanwhile, it warns,
+// naming the port, and listens on a fresh one (recorded in turn). An
+// explicit port is never overridden.
 // Exit status: 0 after a graceful shutdown, 1 if the store or the address
 // cannot be used, 2 for a bad command line or config.
 #include <signal.h>
@@ -54,6 +62,7 @@
 #include "coordinator/grpc_service.h"
 #include "coordinator/http_pages.h"
 #include "coordinator/main_options.h"
+#include "coordinator/recorded_port.h"
 #include "coordinator/sqlite_job_store.h"
 #include "net/http_server.h"
 #include "proto/yoke/v1/config.pb.h"
@@ -74,6 +83,33 @@ constexpr char kUsage[] =
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "yoke-coordinator: %s\n", message.c_str());
   return code;
+}
+
+// Starts serving on the port the last run recorded when asked for port 0
+// (coordinator/recorded_port.h), else, or when that port is taken, as
+// configured; records the port bound when asked for port 0.
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> StartServer(
+    yoke::server::Coordinator* coordinator, const yoke::server::ServerOptions& options,
+    const std::string& store_path) {
+  if (std::optional<std::string> recorded =
+          yoke::server::RecordedListen(options.listen, store_path)) {
+    yoke::server::ServerOptions again = options;
+    again.listen = *recorded;
+    auto server = CoordinatorServer::Start(coordinator, again);
+    if (server.ok()) return server;
+    spdlog::warn(
+        "cannot listen on {} again, the address the last run recorded in {} ({}); listening on a "
+        "fresh port instead: workers and clients of the last run must be given the new address",
+        *recorded, yoke::server::RecordedPortPath(store_path),
+        std::string(server.status().message()));
+  }
+  auto server = CoordinatorServer::Start(coordinator, options);
+  if (server.ok() && yoke::server::KeepsItsPort(options.listen, store_path)) {
+    if (absl::Status s = yoke::server::RecordPort(store_path, (*server)->port()); !s.ok()) {
+      spdlog::warn("a restart on port 0 will pick a new port: {}", std::string(s.message()));
+    }
+  }
+  return server;
 }
 
 // /metrics and the dashboard: nullptr when turned off, or when the default
@@ -178,7 +214,7 @@ std::optional<int> Start(const yoke::v1::CoordinatorConfig& cfg, Daemon* d) {
       yoke::server::Coordinator::Create(d->store.get(), yoke::common::RealClock::Get(), options);
   if (!coordinator.ok()) return Fail(1, coordinator.status().ToString());
   d->coordinator = *std::move(coordinator);
-  auto server = CoordinatorServer::Start(d->coordinator.get(), server_options);
+  auto server = StartServer(d->coordinator.get(), server_options, cfg.store_path());
   if (!server.ok()) return Fail(1, server.status().ToString());
   d->server = *std::move(server);
 
