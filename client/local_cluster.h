@@ -21,42 +21,26 @@
 // The daemons run in their own sessions (setsid): a Ctrl-C on the terminal
 // reaches only `yoke up`, which then stops them in order, and a detached
 // cluster outlives the shell that started it. Restarting `yoke up` on the
-// same --dir reuses the store, so its jobs survive.
+// same --dir reuses the store, so its jobs survive, and the port recorded
+// in DIR/coordinator.port. The coordinator's own command line can be
+// restarted too: killed and started again with the same arguments (as a
+// process supervisor would), it listens on the same port
+// (coordinator/recorded_port.h), so its workers find it again.
 //
-// Thread-safety: single-threaded command code; the process helpers are
-// safe from any thread.
+// The process helpers they use (SpawnDaemon, StopProcess, ProcessIsNamed,
+// LogTail, ...) are in daemon_process.h, included here.
+//
+// Thread-safety: single-threaded command code.
 #ifndef YOKE_CLIENT_LOCAL_CLUSTER_H_
 #define YOKE_CLIENT_LOCAL_CLUSTER_H_
 
-#include <sys/types.h>
-
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
+#include "client/daemon_process.h"
 
 namespace yoke::client {
-
-// Starts `argv[0]` (a path) in a new session with stdin from /dev/null and
-// stdout+stderr appended to `log_path`. Returns its pid, or INTERNAL naming
-// the binary.
-absl::StatusOr<pid_t> SpawnDaemon(const std::vector<std::string>& argv,
-                                  const std::string& log_path);
-
-// Stops `pid`: SIGTERM, then SIGKILL once `grace` has passed, and waits for
-// it to be gone (reaping it when it is our child). Returns true when the
-// process is gone, false when it survived SIGKILL for 5 s more.
-bool StopProcess(pid_t pid, std::chrono::milliseconds grace);
-
-// True when `pid` runs a program whose file name is `name` (from
-// /proc/PID/cmdline), so that `yoke down` never signals a recycled pid.
-bool ProcessIsNamed(pid_t pid, const std::string& name);
-
-// The last `lines` lines of the file at `path` ("" if it cannot be read).
-std::string LogTail(const std::string& path, int lines = 20);
 
 // `yoke up ARGS...` / `yoke down ARGS...`; return the exit code.
 int RunUp(const std::vector<std::string>& args, FILE* out, FILE* err);

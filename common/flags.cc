@@ -88,6 +88,16 @@ FlagParser& FlagParser::Custom(absl::string_view names, Setter set) {
   return Add(names, true, std::move(set));
 }
 
+FlagParser& FlagParser::Track(bool* given) {
+  Setter set = std::move(flags_.back().set);
+  flags_.back().set = [set = std::move(set), given](const std::string& v) {
+    absl::Status s = set(v);
+    if (s.ok()) *given = true;
+    return s;
+  };
+  return *this;
+}
+
 const FlagParser::Flag* FlagParser::Find(absl::string_view name) const {
   // The last declaration of a name wins.
   for (auto f = flags_.rbegin(); f != flags_.rend(); ++f) {

@@ -79,6 +79,10 @@ class FlagParser {
                        absl::string_view what);
   // Anything else: `set` converts and checks the value.
   FlagParser& Custom(absl::string_view names, Setter set);
+  // Sets `*given` to true each time the flag declared last gets a valid
+  // value (so "given" need not be told from a default value). Declaring no
+  // flag before it is a programming error.
+  FlagParser& Track(bool* given);
 
   // Parses `args` (the arguments after the program or subcommand name) into
   // the bound variables. Returns the positional arguments and whether help

@@ -152,6 +152,23 @@ TEST(FlagParserTest, CustomSetterErrorsComeBackAsGiven) {
   EXPECT_EQ(r.status().message(), "--mode: expected a or b");
 }
 
+TEST(FlagParserTest, TrackTellsAGivenFlagFromItsDefault) {
+  int replicas = 0;
+  bool replicas_given = false, verbose = false, verbose_given = false;
+  FlagParser p("prog", "");
+  p.Int("--replicas", &replicas, 0, 8).Track(&replicas_given).Bool("--verbose", &verbose);
+  p.Track(&verbose_given);
+  ASSERT_TRUE(p.Parse({"--verbose=false"}).ok());
+  EXPECT_FALSE(replicas_given);
+  EXPECT_TRUE(verbose_given);
+  // A bad value is not "given"; the default value given explicitly is.
+  ASSERT_FALSE(p.Parse({"--replicas", "9"}).ok());
+  EXPECT_FALSE(replicas_given);
+  ASSERT_TRUE(p.Parse({"--replicas=0"}).ok());
+  EXPECT_TRUE(replicas_given);
+  EXPECT_EQ(replicas, 0);
+}
+
 TEST(FlagParserTest, HelpStopsParsing) {
   Vars v;
   auto r = MakeParser(&v).Parse({"--set", "a=1", "--help", "--bogus"});

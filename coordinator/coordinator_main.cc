@@ -31,6 +31,14 @@
 // shut it down gracefully: calls in flight finish (streams end), progress
 // is flushed to the store, exit 0. A second signal exits at once; nothing is
 // lost that way either, since state changes are already in the store.
+//
+// Port 0 is kept across restarts (coordinator/recorded_port.h): started with
+// --listen HOST:0 and a store file, the coordinator records the port it
+// bound in <store>.port, and started again the same way it listens on that
+// port again, so that a supervisor may restart it with its own command line
+// and its workers find it. If that port has been taken meanwhile, it warns,
+// naming the port, and listens on a fresh one (recorded in turn). An
+// explicit port is never overridden.
 // Exit status: 0 after a graceful shutdown, 1 if the store or the address
 // cannot be used, 2 for a bad command line or config.
 #include <signal.h>
@@ -38,6 +46,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,13 +56,13 @@
 #include "absl/time/time.h"
 #include "common/flags.h"
 #include "common/logging.h"
-#include "common/status.h"
-#include "config/daemon_config.h"
 #include "coordinator/auth_store.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/grpc_service.h"
 #include "coordinator/http_pages.h"
+#include "coordinator/main_options.h"
+#include "coordinator/recorded_port.h"
 #include "coordinator/sqlite_job_store.h"
 #include "net/http_server.h"
 #include "proto/yoke/v1/config.pb.h"
@@ -61,9 +71,7 @@
 
 namespace {
 
-constexpr char kDefaultListen[] = "127.0.0.1:7070";
-constexpr char kDefaultStore[] = "yoke-coordinator.db";
-constexpr int64_t kDefaultDeadlineMs = 10000;
+using yoke::server::CoordinatorServer;
 
 constexpr char kUsage[] =
     "usage: yoke-coordinator [--config FILE] [--listen HOST:PORT] [--store PATH]\n"
@@ -77,36 +85,154 @@ int Fail(int code, const std::string& message) {
   return code;
 }
 
-absl::Status CheckRoots(const char* field,
-                        const google::protobuf::RepeatedPtrField<std::string>& roots) {
-  for (int i = 0; i < roots.size(); ++i) {
-    if (roots[i].empty() || roots[i][0] != '/') {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, "[", i, "]: must be an absolute directory, got '", roots[i], "'"));
+// Starts serving on the port the last run recorded when asked for port 0
+// (coordinator/recorded_port.h), else, or when that port is taken, as
+// configured; records the port bound when asked for port 0.
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> StartServer(
+    yoke::server::Coordinator* coordinator, const yoke::server::ServerOptions& options,
+    const std::string& store_path) {
+  if (std::optional<std::string> recorded =
+          yoke::server::RecordedListen(options.listen, store_path)) {
+    yoke::server::ServerOptions again = options;
+    again.listen = *recorded;
+    auto server = CoordinatorServer::Start(coordinator, again);
+    if (server.ok()) return server;
+    spdlog::warn(
+        "cannot listen on {} again, the address the last run recorded in {} ({}); listening on a "
+        "fresh port instead: workers and clients of the last run must be given the new address",
+        *recorded, yoke::server::RecordedPortPath(store_path),
+        std::string(server.status().message()));
+  }
+  auto server = CoordinatorServer::Start(coordinator, options);
+  if (server.ok() && yoke::server::KeepsItsPort(options.listen, store_path)) {
+    if (absl::Status s = yoke::server::RecordPort(store_path, (*server)->port()); !s.ok()) {
+      spdlog::warn("a restart on port 0 will pick a new port: {}", std::string(s.message()));
     }
   }
-  return absl::OkStatus();
+  return server;
+}
+
+// /metrics and the dashboard: nullptr when turned off, or when the default
+// port is taken (a warning); an error when an explicit one cannot be served.
+absl::StatusOr<std::unique_ptr<yoke::common::HttpServer>> StartHttp(
+    const yoke::v1::CoordinatorConfig& cfg, const std::string& grpc_address,
+    const yoke::server::HttpPagesOptions& pages) {
+  if (cfg.http_listen() == "off") return nullptr;
+  const bool explicit_port = !cfg.http_listen().empty();
+  const std::string http_address =
+      explicit_port ? cfg.http_listen() : yoke::server::DefaultHttpListen(grpc_address);
+  auto h =
+      yoke::common::HttpServer::Start(http_address, yoke::server::CoordinatorHttpRoutes(pages));
+  if (!h.ok() && explicit_port) {
+    return absl::UnavailableError(absl::StrCat("http_listen: ", h.status().message()));
+  }
+  if (!h.ok()) {
+    spdlog::warn("no /metrics or dashboard: {} (set --http-listen)",
+                 std::string(h.status().message()));
+    return nullptr;
+  }
+  std::printf("yoke-coordinator http on %s\n", (*h)->address().c_str());
+  spdlog::info("metrics and dashboard on http://{}/ ({})", (*h)->address(),
+               cfg.insecure() ? "no authentication" : "bearer tokens");
+  return h;
+}
+
+// Takes the stop signals (blocked in every thread) synchronously: the first
+// shuts `server` down gracefully, a second exits at once.
+void ShutDownOnSignal(sigset_t stop_signals, CoordinatorServer* server) {
+  int sig = 0;
+  if (sigwait(&stop_signals, &sig) != 0) return;
+  spdlog::info("received {}; shutting down", strsignal(sig));
+  std::thread([stop_signals] {
+    int again = 0;
+    if (sigwait(&stop_signals, &again) == 0) {
+      spdlog::warn("received {} again; exiting now", strsignal(again));
+      std::_Exit(128 + again);
+    }
+  }).detach();
+  server->Shutdown();
+}
+
+// What the daemon runs, built by Start and torn down by Stop in the order
+// that flushes everything (the HTTP pages and the server first, the
+// coordinator's progress into the store next).
+struct Daemon {
+  std::unique_ptr<yoke::server::SqliteJobStore> store;
+  std::unique_ptr<yoke::server::AuthStore> auth_store;
+  yoke::server::CoordinatorMetrics metrics;
+  std::unique_ptr<yoke::server::Coordinator> coordinator;
+  std::unique_ptr<CoordinatorServer> server;
+  std::unique_ptr<yoke::common::HttpServer> http;
+
+  void Stop() {
+    http.reset();
+    server.reset();
+    coordinator.reset();  // flushes progress
+    store.reset();
+    auth_store.reset();
+  }
+};
+
+// Opens the stores and starts the coordinator, its gRPC server and its HTTP
+// pages as `cfg` says. Returns nullopt when serving, else the exit code
+// (after printing why).
+std::optional<int> Start(const yoke::v1::CoordinatorConfig& cfg, Daemon* d) {
+  auto store = yoke::server::SqliteJobStore::Open(cfg.store_path());
+  if (!store.ok()) return Fail(1, store.status().ToString());
+  d->store = *std::move(store);
+  // Its own file: the job store holds its database exclusively.
+  auto auth_store = yoke::server::AuthStore::Open(
+      cfg.store_path() == ":memory:" ? cfg.store_path() : cfg.store_path() + ".auth");
+  if (!auth_store.ok()) return Fail(1, auth_store.status().ToString());
+  d->auth_store = *std::move(auth_store);
+  yoke::server::ServerOptions server_options;
+  server_options.listen = cfg.listen();
+  yoke::server::CoordinatorOptions options;
+  options.metrics = &d->metrics;
+  if (cfg.insecure()) {
+    spdlog::warn(
+        "--insecure: plaintext gRPC, and anyone who reaches {} may submit, cancel, "
+        "register as any worker and read any rendezvous key. Development only.",
+        cfg.listen());
+  } else {
+    auto tls = yoke::common::ReadCredentialsDir(cfg.tls_dir(), /*need_leaf=*/true);
+    if (!tls.ok()) return Fail(1, absl::StrCat("tls_dir: ", tls.status().message()));
+    server_options.tls = std::move(*tls);
+    server_options.auth_store = d->auth_store.get();
+    options.workers_authenticated = true;
+    options.rendezvous_secret = [a = d->auth_store.get()](const std::string& job, int attempt) {
+      return a->RendezvousSecret(job, attempt);
+    };
+  }
+  // Worker ids and their incarnation tokens outlive a restart, with TLS or
+  // without.
+  yoke::server::UseAuthStoreForWorkerIds(d->auth_store.get(), &options);
+  options.heartbeat_deadline = absl::Milliseconds(cfg.heartbeat_deadline_ms());
+  options.data_roots.assign(cfg.data_roots().begin(), cfg.data_roots().end());
+  options.checkpoint_roots.assign(cfg.checkpoint_roots().begin(), cfg.checkpoint_roots().end());
+  auto coordinator =
+      yoke::server::Coordinator::Create(d->store.get(), yoke::common::RealClock::Get(), options);
+  if (!coordinator.ok()) return Fail(1, coordinator.status().ToString());
+  d->coordinator = *std::move(coordinator);
+  auto server = StartServer(d->coordinator.get(), server_options, cfg.store_path());
+  if (!server.ok()) return Fail(1, server.status().ToString());
+  d->server = *std::move(server);
+
+  yoke::server::HttpPagesOptions pages;
+  pages.coordinator = d->coordinator.get();
+  pages.metrics = &d->metrics;
+  pages.auth = cfg.insecure() ? nullptr : d->auth_store.get();
+  auto http = StartHttp(cfg, d->server->address(), pages);
+  if (!http.ok()) return Fail(1, std::string(http.status().message()));
+  d->http = *std::move(http);
+  return std::nullopt;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config_path, listen, store_path, log_level, tls_dir, http_listen;
-  bool insecure = false;
-  absl::Duration deadline = absl::ZeroDuration();
-  std::vector<std::string> data_roots, checkpoint_roots;
   yoke::common::FlagParser parser("yoke-coordinator", kUsage);
-  parser.String("--config", &config_path)
-      .String("--listen", &listen)
-      .String("--store", &store_path)
-      .Duration("--heartbeat-deadline", &deadline, absl::Nanoseconds(1),
-                "a duration > 0 such as 10s")
-      .Strings("--data-root", &data_roots)
-      .Strings("--checkpoint-root", &checkpoint_roots)
-      .String("--log-level", &log_level)
-      .String("--tls-dir", &tls_dir)
-      .String("--http-listen", &http_listen)
-      .Bool("--insecure", &insecure);
+  yoke::server::CoordinatorFlags flags(&parser);
   std::vector<std::string> positional;
   if (auto code = parser.ParseOrExitCode(yoke::common::ArgsOf(argc, argv), &positional)) {
     return *code;
@@ -114,56 +240,9 @@ int main(int argc, char** argv) {
   if (!positional.empty()) {
     return parser.UsageError(stderr, absl::StrCat("unexpected argument '", positional[0], "'"));
   }
-
-  yoke::v1::CoordinatorConfig cfg;
-  if (!config_path.empty()) {
-    if (absl::Status s = yoke::common::LoadDaemonConfig(config_path, &cfg); !s.ok()) {
-      return Fail(2, s.ToString());
-    }
-  }
-  if (!listen.empty()) cfg.set_listen(listen);
-  if (!http_listen.empty()) cfg.set_http_listen(http_listen);
-  if (!store_path.empty()) cfg.set_store_path(store_path);
-  if (deadline > absl::ZeroDuration()) {
-    cfg.set_heartbeat_deadline_ms(absl::ToInt64Milliseconds(deadline));
-  }
-  if (!data_roots.empty()) *cfg.mutable_data_roots() = {data_roots.begin(), data_roots.end()};
-  if (!checkpoint_roots.empty()) {
-    *cfg.mutable_checkpoint_roots() = {checkpoint_roots.begin(), checkpoint_roots.end()};
-  }
-  if (!log_level.empty()) cfg.set_log_level(log_level);
-  if (!tls_dir.empty()) cfg.set_tls_dir(tls_dir);
-  if (insecure) cfg.set_insecure(true);
-  if (cfg.tls_dir().empty() && !cfg.insecure()) {
-    if (const char* env = std::getenv("YOKE_TLS_DIR"); env != nullptr && *env != '\0') {
-      cfg.set_tls_dir(env);
-    }
-  }
-  if (cfg.tls_dir().empty() && !cfg.insecure()) {
-    return Fail(2,
-                "no TLS credentials: pass --tls-dir DIR (ca.crt, tls.crt, tls.key from `yoke "
-                "certs issue --role coordinator`), or --insecure for development");
-  }
-  if (!cfg.tls_dir().empty() && cfg.insecure()) {
-    return Fail(2, "--tls-dir and --insecure: choose one");
-  }
-  if (cfg.listen().empty()) cfg.set_listen(kDefaultListen);
-  if (cfg.store_path().empty()) cfg.set_store_path(kDefaultStore);
-  if (cfg.heartbeat_deadline_ms() == 0) cfg.set_heartbeat_deadline_ms(kDefaultDeadlineMs);
-  if (cfg.log_level().empty()) cfg.set_log_level("info");
-  if (cfg.heartbeat_deadline_ms() < 0) {
-    return Fail(
-        2, absl::StrCat("heartbeat_deadline_ms: must be > 0, got ", cfg.heartbeat_deadline_ms()));
-  }
-  if (cfg.listen().find(':') == std::string::npos) {
-    return Fail(2, absl::StrCat("listen: expected HOST:PORT, got '", cfg.listen(), "'"));
-  }
-  if (absl::Status s = CheckRoots("data_roots", cfg.data_roots()); !s.ok()) {
-    return Fail(2, s.ToString());
-  }
-  if (absl::Status s = CheckRoots("checkpoint_roots", cfg.checkpoint_roots()); !s.ok()) {
-    return Fail(2, s.ToString());
-  }
+  absl::StatusOr<yoke::v1::CoordinatorConfig> built = yoke::server::BuildCoordinatorConfig(flags);
+  if (!built.ok()) return Fail(2, std::string(built.status().message()));
+  const yoke::v1::CoordinatorConfig& cfg = *built;
   yoke::common::InitLogging("yoke-coordinator", cfg.log_level());
 
   // Block the stop signals in every thread (gRPC's included, so set before
@@ -174,98 +253,20 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  auto store = yoke::server::SqliteJobStore::Open(cfg.store_path());
-  if (!store.ok()) return Fail(1, store.status().ToString());
-  // Its own file: the job store holds its database exclusively.
-  auto auth_store = yoke::server::AuthStore::Open(
-      cfg.store_path() == ":memory:" ? cfg.store_path() : cfg.store_path() + ".auth");
-  if (!auth_store.ok()) return Fail(1, auth_store.status().ToString());
-  yoke::server::ServerOptions server_options;
-  server_options.listen = cfg.listen();
-  yoke::server::CoordinatorOptions options;
-  yoke::server::CoordinatorMetrics metrics;
-  options.metrics = &metrics;
-  if (cfg.insecure()) {
-    spdlog::warn(
-        "--insecure: plaintext gRPC, and anyone who reaches {} may submit, cancel, "
-        "register as any worker and read any rendezvous key. Development only.",
-        cfg.listen());
-  } else {
-    auto tls = yoke::common::ReadCredentialsDir(cfg.tls_dir(), /*need_leaf=*/true);
-    if (!tls.ok()) return Fail(1, absl::StrCat("tls_dir: ", tls.status().message()));
-    server_options.tls = std::move(*tls);
-    server_options.auth_store = auth_store->get();
-    options.workers_authenticated = true;
-    options.rendezvous_secret = [a = auth_store->get()](const std::string& job, int attempt) {
-      return a->RendezvousSecret(job, attempt);
-    };
-  }
-  // Worker ids and their incarnation tokens outlive a restart, with TLS or
-  // without.
-  yoke::server::UseAuthStoreForWorkerIds(auth_store->get(), &options);
-  options.heartbeat_deadline = absl::Milliseconds(cfg.heartbeat_deadline_ms());
-  options.data_roots.assign(cfg.data_roots().begin(), cfg.data_roots().end());
-  options.checkpoint_roots.assign(cfg.checkpoint_roots().begin(), cfg.checkpoint_roots().end());
-  auto coordinator =
-      yoke::server::Coordinator::Create(store->get(), yoke::common::RealClock::Get(), options);
-  if (!coordinator.ok()) return Fail(1, coordinator.status().ToString());
-  auto server = yoke::server::CoordinatorServer::Start(coordinator->get(), server_options);
-  if (!server.ok()) return Fail(1, server.status().ToString());
-
-  // /metrics and the dashboard. A port given explicitly must be served; the
-  // default one is skipped with a warning when taken.
-  std::unique_ptr<yoke::common::HttpServer> http;
-  if (cfg.http_listen() != "off") {
-    const bool explicit_port = !cfg.http_listen().empty();
-    const std::string http_address =
-        explicit_port ? cfg.http_listen() : yoke::server::DefaultHttpListen((*server)->address());
-    yoke::server::HttpPagesOptions pages;
-    pages.coordinator = coordinator->get();
-    pages.metrics = &metrics;
-    pages.auth = cfg.insecure() ? nullptr : auth_store->get();
-    auto h =
-        yoke::common::HttpServer::Start(http_address, yoke::server::CoordinatorHttpRoutes(pages));
-    if (!h.ok() && explicit_port)
-      return Fail(1, absl::StrCat("http_listen: ", h.status().message()));
-    if (!h.ok()) {
-      spdlog::warn("no /metrics or dashboard: {} (set --http-listen)",
-                   std::string(h.status().message()));
-    } else {
-      http = std::move(*h);
-      std::printf("yoke-coordinator http on %s\n", http->address().c_str());
-      spdlog::info("metrics and dashboard on http://{}/ ({})", http->address(),
-                   cfg.insecure() ? "no authentication" : "bearer tokens");
-    }
-  }
-
-  std::printf("yoke-coordinator listening on %s\n", (*server)->address().c_str());
+  Daemon d;
+  if (std::optional<int> code = Start(cfg, &d)) return *code;
+  std::printf("yoke-coordinator listening on %s\n", d.server->address().c_str());
   std::fflush(stdout);
   spdlog::info(
       "serving on {} ({}, store {}, heartbeat deadline {} ms, {} data roots, {} "
       "checkpoint roots)",
-      (*server)->address(), cfg.insecure() ? "INSECURE" : "mutual TLS", cfg.store_path(),
+      d.server->address(), cfg.insecure() ? "INSECURE" : "mutual TLS", cfg.store_path(),
       cfg.heartbeat_deadline_ms(), cfg.data_roots_size(), cfg.checkpoint_roots_size());
 
-  std::thread signals([&] {
-    int sig = 0;
-    if (sigwait(&stop_signals, &sig) != 0) return;
-    spdlog::info("received {}; shutting down", strsignal(sig));
-    std::thread([&] {
-      int again = 0;
-      if (sigwait(&stop_signals, &again) == 0) {
-        spdlog::warn("received {} again; exiting now", strsignal(again));
-        std::_Exit(128 + again);
-      }
-    }).detach();
-    (*server)->Shutdown();
-  });
-  (*server)->Wait();
+  std::thread signals(ShutDownOnSignal, stop_signals, d.server.get());
+  d.server->Wait();
   signals.join();
-  http.reset();
-  server->reset();
-  coordinator->reset();  // flushes progress
-  store->reset();
-  auth_store->reset();
+  d.Stop();
   spdlog::info("stopped");
   return 0;
 }

@@ -5,11 +5,19 @@
 // ids (no new workers start), and the job goes on in the same attempt to
 // SUCCEEDED with every epoch in its history exactly once. `yoke down` then
 // leaves no process behind.
+//
+// And the same crash handled as a process supervisor would: the
+// coordinator restarted at once with its own command line, as `yoke up`
+// started it (--listen 127.0.0.1:0 among it): it listens on the same port,
+// and the job goes on in the same attempt.
 #include <signal.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/e2e_util.h"
@@ -85,6 +93,63 @@ TEST(CoordinatorCrashE2ETest, KillNineThenYokeUpDirResumesTheRunningJob) {
     EXPECT_TRUE(WaitFor([&] { return !Alive(p); }, std::chrono::seconds(10)))
         << "pid " << p << " outlived yoke down: " << down.out;
   }
+}
+
+// The command line of `pid`, from /proc/PID/cmdline.
+std::vector<std::string> ArgvOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> argv;
+  for (size_t b = 0; b < all.size();) {
+    size_t e = all.find('\0', b);
+    if (e == std::string::npos) e = all.size();
+    argv.push_back(all.substr(b, e - b));
+    b = e + 1;
+  }
+  return argv;
+}
+
+TEST(CoordinatorCrashE2ETest, KillNineThenItsOwnCommandLineResumesTheRunningJob) {
+  TestCluster cluster(1);
+  ASSERT_TRUE(cluster.ok()) << cluster.up_output();
+  RunResult s = cluster.Yoke("submit " + Config("fashion_mnist_mlp.yaml") +
+                             " --set training.epochs=2 --set training.threads=1"
+                             " --set data.train.num_examples=12000"
+                             " --set data.test.num_examples=1000 --set restart.max_restarts=0");
+  ASSERT_EQ(s.exit_code, 0) << s.out;
+  const std::string id = s.out.substr(0, s.out.find('\n'));
+  v1::Job job;
+  ASSERT_TRUE(WaitFor([&] { return cluster.GetJob(id, &job) && job.progress().step() >= 20; },
+                      std::chrono::seconds(120)))
+      << job.DebugString() << cluster.Logs();
+
+  // What a supervisor would run again: the coordinator's exact command line.
+  const pid_t pid = cluster.state().coordinator_pid;
+  const std::vector<std::string> argv = ArgvOf(pid);
+  ASSERT_FALSE(argv.empty());
+  EXPECT_EQ(ProgramName(pid), "yoke-coordinator");
+  EXPECT_NE(CommandLine(pid).find("--listen 127.0.0.1:0 "), std::string::npos)
+      << "a fresh `yoke up` asks for any port: " << CommandLine(pid);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] { return !Alive(pid); }, std::chrono::seconds(10)));
+  Daemon restarted(argv, cluster.dir() + "/coordinator.log");
+  ASSERT_GT(restarted.pid(), 0);
+
+  // cluster.GetJob calls the address of the first coordinator: the
+  // restarted one must listen there, and the worker must find it in time.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return cluster.GetJob(id, &job) &&
+               (job.state() == v1::JOB_SUCCEEDED || job.state() == v1::JOB_FAILED);
+      },
+      std::chrono::seconds(300)))
+      << job.DebugString() << cluster.Logs();
+  ASSERT_EQ(job.state(), v1::JOB_SUCCEEDED) << job.reason() << cluster.Logs();
+  EXPECT_EQ(job.attempts_size(), 1) << "the job went on in the same attempt";
+  std::vector<int> epochs;
+  for (const auto& e : job.history()) epochs.push_back(e.epoch());
+  EXPECT_EQ(epochs, std::vector<int>({1, 2})) << "every epoch exactly once";
+  EXPECT_TRUE(Alive(restarted.pid()));
 }
 
 }  // namespace

@@ -5,12 +5,25 @@
 //
 // This test starts the daemons itself (not `yoke up`) so it can restart the
 // coordinator on the same port.
+//
+// Also: a coordinator started on port 0 with a store file, killed and
+// restarted with the very same command line, listens on the same port
+// again (coordinator/recorded_port.h); on a fresh one, saying so, when
+// another process took it; and an explicit port is never overridden.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/e2e_util.h"
@@ -128,6 +141,85 @@ TEST(CoordinatorRestartE2ETest, JobSurvivesCoordinatorKill9) {
       << logs_after.out;
 
   worker.Kill();
+  coordinator.Kill();
+  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);
+}
+
+// The port in the first "yoke-coordinator listening on HOST:PORT" line of
+// `log` after byte `offset`; 0 until there is one.
+int PrintedPort(const std::string& log, size_t offset) {
+  std::string text = ReadFile(log);
+  if (text.size() < offset) return 0;
+  text = text.substr(offset);
+  const std::string prefix = "yoke-coordinator listening on ";
+  size_t p = text.find(prefix);
+  size_t end = p == std::string::npos ? p : text.find('\n', p);
+  if (end == std::string::npos) return 0;
+  std::string address = text.substr(p + prefix.size(), end - p - prefix.size());
+  int port = 0;
+  if (!absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port)) return 0;
+  return port;
+}
+
+// Starts `argv` with its output appended to `log`, and waits for the port it
+// prints (0 if it prints none within 30 s).
+Daemon StartAndReadPort(const std::vector<std::string>& argv, const std::string& log, int* port) {
+  const size_t offset = ReadFile(log).size();
+  Daemon d(argv, log);
+  *port = 0;
+  WaitFor([&] { return (*port = PrintedPort(log, offset)) > 0; }, std::chrono::seconds(30));
+  return d;
+}
+
+TEST(CoordinatorRestartE2ETest, PortZeroIsKeptWhenRestartedWithTheSameCommandLine) {
+  const std::string dir = MakeTempDir("yoke_e2e_port");
+  const std::string store = dir + "/coordinator.db";
+  const std::string log = dir + "/coordinator.log";
+  const std::vector<std::string> argv = {
+      BinDir() + "/yoke-coordinator", "--listen", "127.0.0.1:0", "--store", store, "--insecure"};
+  int first = 0;
+  Daemon coordinator = StartAndReadPort(argv, log, &first);
+  ASSERT_GT(first, 0) << ReadFile(log);
+  EXPECT_EQ(ReadFile(store + ".port"), absl::StrCat(first, "\n"));
+
+  // kill -9, then the identical command line: the same port.
+  coordinator.Kill();
+  int second = 0;
+  coordinator = StartAndReadPort(argv, log, &second);
+  EXPECT_EQ(second, first) << ReadFile(log);
+
+  // Taken by someone else meanwhile: a fresh port, with a warning naming
+  // the old one, and the fresh one recorded for the next restart.
+  coordinator.Kill();
+  int blocker = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(first);
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  ASSERT_EQ(bind(blocker, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << strerror(errno);
+  ASSERT_EQ(listen(blocker, 1), 0);
+  const size_t offset = ReadFile(log).size();
+  int third = 0;
+  coordinator = StartAndReadPort(argv, log, &third);
+  close(blocker);
+  EXPECT_GT(third, 0) << ReadFile(log);
+  EXPECT_NE(third, first);
+  EXPECT_NE(
+      ReadFile(log).find(absl::StrCat("cannot listen on 127.0.0.1:", first, " again"), offset),
+      std::string::npos)
+      << ReadFile(log);
+  EXPECT_EQ(ReadFile(store + ".port"), absl::StrCat(third, "\n"));
+
+  // An explicit port is never overridden, and not recorded.
+  coordinator.Kill();
+  const int explicit_port = FreePort();
+  std::vector<std::string> explicit_argv = argv;
+  explicit_argv[2] = absl::StrCat("127.0.0.1:", explicit_port);
+  int fourth = 0;
+  coordinator = StartAndReadPort(explicit_argv, log, &fourth);
+  EXPECT_EQ(fourth, explicit_port) << ReadFile(log);
+  EXPECT_EQ(ReadFile(store + ".port"), absl::StrCat(third, "\n"));
+
   coordinator.Kill();
   if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);
 }

@@ -47,22 +47,22 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "collective/listen_ports.h"
 #include "collective/store.h"
 #include "common/flags.h"
 #include "common/logging.h"
-#include "common/port_range.h"
 #include "config/config.h"
 #include "engine/checkpoint.h"
 #include "google/protobuf/util/json_util.h"
 #include "jobspec/job_spec_binary.h"
 #include "jobspec/job_validate.h"
 #include "jobspec/path_confinement.h"
+#include "trainer/main_options.h"
 #include "trainer/progress.h"
 #include "trainer/trainer.h"
 
@@ -101,169 +101,93 @@ int Fail(const std::string& message, int code) {
 }
 int Fail(const absl::Status& s, int code) { return Fail(std::string(s.message()), code); }
 
-}  // namespace
+// What the user (or the job's log, through the worker) should read.
+void Note(const std::string& line) {
+  if (g_events != nullptr) {
+    g_events->OnInfo(line);
+  } else {
+    std::fprintf(stderr, "yoke train: %s\n", line.c_str());
+  }
+}
 
-int main(int argc, char** argv) {
-  std::string job_file, spec_file, resume, resume_latest, output = "text", log_level = "warn";
-  std::string coordinator, job_id, gloo_hostname = "127.0.0.1", rank_hosts, data_ports;
-  int rank = 0, world_size = 1, replicas = 1, attempt = 0;
-  std::vector<std::string> overrides, data_roots, checkpoint_roots;
-  // Ranks and counts: non-negative here, their relations checked below.
-  constexpr int kMaxCount = 1 << 30;
-  yoke::common::FlagParser flags("yoke train", kUsage);
-  flags.Strings("--set", &overrides)
-      .String("--resume", &resume)
-      .String("--resume-latest", &resume_latest)
-      .String("--spec-file", &spec_file)
-      .String("--output,-o", &output)
-      .String("--log-level", &log_level)
-      .Int("--rank", &rank, 0, kMaxCount)
-      .Int("--world-size", &world_size, 0, kMaxCount)
-      .Int("--replicas", &replicas, 0, kMaxCount)
-      .Int("--attempt", &attempt, 0, kMaxCount)
-      .String("--coordinator", &coordinator)
-      .String("--job-id", &job_id)
-      .String("--gloo-hostname", &gloo_hostname)
-      .String("--rank-hosts", &rank_hosts)
-      .String("--data-ports", &data_ports)
-      .Strings("--data-root", &data_roots)
-      .Strings("--checkpoint-root", &checkpoint_roots);
-  std::vector<std::string> positional;
-  if (auto code = flags.ParseOrExitCode(yoke::common::ArgsOf(argc, argv), &positional)) {
-    return *code;
-  }
-  if (positional.size() > 1) {
-    return flags.UsageError(stderr, absl::StrCat("more than one job file ('", positional[0], "', '",
-                                                 positional[1], "')"));
-  }
-  if (!positional.empty()) job_file = positional[0];
-  if (output != "text" && output != "json" && output != "events") {
-    std::fprintf(stderr, "yoke train: --output must be text, json or events, got '%s'\n",
-                 output.c_str());
-    return 2;
-  }
-  yoke::worker::EventProgress events(stdout);
-  if (output == "events") g_events = &events;
-  if (world_size < 1) return Fail(absl::StrCat("--world-size: must be >= 1, got ", world_size), 2);
-  if (replicas < 1) return Fail(absl::StrCat("--replicas: must be >= 1, got ", replicas), 2);
-  if (rank + replicas > world_size) {
-    return Fail(absl::StrCat("--rank: ranks ", rank, "..", rank + replicas - 1, " (--rank, ",
-                             "--replicas ", replicas, ") must be in [0, ", world_size, ")"),
-                2);
-  }
-  if (!data_ports.empty()) {
-    absl::StatusOr<yoke::common::PortRange> range = yoke::common::ParsePortRange(data_ports);
-    if (!range.ok()) return Fail(absl::StrCat("--data-ports: ", range.status().message()), 2);
-    yoke::collective::SetListenPortRange(*range);
-  }
-  if (world_size > 1 && replicas < world_size && (coordinator.empty() || job_id.empty())) {
-    return Fail(absl::StrCat("--world-size ", world_size, " with ranks in other processes ",
-                             "needs --coordinator HOST:PORT and --job-id to rendezvous"),
-                2);
-  }
-  if (!spec_file.empty() && !job_file.empty()) {
-    return Fail(absl::StrCat("give a job file ('", job_file, "') or --spec-file ('", spec_file,
-                             "'), not both"),
-                2);
-  }
-  if (!spec_file.empty() && !overrides.empty()) {
-    return Fail("--set needs a YAML job file; --spec-file takes the spec as it is", 2);
-  }
-  if (job_file.empty() && spec_file.empty() && resume.empty()) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
-  if (!resume.empty() && !resume_latest.empty()) {
-    return Fail("give --resume or --resume-latest, not both", 2);
-  }
-  if (!resume_latest.empty() && job_file.empty() && spec_file.empty()) {
-    return Fail("--resume-latest needs a job file or --spec-file", 2);
-  }
-  yoke::common::InitLogging("yoke-trainer", log_level);
-  // What the user (or the job's log, through the worker) should read.
-  auto note = [&](const std::string& line) {
-    if (g_events != nullptr) {
-      g_events->OnInfo(line);
-    } else {
-      std::fprintf(stderr, "yoke train: %s\n", line.c_str());
-    }
-  };
-
-  // --resume-latest DIR (a retry, from the worker daemon): the newest valid
-  // checkpoint in DIR if there is one, step 0 if DIR has none yet. Files
-  // that do not verify are passed over, each with a line in the log; a DIR
-  // whose every checkpoint is unreadable is an error, not a silent restart.
-  if (!resume_latest.empty()) {
+// The checkpoint to resume from, in `*resume` ("" for none); an exit code
+// when there is none to be had.
+//
+// --resume-latest DIR (a retry, from the worker daemon): the newest valid
+// checkpoint in DIR if there is one, step 0 if DIR has none yet. Files that
+// do not verify are passed over, each with a line in the log; a DIR whose
+// every checkpoint is unreadable is an error, not a silent restart.
+// --resume DIR: the newest checkpoint in DIR that verifies.
+std::optional<int> ResolveResume(const yoke::worker::TrainerArgs& args, std::string* resume) {
+  *resume = args.resume;
+  if (!args.resume_latest.empty()) {
     std::vector<std::string> skipped;
-    auto newest = yoke::engine::NewestValidCheckpoint(resume_latest, &skipped);
-    for (const std::string& s : skipped) note(absl::StrCat("skipping checkpoint ", s));
+    auto newest = yoke::engine::NewestValidCheckpoint(args.resume_latest, &skipped);
+    for (const std::string& s : skipped) Note(absl::StrCat("skipping checkpoint ", s));
     if (newest.ok()) {
-      resume = *std::move(newest);
+      *resume = *std::move(newest);
     } else if (skipped.empty()) {
-      note(absl::StrCat("no checkpoint in ", resume_latest, " yet: starting from step 0"));
+      Note(absl::StrCat("no checkpoint in ", args.resume_latest, " yet: starting from step 0"));
     } else {
       return Fail(absl::StrCat("--resume-latest: ", newest.status().message()), 2);
     }
   }
-
-  // --resume DIR: the newest checkpoint in DIR that verifies.
   std::error_code ec;
-  if (!resume.empty() && std::filesystem::is_directory(resume, ec)) {
-    auto newest = yoke::engine::NewestValidCheckpoint(resume);
+  if (!resume->empty() && std::filesystem::is_directory(*resume, ec)) {
+    auto newest = yoke::engine::NewestValidCheckpoint(*resume);
     if (!newest.ok()) return Fail(absl::StrCat("--resume: ", newest.status().message()), 2);
     std::fprintf(stderr, "yoke train: resuming from %s, the newest valid checkpoint in %s\n",
-                 newest->c_str(), resume.c_str());
-    resume = *std::move(newest);
+                 newest->c_str(), resume->c_str());
+    *resume = *std::move(newest);
   }
+  return std::nullopt;
+}
 
-  yoke::v1::JobSpec spec;
-  if (!spec_file.empty()) {
-    auto spec_or = yoke::common::ReadJobSpecFile(spec_file);
+// The spec to train, in `*spec`: from --spec-file, the job file (with the
+// --set overrides) or the checkpoint, checked; an exit code when it cannot
+// be had.
+std::optional<int> LoadSpec(const yoke::worker::TrainerArgs& args, const std::string& resume,
+                            yoke::v1::JobSpec* spec) {
+  if (!args.spec_file.empty()) {
+    auto spec_or = yoke::common::ReadJobSpecFile(args.spec_file);
     if (!spec_or.ok()) return Fail(spec_or.status(), 2);
-    spec = *std::move(spec_or);
-  } else if (!job_file.empty()) {
-    auto spec_or = yoke::common::LoadJobSpecFile(job_file, overrides);
+    *spec = *std::move(spec_or);
+  } else if (!args.job_file.empty()) {
+    auto spec_or = yoke::common::LoadJobSpecFile(args.job_file, args.overrides);
     if (!spec_or.ok()) return Fail(spec_or.status(), 2);
-    spec = *std::move(spec_or);
+    *spec = *std::move(spec_or);
   } else {
     auto ck = yoke::engine::ReadCheckpoint(resume);
     if (!ck.ok()) return Fail(ck.status(), 2);
-    spec = ck->header.spec();
-    if (!overrides.empty()) {
+    *spec = ck->header.spec();
+    if (!args.overrides.empty()) {
       std::fprintf(stderr, "yoke train: --set needs a job file (got only --resume)\n");
       return 2;
     }
   }
-  if (spec_file.empty()) {
-    absl::Status valid = yoke::common::ValidateJobSpec(spec);
+  if (args.spec_file.empty()) {
+    absl::Status valid = yoke::common::ValidateJobSpec(*spec);
     if (!valid.ok()) return Fail(valid, 2);
   }
   // The worker's copy of the coordinator's roots, checked again here, where
   // the files are: a symlink made on this machine cannot lead out of them.
-  if (absl::Status s = yoke::common::ValidateJobPaths(spec, data_roots, checkpoint_roots);
+  if (absl::Status s =
+          yoke::common::ValidateJobPaths(*spec, args.data_roots, args.checkpoint_roots);
       !s.ok()) {
     return Fail(s, 2);
   }
+  return std::nullopt;
+}
 
+// Trains `spec` with `options` to the end (or to SIGINT/SIGTERM); returns
+// the exit code.
+int Train(const yoke::v1::JobSpec& spec, yoke::worker::TrainerOptions options,
+          const std::string& output, yoke::worker::EventProgress* events) {
   FILE* human = output == "text" ? stdout : stderr;
   yoke::worker::ConsoleProgress console(human, isatty(fileno(human)) != 0);
-  yoke::worker::TeeProgress tee(&console, &events);
-  // All ranks in this process: they rendezvous in memory.
-  yoke::collective::InMemoryStore local_store;
-  yoke::worker::TrainerOptions opts;
-  opts.spec_validated = true;  // above, or where it was submitted (--spec-file)
-  opts.resume = resume;
-  opts.world_size = world_size;
-  opts.first_rank = rank;
-  opts.num_replicas = replicas;
-  if (world_size > 1 && coordinator.empty()) opts.store = &local_store;
-  opts.coordinator = coordinator;
-  opts.job_id = job_id;
-  opts.attempt = attempt;
-  opts.hostname = gloo_hostname;
-  if (!rank_hosts.empty()) opts.rank_hosts = absl::StrSplit(rank_hosts, ',');
-  opts.progress = output == "events" ? static_cast<yoke::worker::ProgressSink*>(&tee) : &console;
-  auto trainer_or = yoke::worker::Trainer::Create(spec, opts);
+  yoke::worker::TeeProgress tee(&console, events);
+  options.progress = output == "events" ? static_cast<yoke::worker::ProgressSink*>(&tee) : &console;
+  auto trainer_or = yoke::worker::Trainer::Create(spec, options);
   if (!trainer_or.ok()) {
     // Running out of memory is a training failure (1), not bad input (2).
     return Fail(trainer_or.status(),
@@ -297,4 +221,44 @@ int main(int argc, char** argv) {
   }
   int sig = g_signal.load();
   return sig == 0 ? 0 : 128 + sig;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  yoke::worker::TrainerArgs args;
+  yoke::common::FlagParser flags("yoke train", kUsage);
+  yoke::worker::DeclareTrainerFlags(&flags, &args);
+  std::vector<std::string> positional;
+  if (auto code = flags.ParseOrExitCode(yoke::common::ArgsOf(argc, argv), &positional)) {
+    return *code;
+  }
+  if (positional.size() > 1) {
+    return flags.UsageError(stderr, absl::StrCat("more than one job file ('", positional[0], "', '",
+                                                 positional[1], "')"));
+  }
+  if (!positional.empty()) args.job_file = positional[0];
+  yoke::worker::EventProgress events(stdout);
+  // Only a valid --output can be "events": an invalid one is reported as
+  // plain text.
+  if (args.output == "events") g_events = &events;
+  absl::StatusOr<yoke::worker::TrainerMainOptions> built = yoke::worker::BuildTrainerOptions(args);
+  if (!built.ok() && yoke::worker::IsNoJob(built.status())) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  if (!built.ok()) return Fail(built.status(), 2);
+  if (built->data_ports.has_value()) yoke::collective::SetListenPortRange(*built->data_ports);
+  yoke::common::InitLogging("yoke-trainer", args.log_level);
+
+  std::string resume;
+  if (auto code = ResolveResume(args, &resume)) return *code;
+  yoke::v1::JobSpec spec;
+  if (auto code = LoadSpec(args, resume, &spec)) return *code;
+  // All ranks in this process: they rendezvous in memory.
+  yoke::collective::InMemoryStore local_store;
+  yoke::worker::TrainerOptions options = built->trainer;
+  options.resume = resume;
+  if (built->local_rendezvous) options.store = &local_store;
+  return Train(spec, options, args.output, &events);
 }
