@@ -67,7 +67,7 @@ YOKE_SUBCOMMANDS = ("train", "validate", "submit", "jobs", "get", "watch", "logs
 # Where each binary's flags are declared (folders, non-test *.cc). `yoke
 # train` executes yoke-trainer with its own arguments.
 BINARY_SOURCES = {
-    "yoke": ["client", "trainer/trainer_main.cc"],
+    "yoke": ["client", "trainer"],
     "yoke-coordinator": ["coordinator"],
     "yoke-worker": ["worker"],
     "yoke-trainer": ["trainer"],
@@ -192,7 +192,7 @@ class Checker:
     # ---- flags the binaries accept ---------------------------------------
 
     def _collect_flags(self):
-        decl = re.compile(r"\.(?:String|Strings|Bool|Int|Duration|Custom)\(\s*\"([^\"]+)\"")
+        decl = re.compile(r"(?:\.|->)(?:String|Strings|Bool|Int|Duration|Custom)\(\s*\"([^\"]+)\"")
         absl_flag = re.compile(r"ABSL_FLAG\(\s*[^,]+,\s*(\w+)\s*,")
         flags = {}
         for binary, sources in BINARY_SOURCES.items():
