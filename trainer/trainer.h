@@ -78,9 +78,11 @@
 // thread) of max(1, threads / num_replicas) threads, so the replicas together
 // never oversubscribe the cores.
 //
-// Code: setup in trainer.cc, Run and the step loop in trainer_step.cc,
+// Code: setup in trainer.cc, Run and the step loop in trainer_step.cc
+// (RunLoop outlines a replica's run; each step is TrainStep), the log
+// window's report, the epoch end and the run's end in trainer_epoch.cc,
 // Evaluate in trainer_eval.cc, checkpoints in trainer_checkpoint.cc, progress
-// reports in trainer_report.cc (Replica and shared helpers:
+// reports in trainer_report.cc (Replica, LoopState and shared helpers:
 // trainer_internal.h).
 //
 // Thread-safety: a Trainer is used from one thread; RequestStop() may be
@@ -98,6 +100,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collective/store.h"
+#include "data/batch.h"
 #include "data/dataset.h"
 #include "engine/losses/loss.h"
 #include "engine/model.h"
@@ -207,7 +210,21 @@ class Trainer {
     bool stop = false;   // patience ran out
   };
   EarlyStop EarlyStopping() const;
+  // Checkpoints (trainer_checkpoint.cc), written by global rank 0 at the
+  // Trainer's position; each sets last_checkpoint_ (or best_checkpoint_).
+  // Nothing without checkpoint.dir, unless said otherwise.
+  // After a step: one if end_of_epoch or the step is a multiple of
+  // checkpoint.every_steps; then prunes to checkpoint.keep.
   absl::Status MaybeCheckpoint(bool end_of_epoch);
+  // At the end of an epoch (at `step`): MaybeCheckpoint(true), unless the
+  // step cadence just wrote one.
+  absl::Status CheckpointEpochEnd(int64_t step);
+  // For checkpoint.keep_best (which validation allows only with a dir):
+  // <dir>/best.ckpt, never pruned nor resumed from.
+  absl::Status SaveBestCheckpoint();
+  // A run that stopped mid-epoch: the exact position, so `--resume`
+  // continues from it (not pruned).
+  absl::Status SaveStopCheckpoint();
   // TensorBoard (trainer_tensorboard.cc): opens the event file and writes the
   // spec as text; scalars of a log step and of an epoch. Failures are logged
   // and end the event file, never the training.
@@ -220,6 +237,65 @@ class Trainer {
   // replica 0 keeps the Trainer's position and reports progress into
   // `result`; global rank 0 also evaluates and checkpoints.
   absl::Status RunLoop(Replica& r, v1::TrainResult* result);
+
+  // The parts of RunLoop (trainer_step.cc, trainer_epoch.cc), in the order a
+  // run calls them. Every rank calls the ones with collectives (TrainStep,
+  // EndEpoch) at the same steps, so their collectives line up.
+  struct LoopState;  // one replica's loop: position, data, sums (trainer_internal.h)
+  // What TrainStep tells the loop.
+  struct StepOutcome {
+    float lr = 0;             // the step's scheduled learning rate
+    int64_t global_n = 0;     // samples of the step over all ranks
+    bool stop_voted = false;  // some rank voted to stop (RequestStop)
+  };
+  // Sets up s at the Trainer's position: the training pipeline (none when
+  // the run is already over) and the gradient accumulation buffer.
+  absl::Status StartLoop(LoopState& s);
+  // This rank's stop vote for the coming step: 1 once RequestStop() was
+  // called. Distributed, it travels with the step's sample count
+  // (Reducer::Prepare) and Finish sums every rank's, so all ranks stop after
+  // the same step; alone, RunLoop checks stop_ before each step instead.
+  int64_t StopVote() const { return stop_.load() ? 1 : 0; }
+  // One optimizer step on `batch` (s.step): the stop vote, forward and
+  // backward (ForwardBackward), the allreduce (Reducer::Finish), clipping,
+  // the optimizer update, the divergence check and options_.on_step. Adds
+  // the step's loss to s's sums and its exposed and allreduce time to
+  // s.window; the position is not advanced (EndStep does it).
+  absl::StatusOr<StepOutcome> TrainStep(LoopState& s, data::Batch& batch);
+  // The forward and backward passes of batch.n > 0 samples as k micro-batches
+  // (s.accum): leaves the step's gradient sum in the model's gradients (and
+  // handed to the reducer), adds every micro-batch's loss sum and correct
+  // count to s.epoch_sums and s.window, and returns the step's loss sum.
+  absl::StatusOr<double> ForwardBackward(LoopState& s, data::Batch& batch);
+  // After a step of n local and global_n job samples that took `seconds`:
+  // advances s's position, adds to its sums and the step-time histogram; the
+  // lead mirrors the position, samples and time into the Trainer.
+  void EndStep(LoopState& s, int64_t n, int64_t global_n, double seconds);
+  // Reports the log window ending at s.step (progress OnStep, and global
+  // rank 0's event file), then starts a new window.
+  void ReportWindow(LoopState& s, float lr);
+  // After the last step of an epoch: advances s to the next epoch; global
+  // rank 0 evaluates it, reports it into `result`, checkpoints and decides
+  // early stopping, which every rank then learns (ShareEarlyStop). Resets
+  // s.epoch_sums.
+  absl::Status EndEpoch(LoopState& s, v1::TrainResult* result);
+  // Global rank 0: the finished epoch's result from s.epoch_sums and the
+  // evaluation of the test and validation splits.
+  absl::StatusOr<v1::EpochResult> SummarizeEpoch(const LoopState& s);
+  // Global rank 0: the early-stopping decision once epoch e is in history_;
+  // with checkpoint.keep_best, writes best.ckpt when e is the best so far.
+  absl::StatusOr<bool> DecideEarlyStop(const v1::EpochResult& e);
+  // Distributed, with early stopping: broadcasts global rank 0's decision
+  // `stop` (a collective on every rank, once per epoch) and returns it;
+  // alone, returns `stop`.
+  absl::StatusOr<bool> ShareEarlyStop(Replica& r, bool stop);
+  // Every rank leaves its communicator's group before closing it; a failure
+  // (a peer's own, reported there) is only logged.
+  void LeaveGroup(Replica& r);
+  // Global rank 0, after the last step: the result's final test metrics and
+  // training loss; stopped mid-epoch, also a checkpoint of the exact
+  // position (SaveStopCheckpoint).
+  absl::Status FinishRun(const LoopState& s, v1::TrainResult* result);
   // A replica failed with `why`: aborts the other local communicators.
   void AbortOthers(const Replica* failed, const absl::Status& why);
   // Progress lines before the first step (model, data, placement), and the

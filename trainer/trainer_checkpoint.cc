@@ -1,4 +1,5 @@
-// Trainer checkpoints: save, restore at Create, and the epoch/step cadence.
+// Trainer checkpoints: save, restore at Create, the epoch/step cadence, the
+// best epoch's, and the position where a run stopped mid-epoch.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -105,6 +106,30 @@ absl::Status Trainer::MaybeCheckpoint(bool end_of_epoch) {
   RETURN_IF_ERROR(SaveCheckpoint(path));
   last_checkpoint_ = path;
   return engine::PruneCheckpoints(c.dir(), c.keep() > 0 ? c.keep() : 3);
+}
+
+absl::Status Trainer::CheckpointEpochEnd(int64_t step) {
+  const int64_t every = spec_.checkpoint().every_steps();
+  if (every > 0 && step % every == 0) return absl::OkStatus();  // MaybeCheckpoint(false) wrote it
+  return MaybeCheckpoint(true);
+}
+
+absl::Status Trainer::SaveBestCheckpoint() {
+  // Atomic (WriteCheckpoint renames a finished file into place), and not
+  // named ckpt-*.yoke, so `keep` never prunes it and a restart never resumes
+  // from it.
+  const std::string best = spec_.checkpoint().dir() + "/best.ckpt";
+  RETURN_IF_ERROR(SaveCheckpoint(best));
+  best_checkpoint_ = best;
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::SaveStopCheckpoint() {
+  if (spec_.checkpoint().dir().empty()) return absl::OkStatus();
+  std::string path = engine::CheckpointPath(spec_.checkpoint().dir(), step_);
+  RETURN_IF_ERROR(SaveCheckpoint(path));
+  last_checkpoint_ = path;
+  return absl::OkStatus();
 }
 
 }  // namespace yoke::worker

@@ -1,17 +1,22 @@
 // Internal to the Trainer's .cc files (trainer.cc, trainer_step.cc,
-// trainer_eval.cc, trainer_checkpoint.cc, trainer_report.cc): the definition
-// of Trainer::Replica and the small helpers they share. Not for other callers.
+// trainer_epoch.cc, trainer_eval.cc, trainer_checkpoint.cc, trainer_report.cc):
+// the definitions of Trainer::Replica and Trainer::LoopState, and the small
+// helpers they share. Not for other callers.
 #ifndef YOKE_TRAINER_TRAINER_INTERNAL_H_
 #define YOKE_TRAINER_TRAINER_INTERNAL_H_
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "collective/communicator.h"
 #include "collective/reducer.h"
 #include "data/pipeline.h"
+#include "engine/model.h"
 #include "engine/tensor.h"
+#include "google/protobuf/repeated_field.h"
 #include "trainer/trainer.h"
 
 namespace yoke::worker {
@@ -33,6 +38,73 @@ inline collective::Buffer FlatBuffer(const engine::Tensor& t) {
                             collective::DeviceKind::kCpu, 0};
 }
 
+// Gradient accumulation over k micro-batches (training.accumulation_steps;
+// see trainer.h) for one replica's model. Backward overwrites the gradients,
+// so the sum of a step's earlier micro-batches is kept here, with no
+// communication, and added back parameter by parameter during the step's
+// last backward, just before the reducer is told that parameter is ready; the
+// one allreduce per step still overlaps backward. With k == 1 there is no
+// buffer and the one backward reports straight to the reducer.
+//
+// The callbacks handed to Model::Backward point at this object: it is
+// neither copied nor moved.
+class GradAccumulator {
+ public:
+  // `model` and `reducer` (null when alone) must outlive this. k >= 1.
+  GradAccumulator(engine::Model& model, int64_t k, collective::Reducer* reducer);
+  GradAccumulator(const GradAccumulator&) = delete;
+  GradAccumulator& operator=(const GradAccumulator&) = delete;
+
+  // Allocates the sum buffer (k > 1 only); fails when memory is short.
+  absl::Status Init();
+  int64_t k() const { return k_; }
+
+  // A new step: no earlier micro-batch is summed yet.
+  void BeginStep() { have_sum_ = false; }
+  // Backward of a micro-batch that is not its step's last: no communication;
+  // its gradients join the sum.
+  absl::Status Backward(const engine::Tensor& dlogits, const engine::LayerContext& ctx);
+  // Backward of the step's last (or only) micro-batch: each parameter's
+  // gradient gets the earlier micro-batches' sum added, then the reducer (if
+  // any) is told it is ready. Afterwards the model's gradients are the
+  // step's whole sum.
+  absl::Status BackwardLast(const engine::Tensor& dlogits, const engine::LayerContext& ctx);
+
+ private:
+  // Adds the sum into parameter `id`'s gradient and marks it added.
+  void AddSum(int id);
+
+  engine::Model& model_;
+  const int64_t k_;
+  collective::Reducer* const reducer_;
+  engine::Tensor sum_;  // (padded_size,), like flat_grads; k > 1 only
+  std::vector<char> added_;
+  bool have_sum_ = false;                  // sum_ holds this step's earlier micro-batches
+  engine::Model::GradReadyFn on_ready_;    // k == 1: the reducer's MarkReady, or null
+  engine::Model::GradReadyFn last_ready_;  // k > 1: AddSum, then MarkReady
+};
+
+// Sums over a stretch of steps (an epoch, or a log window): this replica's
+// samples, their loss sum and correct predictions, the job's samples (for
+// throughput), and the steps' wall time.
+struct Tally {
+  double loss = 0;
+  int64_t correct = 0;
+  int64_t n = 0;
+  int64_t global_n = 0;
+  double seconds = 0;
+};
+
+// A log window's sums, and where its time went (v1::StepProgress fields
+// 14-19).
+struct Window : Tally {
+  double data_wait = 0;  // waiting for the pipeline's next batch
+  double comm = 0;       // allreduce time, hidden or not
+  double exposed = 0;    // waiting in Reducer::Finish
+  double grad_norm = 0;  // sum of the steps' global norms (with clipping)
+  google::protobuf::RepeatedField<int64_t> histogram;  // step seconds
+};
+
 }  // namespace trainer_internal
 
 // One rank: its own model, loss and optimizer, and (when distributed) its
@@ -49,6 +121,31 @@ struct Trainer::Replica {
   // every replica's samples.
   std::unique_ptr<engine::CrossReplicaSum> sync_stats;
   absl::Status status;  // how RunLoop ended
+};
+
+// One replica's training loop (RunLoop) between its steps: position, data,
+// gradient accumulation and progress sums. Lives on RunLoop's stack; the
+// lead (local replica 0) mirrors the position into the Trainer after every
+// step.
+struct Trainer::LoopState {
+  explicit LoopState(Replica& r, int64_t k)
+      : rep(r), reducer(r.reducer.get()), accum(*r.model, k, r.reducer.get()) {}
+
+  Replica& rep;
+  collective::Reducer* const reducer;  // null when alone
+  bool lead = false;                   // local replica 0: keeps the Trainer's position
+  bool root = false;                   // global rank 0: evaluates, checkpoints, reports epochs
+  ProgressSink* progress = nullptr;    // the lead's sink, else null
+  // The next step runs batch `step_in_epoch` of epoch `epoch`.
+  int64_t step = 0;
+  int64_t epoch = 0;
+  int64_t step_in_epoch = 0;
+  std::unique_ptr<data::Pipeline> pipe;  // null when nothing is left to train
+  trainer_internal::GradAccumulator accum;
+  engine::Tensor dlogits;  // the loss gradient, reused while its shape holds
+  trainer_internal::Tally epoch_sums;
+  trainer_internal::Window window;
+  bool early_stop = false;  // the ranks' agreed early-stopping decision
 };
 
 }  // namespace yoke::worker

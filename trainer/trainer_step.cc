@@ -1,4 +1,6 @@
-// Trainer::Run: the replicas' threads and the step loop (RunLoop).
+// Trainer::Run: the replicas' threads and the step loop (RunLoop, its
+// setup and one step), and the gradient accumulator. The epoch end and the
+// run's end are in trainer_epoch.cc.
 #include <algorithm>
 #include <cmath>
 #include <thread>
@@ -90,17 +92,50 @@ absl::StatusOr<v1::TrainResult> Trainer::Run() {
   return result;
 }
 
+// The outline of one replica's run; each part's contract is in trainer.h.
 absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
-  const v1::TrainingSpec& tr = spec_.training();
-  const bool lead = rep.local == 0;
-  const bool root = rep.rank == 0;
-  ProgressSink* progress = lead ? options_.progress : nullptr;
-  engine::Model& model = *rep.model;
   if (distributed()) RETURN_IF_ERROR(Connect(rep));
-  collective::Reducer* reducer = rep.reducer.get();
+  LoopState s(rep, std::max(spec_.training().accumulation_steps(), 1));
+  RETURN_IF_ERROR(StartLoop(s));
+  const int log_every =
+      spec_.training().log_every_steps() > 0 ? spec_.training().log_every_steps() : 100;
 
-  // This replica's position; the lead mirrors it into the Trainer.
-  int64_t step = step_, epoch = epoch_, step_in_epoch = step_in_epoch_;
+  while (s.pipe && s.step < total_steps_) {
+    // Alone, a stop request ends the run before the next step; distributed,
+    // it is voted on with the step's sample count (StopVote), so every rank
+    // stops after the same step.
+    if (!s.reducer && stop_.load()) break;
+    const auto t0 = Clock::now();
+    ASSIGN_OR_RETURN(auto batch, s.pipe->Next());
+    if (!batch.has_value()) break;
+    s.window.data_wait += Seconds(Clock::now() - t0);
+    ASSIGN_OR_RETURN(const StepOutcome out, TrainStep(s, *batch));
+    const int64_t n = batch->n;
+    const bool last_in_epoch = batch->last_in_epoch;
+    s.pipe->Recycle(std::move(*batch));
+    EndStep(s, n, out.global_n, Seconds(Clock::now() - t0));
+
+    if ((s.progress || (s.root && events_)) && (s.step % log_every == 0 || last_in_epoch)) {
+      ReportWindow(s, out.lr);
+    }
+    if (s.root) RETURN_IF_ERROR(MaybeCheckpoint(false));
+    if (last_in_epoch) RETURN_IF_ERROR(EndEpoch(s, result));
+    if (out.stop_voted || s.early_stop) break;
+  }
+  s.pipe.reset();
+  LeaveGroup(rep);
+  if (!s.root) return absl::OkStatus();
+  return FinishRun(s, result);
+}
+
+absl::Status Trainer::StartLoop(LoopState& s) {
+  const v1::TrainingSpec& tr = spec_.training();
+  s.lead = s.rep.local == 0;
+  s.root = s.rep.rank == 0;
+  s.progress = s.lead ? options_.progress : nullptr;
+  s.step = step_;
+  s.epoch = epoch_;
+  s.step_in_epoch = step_in_epoch_;
 
   data::SamplerOptions so;
   so.batch_size = tr.batch_size();
@@ -108,330 +143,201 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
   so.shuffle = true;
   data::PipelineOptions po;
   po.prefetch = spec_.data().prefetch() > 0 ? spec_.data().prefetch() : 2;
-  po.rank = rep.rank;
+  po.rank = s.rep.rank;
   po.world_size = options_.world_size;
-  po.start_epoch = epoch;
-  po.start_step = step_in_epoch;
+  po.start_epoch = s.epoch;
+  po.start_step = s.step_in_epoch;
   po.end_epoch = tr.epochs();
-
-  std::unique_ptr<data::Pipeline> pipe;
-  if (epoch < tr.epochs() && step < total_steps_ && !stopped_before_) {
-    ASSIGN_OR_RETURN(pipe, data::Pipeline::Create(train_, so, spec_.data().transform(),
-                                                  /*train=*/true, po));
+  if (s.epoch < tr.epochs() && s.step < total_steps_ && !stopped_before_) {
+    ASSIGN_OR_RETURN(s.pipe, data::Pipeline::Create(train_, so, spec_.data().transform(),
+                                                    /*train=*/true, po));
   }
-  engine::Tensor dlogits;
-  const engine::Model::GradReadyFn on_grad_ready =
-      reducer ? engine::Model::GradReadyFn([reducer](int id) { reducer->MarkReady(id); }) : nullptr;
+  return s.accum.Init();
+}
 
-  // Gradient accumulation over k micro-batches (see the header): the sum of
-  // the first k-1 micro-batches' gradients, added back parameter by
-  // parameter during the last one's backward, before the reducer sees it.
-  const int64_t k = std::max(tr.accumulation_steps(), 1);
-  engine::ParamSet& ps = model.params();
-  const float* const grads = ps.flat_grads().data<float>();
-  engine::Tensor grad_sum;  // (padded_size,), like flat_grads
-  std::vector<char> added(ps.entries().size(), 0);
-  bool have_sum = false;  // grad_sum holds this step's earlier micro-batches
-  auto add_sum = [&](int id) {
-    const engine::ParamSet::Entry& e = ps.entries()[id];
-    float* __restrict g = ps.flat_grads().data<float>() + e.offset;
-    const float* __restrict a = grad_sum.data<float>() + e.offset;
-    const int64_t count = engine::NumElements(e.shape);
-#pragma omp simd
-    for (int64_t i = 0; i < count; ++i) g[i] += a[i];
-    added[id] = 1;
-  };
-  if (k > 1) {
-    ASSIGN_OR_RETURN(grad_sum, engine::Tensor::AllocateZeros(
-                                   ps.flat_grads().shape(), engine::DType::kF32,
-                                   engine::Device::CPU(), "the gradient accumulation buffer"));
+absl::StatusOr<Trainer::StepOutcome> Trainer::TrainStep(LoopState& s, data::Batch& batch) {
+  const v1::TrainingSpec& tr = spec_.training();
+  engine::Model& model = *s.rep.model;
+  const int64_t n = batch.n;
+  if (s.reducer) RETURN_IF_ERROR(s.reducer->Prepare(n, StopVote()));
+  double step_loss = 0;
+  if (n > 0) {
+    ASSIGN_OR_RETURN(step_loss, ForwardBackward(s, batch));
+  } else if (s.reducer) {
+    // No samples on this rank this step (a short last batch): contribute
+    // zero gradients, not the last step's.
+    model.params().flat_grads().SetZero();
   }
-  const engine::Model::GradReadyFn last_micro_ready = [&](int id) {
-    if (have_sum) add_sum(id);
-    if (reducer) reducer->MarkReady(id);
-  };
-  const int64_t example_numel = train_->example_numel();
-  const bool early_stopping = !tr.early_stopping().monitor().empty();
+  StepOutcome out;
+  out.lr = schedule_->Lr(s.step);
+  out.global_n = batch.global_n;
+  if (s.reducer) {
+    const auto finish_start = Clock::now();
+    ASSIGN_OR_RETURN(collective::StepTotals totals, s.reducer->Finish());
+    s.window.exposed += Seconds(Clock::now() - finish_start);
+    s.window.comm += totals.comm_seconds;
+    out.global_n = totals.samples;
+    out.stop_voted = totals.stop_votes > 0;
+  }
+  // The mean gradient is grad_scale * flat_grads (alone, the 1 / batch is
+  // already in dlogits); clipping multiplies the scale, identically on
+  // every rank as they hold the same allreduced sums.
+  float grad_scale =
+      s.reducer ? 1.0f / static_cast<float>(std::max<int64_t>(out.global_n, 1)) : 1.0f;
   const float clip = tr.clip_grad_norm();
-  bool early_stop = false;
-  const int log_every = tr.log_every_steps() > 0 ? tr.log_every_steps() : 100;
-  // Per-epoch and per-log-window accumulators (this replica's samples), and
-  // the samples of the whole job in the window (for throughput).
-  double epoch_loss = 0, window_loss = 0, epoch_seconds = 0;
-  int64_t epoch_correct = 0, epoch_n = 0, window_correct = 0, window_n = 0;
-  int64_t epoch_global_n = 0, window_global_n = 0;
-  double window_seconds = 0;
-  // Where the window's time went (v1::StepProgress fields 14-19).
-  double window_data_wait = 0, window_comm = 0, window_exposed = 0, window_grad_norm = 0;
-  google::protobuf::RepeatedField<int64_t> window_histogram;
-
-  while (pipe && step < total_steps_) {
-    // Alone, a stop request ends the run before the next step; distributed,
-    // it is voted on with the step's sample count, so every rank stops after
-    // the same step.
-    if (!reducer && stop_.load()) break;
-    const auto t0 = Clock::now();
-    ASSIGN_OR_RETURN(auto batch, pipe->Next());
-    if (!batch.has_value()) break;
-    window_data_wait += Seconds(Clock::now() - t0);
-    const int64_t n = batch->n;
-    engine::LayerContext ctx;
-    ctx.training = true;
-    ctx.seed = tr.seed();
-    ctx.step = step;
-    ctx.replica = rep.rank;
-    ctx.sync_stats = rep.sync_stats.get();
-    if (reducer) RETURN_IF_ERROR(reducer->Prepare(n, stop_.load() ? 1 : 0));
-    double step_loss = 0;
-    if (n > 0) {
-      // Alone: the mean over the batch, folded into dlogits. Distributed: the
-      // per-sample SUM; the reducer sums over ranks and the optimizer step
-      // divides by the global count. Either way the scale spans the whole
-      // step, so k micro-batches add up to the step's mean gradient.
-      const float loss_scale = reducer ? 1.0f : 1.0f / static_cast<float>(batch->global_n);
-      const int64_t micro = (n + k - 1) / k;
-      have_sum = false;
-      for (int64_t begin = 0, j = 0; begin < n; begin += micro, ++j) {
-        const int64_t m = std::min(micro, n - begin);
-        const bool last_micro = begin + m >= n;
-        ctx.step = step * k + j;  // dropout masks: a stream per micro-batch
-        engine::Shape x_shape{m};
-        x_shape.insert(x_shape.end(), batch->example_shape.begin(), batch->example_shape.end());
-        engine::Tensor x = engine::Tensor::Wrap(batch->x.data() + begin * example_numel, x_shape,
-                                                engine::DType::kF32);
-        engine::Tensor y = engine::Tensor::Wrap(batch->y.data() + begin, {m}, engine::DType::kI32);
-        ASSIGN_OR_RETURN(engine::Tensor logits, model.Forward(x, ctx));
-        if (!dlogits.defined() || dlogits.shape() != logits.shape()) {
-          ASSIGN_OR_RETURN(dlogits, engine::Tensor::Allocate(logits.shape(), engine::DType::kF32,
-                                                             engine::Device::CPU(),
-                                                             "the loss gradient (dlogits)"));
-        }
-        ASSIGN_OR_RETURN(engine::LossResult r, rep.loss->Compute(logits, y, loss_scale, &dlogits));
-        if (last_micro) {
-          std::fill(added.begin(), added.end(), 0);
-          RETURN_IF_ERROR(model.Backward(dlogits, ctx, k > 1 ? last_micro_ready : on_grad_ready));
-          // A parameter backward never reported (none today) still gets its
-          // sum before Finish issues its bucket.
-          if (have_sum) {
-            for (size_t id = 0; id < added.size(); ++id) {
-              if (!added[id]) add_sum(static_cast<int>(id));
-            }
-          }
-        } else {
-          // No communication for the first k-1 micro-batches.
-          RETURN_IF_ERROR(model.Backward(dlogits, ctx));
-          float* __restrict a = grad_sum.data<float>();
-          const int64_t total = grad_sum.numel();
-          if (!have_sum) {
-            std::copy(grads, grads + total, a);
-          } else {
-#pragma omp parallel for simd if (total > 32768)
-            for (int64_t i = 0; i < total; ++i) a[i] += grads[i];
-          }
-          have_sum = true;
-        }
-        step_loss += r.loss_sum;
-        epoch_loss += r.loss_sum;
-        window_loss += r.loss_sum;
-        epoch_correct += r.correct;
-        window_correct += r.correct;
-      }
-    } else if (reducer) {
-      // No samples on this rank this step (a short last batch): contribute
-      // zero gradients, not the last step's.
-      model.params().flat_grads().SetZero();
-    }
-    const float lr = schedule_->Lr(step);
-    int64_t global_n = batch->global_n;
-    bool stop_now = false;
-    if (reducer) {
-      const auto finish_start = Clock::now();
-      ASSIGN_OR_RETURN(collective::StepTotals totals, reducer->Finish());
-      window_exposed += Seconds(Clock::now() - finish_start);
-      window_comm += totals.comm_seconds;
-      global_n = totals.samples;
-      stop_now = totals.stop_votes > 0;
-    }
-    // The mean gradient is grad_scale * flat_grads (alone, the 1 / batch is
-    // already in dlogits); clipping multiplies the scale, identically on
-    // every rank as they hold the same allreduced sums.
-    float grad_scale = reducer ? 1.0f / static_cast<float>(std::max<int64_t>(global_n, 1)) : 1.0f;
-    if (clip > 0) {
-      const double norm = engine::GradNorm(ps, grad_scale);
-      window_grad_norm += norm;
-      grad_scale *= engine::ClipFactor(norm, clip);
-    }
-    RETURN_IF_ERROR(rep.optimizer->Step(lr, grad_scale));
-    if (!std::isfinite(epoch_loss)) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "training diverged: the loss became %f at step %d (epoch %d) on rank %d; try a "
-          "smaller training.optimizer.lr (now %g)",
-          epoch_loss, step, epoch + 1, rep.rank, tr.optimizer().lr()));
-    }
-    if (lead && options_.on_step) {
-      TrainerOptions::StepRecord rec;
-      rec.step = step;
-      rec.indices = &batch->indices;
-      rec.mean_loss = step_loss / static_cast<double>(std::max<int64_t>(n, 1));
-      rec.params = &model.params();
-      rec.optimizer = rep.optimizer.get();
-      options_.on_step(rec);
-    }
-    const bool last_in_epoch = batch->last_in_epoch;
-    pipe->Recycle(std::move(*batch));
-    ++step;
-    ++step_in_epoch;
-    epoch_n += n;
-    window_n += n;
-    epoch_global_n += global_n;
-    window_global_n += global_n;
-    const double dt = Seconds(Clock::now() - t0);
-    epoch_seconds += dt;
-    window_seconds += dt;
-    common::CountStepSeconds(dt, &window_histogram);
-    if (lead) {
-      step_ = step;
-      epoch_ = epoch;
-      step_in_epoch_ = step_in_epoch;
-      samples_seen_ += global_n;
-      train_seconds_ += dt;
-    }
-
-    if ((progress || (root && events_)) && (step % log_every == 0 || last_in_epoch)) {
-      v1::StepProgress p;
-      p.set_step(step);
-      p.set_total_steps(total_steps_);
-      p.set_epoch(epoch);
-      p.set_epochs(tr.epochs());
-      p.set_step_in_epoch(step_in_epoch);
-      p.set_steps_per_epoch(steps_per_epoch_);
-      p.set_loss(window_loss / std::max<int64_t>(window_n, 1));
-      p.set_accuracy(static_cast<double>(window_correct) / std::max<int64_t>(window_n, 1));
-      double sps = window_global_n / std::max(window_seconds, 1e-9);
-      p.set_samples_per_second(sps);
-      p.set_eta_seconds((total_steps_ - step) * static_cast<double>(tr.batch_size()) /
-                        std::max(sps, 1e-9));
-      p.set_lr(lr);
-      if (rep.comm) {
-        p.set_collective_seq_issued(rep.comm->issued_seq());
-        p.set_collective_seq_completed(rep.comm->completed_seq());
-      }
-      int64_t window_steps = 0;
-      for (int64_t c : window_histogram) window_steps += c;
-      p.set_window_steps(window_steps);
-      p.set_step_seconds(window_seconds);
-      p.set_data_wait_seconds(window_data_wait);
-      p.set_allreduce_seconds(window_comm);
-      p.set_allreduce_exposed_seconds(window_exposed);
-      if (clip > 0) p.set_grad_norm(window_grad_norm / std::max<int64_t>(window_steps, 1));
-      *p.mutable_step_seconds_histogram() = window_histogram;
-      if (progress) progress->OnStep(p);
-      if (root) WriteStepEvents(p);
-      window_loss = 0;
-      window_correct = window_n = window_global_n = 0;
-      window_seconds = window_data_wait = window_comm = window_exposed = window_grad_norm = 0;
-      window_histogram.Clear();
-    }
-    if (root) RETURN_IF_ERROR(MaybeCheckpoint(false));
-
-    if (last_in_epoch) {
-      ++epoch;
-      step_in_epoch = 0;
-      if (lead) {
-        epoch_ = epoch;
-        step_in_epoch_ = 0;
-      }
-      if (root) {
-        v1::EpochResult e;
-        e.set_epoch(epoch);
-        e.set_train_loss(epoch_loss / std::max<int64_t>(epoch_n, 1));
-        e.set_train_accuracy(static_cast<double>(epoch_correct) / std::max<int64_t>(epoch_n, 1));
-        e.set_seconds(epoch_seconds);
-        e.set_samples_per_second(epoch_global_n / std::max(epoch_seconds, 1e-9));
-        ASSIGN_OR_RETURN(auto eval, Evaluate());
-        e.set_test_loss(eval.first);
-        e.set_test_accuracy(eval.second);
-        if (validation_) {
-          ASSIGN_OR_RETURN(auto val, EvaluateValidation());
-          e.set_validation_loss(val.first);
-          e.set_validation_accuracy(val.second);
-        }
-        *result->add_history() = e;
-        history_.push_back(e);
-        if (progress) progress->OnEpoch(e);
-        WriteEpochEvents(step, e);
-        // An epoch-end checkpoint, unless the step cadence just wrote one.
-        if (spec_.checkpoint().every_steps() <= 0 || step % spec_.checkpoint().every_steps() != 0) {
-          RETURN_IF_ERROR(MaybeCheckpoint(true));
-        }
-        if (early_stopping) {
-          const EarlyStop es = EarlyStopping();
-          if (spec_.checkpoint().keep_best() && es.best_epoch == e.epoch()) {
-            // Atomic (WriteCheckpoint renames a finished file into place),
-            // and not named ckpt-*.yoke, so `keep` never prunes it and a
-            // restart never resumes from it.
-            const std::string best = spec_.checkpoint().dir() + "/best.ckpt";
-            RETURN_IF_ERROR(SaveCheckpoint(best));
-            best_checkpoint_ = best;
-          }
-          early_stop = es.stop;
-        }
-      }
-      // Rank 0 alone evaluated: its decision reaches every rank before any
-      // starts the next step, so all stop after this one.
-      if (early_stopping && rep.comm) {
-        int64_t flag = early_stop ? 1 : 0;
-        collective::Buffer b;
-        b.data = &flag;
-        b.count = 1;
-        b.dtype = collective::DataType::kI64;
-        collective::Options o;
-        o.timeout = collective_timeout_;
-        o.tag = "early stopping";
-        RETURN_IF_ERROR(rep.comm->Broadcast(b, /*root=*/0, o)->Wait());
-        early_stop = flag != 0;
-      }
-      epoch_loss = 0;
-      epoch_correct = epoch_n = epoch_global_n = 0;
-      epoch_seconds = 0;
-    }
-    if (stop_now || early_stop) break;
+  if (clip > 0) {
+    const double norm = engine::GradNorm(model.params(), grad_scale);
+    s.window.grad_norm += norm;
+    grad_scale *= engine::ClipFactor(norm, clip);
   }
-  pipe.reset();
-  // Every rank leaves the group before it closes its connections: a rank
-  // that exits right after the last allreduce could otherwise fail a peer
-  // still finishing it ("Connection closed by peer", seen between Docker
-  // containers). Not a collective, so a rank that stopped early mismatches
-  // no op; it waits here until its peers fail or leave. Training is done, so
-  // a failure here (a peer's own, which that peer reports) is only logged.
-  if (rep.comm != nullptr && rep.comm->size() > 1) {
-    if (absl::Status s = rep.comm->Leave(collective_timeout_); !s.ok()) {
-      spdlog::warn("rank {}: leaving the communicator: {}", rep.rank, s.ToString());
-    }
+  RETURN_IF_ERROR(s.rep.optimizer->Step(out.lr, grad_scale));
+  if (!std::isfinite(s.epoch_sums.loss)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "training diverged: the loss became %f at step %d (epoch %d) on rank %d; try a "
+        "smaller training.optimizer.lr (now %g)",
+        s.epoch_sums.loss, s.step, s.epoch + 1, s.rep.rank, tr.optimizer().lr()));
   }
-  if (!root) return absl::OkStatus();
+  if (s.lead && options_.on_step) {
+    TrainerOptions::StepRecord rec;
+    rec.step = s.step;
+    rec.indices = &batch.indices;
+    rec.mean_loss = step_loss / static_cast<double>(std::max<int64_t>(n, 1));
+    rec.params = &model.params();
+    rec.optimizer = s.rep.optimizer.get();
+    options_.on_step(rec);
+  }
+  return out;
+}
 
-  // Stopped mid-epoch (max_steps or a stop request): evaluate what we have
-  // and checkpoint the exact position so `--resume` continues from it.
-  if (step_in_epoch != 0 || result->history_size() == 0) {
-    ASSIGN_OR_RETURN(auto eval, Evaluate());
-    result->set_test_loss(eval.first);
-    result->set_test_accuracy(eval.second);
-    // The training loss of the partial epoch (it was 0 when a run stopped
-    // before its first epoch ended).
-    if (epoch_n > 0) result->set_train_loss(epoch_loss / epoch_n);
-    if (!spec_.checkpoint().dir().empty()) {
-      std::string path = engine::CheckpointPath(spec_.checkpoint().dir(), step_);
-      RETURN_IF_ERROR(SaveCheckpoint(path));
-      last_checkpoint_ = path;
+absl::StatusOr<double> Trainer::ForwardBackward(LoopState& s, data::Batch& batch) {
+  const v1::TrainingSpec& tr = spec_.training();
+  engine::Model& model = *s.rep.model;
+  engine::LayerContext ctx;
+  ctx.training = true;
+  ctx.seed = tr.seed();
+  ctx.step = s.step;
+  ctx.replica = s.rep.rank;
+  ctx.sync_stats = s.rep.sync_stats.get();
+  // Alone: the mean over the batch, folded into dlogits. Distributed: the
+  // per-sample SUM; the reducer sums over ranks and the optimizer step
+  // divides by the global count. Either way the scale spans the whole
+  // step, so k micro-batches add up to the step's mean gradient.
+  const float loss_scale = s.reducer ? 1.0f : 1.0f / static_cast<float>(batch.global_n);
+  const int64_t n = batch.n;
+  const int64_t k = s.accum.k();
+  const int64_t micro = (n + k - 1) / k;
+  const int64_t example_numel = train_->example_numel();
+  double step_loss = 0;
+  s.accum.BeginStep();
+  for (int64_t begin = 0, j = 0; begin < n; begin += micro, ++j) {
+    const int64_t m = std::min(micro, n - begin);
+    const bool last_micro = begin + m >= n;
+    ctx.step = s.step * k + j;  // dropout masks: a stream per micro-batch
+    engine::Shape x_shape{m};
+    x_shape.insert(x_shape.end(), batch.example_shape.begin(), batch.example_shape.end());
+    engine::Tensor x =
+        engine::Tensor::Wrap(batch.x.data() + begin * example_numel, x_shape, engine::DType::kF32);
+    engine::Tensor y = engine::Tensor::Wrap(batch.y.data() + begin, {m}, engine::DType::kI32);
+    ASSIGN_OR_RETURN(engine::Tensor logits, model.Forward(x, ctx));
+    if (!s.dlogits.defined() || s.dlogits.shape() != logits.shape()) {
+      ASSIGN_OR_RETURN(s.dlogits, engine::Tensor::Allocate(logits.shape(), engine::DType::kF32,
+                                                           engine::Device::CPU(),
+                                                           "the loss gradient (dlogits)"));
     }
+    ASSIGN_OR_RETURN(engine::LossResult r, s.rep.loss->Compute(logits, y, loss_scale, &s.dlogits));
+    if (last_micro) {
+      RETURN_IF_ERROR(s.accum.BackwardLast(s.dlogits, ctx));
+    } else {
+      RETURN_IF_ERROR(s.accum.Backward(s.dlogits, ctx));
+    }
+    step_loss += r.loss_sum;
+    s.epoch_sums.loss += r.loss_sum;
+    s.window.loss += r.loss_sum;
+    s.epoch_sums.correct += r.correct;
+    s.window.correct += r.correct;
+  }
+  return step_loss;
+}
+
+void Trainer::EndStep(LoopState& s, int64_t n, int64_t global_n, double seconds) {
+  ++s.step;
+  ++s.step_in_epoch;
+  s.epoch_sums.n += n;
+  s.window.n += n;
+  s.epoch_sums.global_n += global_n;
+  s.window.global_n += global_n;
+  s.epoch_sums.seconds += seconds;
+  s.window.seconds += seconds;
+  common::CountStepSeconds(seconds, &s.window.histogram);
+  if (s.lead) {
+    step_ = s.step;
+    epoch_ = s.epoch;
+    step_in_epoch_ = s.step_in_epoch;
+    samples_seen_ += global_n;
+    train_seconds_ += seconds;
+  }
+}
+
+namespace trainer_internal {
+
+GradAccumulator::GradAccumulator(engine::Model& model, int64_t k, collective::Reducer* reducer)
+    : model_(model), k_(k), reducer_(reducer), added_(model.params().entries().size(), 0) {
+  if (reducer_) on_ready_ = [this](int id) { reducer_->MarkReady(id); };
+  last_ready_ = [this](int id) {
+    if (have_sum_) AddSum(id);
+    if (reducer_) reducer_->MarkReady(id);
+  };
+}
+
+absl::Status GradAccumulator::Init() {
+  if (k_ <= 1) return absl::OkStatus();
+  ASSIGN_OR_RETURN(sum_, engine::Tensor::AllocateZeros(model_.params().flat_grads().shape(),
+                                                       engine::DType::kF32, engine::Device::CPU(),
+                                                       "the gradient accumulation buffer"));
+  return absl::OkStatus();
+}
+
+void GradAccumulator::AddSum(int id) {
+  engine::ParamSet& ps = model_.params();
+  const engine::ParamSet::Entry& e = ps.entries()[id];
+  float* __restrict g = ps.flat_grads().data<float>() + e.offset;
+  const float* __restrict a = sum_.data<float>() + e.offset;
+  const int64_t count = engine::NumElements(e.shape);
+#pragma omp simd
+  for (int64_t i = 0; i < count; ++i) g[i] += a[i];
+  added_[id] = 1;
+}
+
+absl::Status GradAccumulator::Backward(const engine::Tensor& dlogits,
+                                       const engine::LayerContext& ctx) {
+  RETURN_IF_ERROR(model_.Backward(dlogits, ctx));
+  const float* const grads = model_.params().flat_grads().data<float>();
+  float* __restrict a = sum_.data<float>();
+  const int64_t total = sum_.numel();
+  if (!have_sum_) {
+    std::copy(grads, grads + total, a);
   } else {
-    const v1::EpochResult& last = result->history(result->history_size() - 1);
-    result->set_test_loss(last.test_loss());
-    result->set_test_accuracy(last.test_accuracy());
-    result->set_train_loss(last.train_loss());
+#pragma omp parallel for simd if (total > 32768)
+    for (int64_t i = 0; i < total; ++i) a[i] += grads[i];
+  }
+  have_sum_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status GradAccumulator::BackwardLast(const engine::Tensor& dlogits,
+                                           const engine::LayerContext& ctx) {
+  std::fill(added_.begin(), added_.end(), 0);
+  RETURN_IF_ERROR(model_.Backward(dlogits, ctx, k_ > 1 ? last_ready_ : on_ready_));
+  // A parameter backward never reported (none today) still gets its sum
+  // before Finish issues its bucket.
+  if (have_sum_) {
+    for (size_t id = 0; id < added_.size(); ++id) {
+      if (!added_[id]) AddSum(static_cast<int>(id));
+    }
   }
   return absl::OkStatus();
 }
+
+}  // namespace trainer_internal
 
 }  // namespace yoke::worker

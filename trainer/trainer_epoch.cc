@@ -1,0 +1,151 @@
+// Trainer::RunLoop's reporting and its ends: the log window's progress
+// report, the end of an epoch (evaluation, checkpoints, the early-stopping
+// decision every rank learns), leaving the group, and the run's final result.
+#include <algorithm>
+#include <string>
+
+#include "common/status.h"
+#include "spdlog/spdlog.h"
+#include "trainer/trainer.h"
+#include "trainer/trainer_internal.h"
+
+namespace yoke::worker {
+
+void Trainer::ReportWindow(LoopState& s, float lr) {
+  const v1::TrainingSpec& tr = spec_.training();
+  trainer_internal::Window& w = s.window;
+  v1::StepProgress p;
+  p.set_step(s.step);
+  p.set_total_steps(total_steps_);
+  p.set_epoch(s.epoch);
+  p.set_epochs(tr.epochs());
+  p.set_step_in_epoch(s.step_in_epoch);
+  p.set_steps_per_epoch(steps_per_epoch_);
+  p.set_loss(w.loss / std::max<int64_t>(w.n, 1));
+  p.set_accuracy(static_cast<double>(w.correct) / std::max<int64_t>(w.n, 1));
+  double sps = w.global_n / std::max(w.seconds, 1e-9);
+  p.set_samples_per_second(sps);
+  p.set_eta_seconds((total_steps_ - s.step) * static_cast<double>(tr.batch_size()) /
+                    std::max(sps, 1e-9));
+  p.set_lr(lr);
+  if (s.rep.comm) {
+    p.set_collective_seq_issued(s.rep.comm->issued_seq());
+    p.set_collective_seq_completed(s.rep.comm->completed_seq());
+  }
+  int64_t window_steps = 0;
+  for (int64_t c : w.histogram) window_steps += c;
+  p.set_window_steps(window_steps);
+  p.set_step_seconds(w.seconds);
+  p.set_data_wait_seconds(w.data_wait);
+  p.set_allreduce_seconds(w.comm);
+  p.set_allreduce_exposed_seconds(w.exposed);
+  if (tr.clip_grad_norm() > 0) p.set_grad_norm(w.grad_norm / std::max<int64_t>(window_steps, 1));
+  *p.mutable_step_seconds_histogram() = w.histogram;
+  if (s.progress) s.progress->OnStep(p);
+  if (s.root) WriteStepEvents(p);
+  w = trainer_internal::Window();
+}
+
+absl::Status Trainer::EndEpoch(LoopState& s, v1::TrainResult* result) {
+  ++s.epoch;
+  s.step_in_epoch = 0;
+  if (s.lead) {
+    epoch_ = s.epoch;
+    step_in_epoch_ = 0;
+  }
+  const bool early_stopping = !spec_.training().early_stopping().monitor().empty();
+  if (s.root) {
+    ASSIGN_OR_RETURN(const v1::EpochResult e, SummarizeEpoch(s));
+    *result->add_history() = e;
+    history_.push_back(e);
+    if (s.progress) s.progress->OnEpoch(e);
+    WriteEpochEvents(s.step, e);
+    RETURN_IF_ERROR(CheckpointEpochEnd(s.step));
+    if (early_stopping) {
+      ASSIGN_OR_RETURN(s.early_stop, DecideEarlyStop(e));
+    }
+  }
+  // Rank 0 alone evaluated: its decision reaches every rank before any
+  // starts the next step, so all stop after this one.
+  if (early_stopping) {
+    ASSIGN_OR_RETURN(s.early_stop, ShareEarlyStop(s.rep, s.early_stop));
+  }
+  s.epoch_sums = trainer_internal::Tally();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::EpochResult> Trainer::SummarizeEpoch(const LoopState& s) {
+  const trainer_internal::Tally& t = s.epoch_sums;
+  v1::EpochResult e;
+  e.set_epoch(s.epoch);
+  e.set_train_loss(t.loss / std::max<int64_t>(t.n, 1));
+  e.set_train_accuracy(static_cast<double>(t.correct) / std::max<int64_t>(t.n, 1));
+  e.set_seconds(t.seconds);
+  e.set_samples_per_second(t.global_n / std::max(t.seconds, 1e-9));
+  ASSIGN_OR_RETURN(auto eval, Evaluate());
+  e.set_test_loss(eval.first);
+  e.set_test_accuracy(eval.second);
+  if (validation_) {
+    ASSIGN_OR_RETURN(auto val, EvaluateValidation());
+    e.set_validation_loss(val.first);
+    e.set_validation_accuracy(val.second);
+  }
+  return e;
+}
+
+absl::StatusOr<bool> Trainer::DecideEarlyStop(const v1::EpochResult& e) {
+  const EarlyStop es = EarlyStopping();
+  if (spec_.checkpoint().keep_best() && es.best_epoch == e.epoch()) {
+    RETURN_IF_ERROR(SaveBestCheckpoint());
+  }
+  return es.stop;
+}
+
+absl::StatusOr<bool> Trainer::ShareEarlyStop(Replica& r, bool stop) {
+  if (!r.comm) return stop;
+  int64_t flag = stop ? 1 : 0;
+  collective::Buffer b;
+  b.data = &flag;
+  b.count = 1;
+  b.dtype = collective::DataType::kI64;
+  collective::Options o;
+  o.timeout = collective_timeout_;
+  o.tag = "early stopping";
+  RETURN_IF_ERROR(r.comm->Broadcast(b, /*root=*/0, o)->Wait());
+  return flag != 0;
+}
+
+void Trainer::LeaveGroup(Replica& r) {
+  // Every rank leaves the group before it closes its connections: a rank
+  // that exits right after the last allreduce could otherwise fail a peer
+  // still finishing it ("Connection closed by peer", seen between Docker
+  // containers). Not a collective, so a rank that stopped early mismatches
+  // no op; it waits here until its peers fail or leave. Training is done, so
+  // a failure here (a peer's own, which that peer reports) is only logged.
+  if (r.comm != nullptr && r.comm->size() > 1) {
+    if (absl::Status st = r.comm->Leave(collective_timeout_); !st.ok()) {
+      spdlog::warn("rank {}: leaving the communicator: {}", r.rank, st.ToString());
+    }
+  }
+}
+
+absl::Status Trainer::FinishRun(const LoopState& s, v1::TrainResult* result) {
+  // Stopped mid-epoch (max_steps or a stop request): evaluate what we have
+  // and checkpoint the exact position so `--resume` continues from it.
+  if (s.step_in_epoch != 0 || result->history_size() == 0) {
+    ASSIGN_OR_RETURN(auto eval, Evaluate());
+    result->set_test_loss(eval.first);
+    result->set_test_accuracy(eval.second);
+    // The training loss of the partial epoch (it was 0 when a run stopped
+    // before its first epoch ended).
+    if (s.epoch_sums.n > 0) result->set_train_loss(s.epoch_sums.loss / s.epoch_sums.n);
+    return SaveStopCheckpoint();
+  }
+  const v1::EpochResult& last = result->history(result->history_size() - 1);
+  result->set_test_loss(last.test_loss());
+  result->set_test_accuracy(last.test_accuracy());
+  result->set_train_loss(last.train_loss());
+  return absl::OkStatus();
+}
+
+}  // namespace yoke::worker
