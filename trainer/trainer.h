@@ -219,7 +219,8 @@ class Trainer {
   // At the end of an epoch (at `step`): MaybeCheckpoint(true), unless the
   // step cadence just wrote one.
   absl::Status CheckpointEpochEnd(int64_t step);
-  // checkpoint.keep_best: <dir>/best.ckpt, never pruned nor resumed from.
+  // For checkpoint.keep_best (which validation allows only with a dir):
+  // <dir>/best.ckpt, never pruned nor resumed from.
   absl::Status SaveBestCheckpoint();
   // A run that stopped mid-epoch: the exact position, so `--resume`
   // continues from it (not pruned).
