@@ -1,7 +1,8 @@
 // The pure steps of applying a worker's AttemptStatus
 // (coordinator/coordinator_internal.h): the log lines stored, the epoch
 // history, the dashboard curve and the exit reason. The Coordinator itself,
-// through its API, is coordinator_test.cc.
+// through its API, is coordinator_test.cc and coordinator_{jobs,workers,
+// lifecycle}_test.cc.
 #include <string>
 #include <vector>
 

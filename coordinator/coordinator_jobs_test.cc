@@ -1,0 +1,189 @@
+// What clients call on the Coordinator (coordinator/coordinator_jobs.cc),
+// through its public API with a fake clock
+// (coordinator/testing/coordinator_fixture.h): submission and its spec,
+// data, fleet and memory checks, cancel, the worker list, and waiting on a
+// job or its logs.
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coordinator/coordinator.h"
+#include "coordinator/testing/coordinator_fixture.h"
+#include "gtest/gtest.h"
+
+namespace yoke::server::coordinator_testing {
+namespace {
+
+TEST_F(CoordinatorTest, BadSpecsAreRejectedNamingTheFieldAndNothingIsStored) {
+  auto bad = coord_->Submit(Spec({"training.batch_size=-4"}), 0);
+  ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("training.batch_size"), std::string::npos);
+
+  data_roots_ = {"/data"};
+  Restart();
+  v1::JobSpec outside = Spec();
+  v1::DatasetSpec* train = outside.mutable_data()->mutable_train();
+  train->Clear();
+  train->set_format("idx");
+  train->set_images("/data/../etc/passwd");
+  train->set_labels("/data/labels");
+  auto rejected = coord_->Submit(outside, 0);
+  ASSERT_EQ(rejected.status().code(), absl::StatusCode::kInvalidArgument) << rejected.status();
+  EXPECT_NE(rejected.status().message().find("data.train.images"), std::string::npos)
+      << rejected.status();
+  EXPECT_TRUE(coord_->List(JobListQuery())->jobs.empty());
+  EXPECT_EQ(store_.writes(), 0);
+}
+
+// An image folder the coordinator can see is checked at submit, with the
+// trainer's message naming the folder; one it cannot see is left to the
+// trainer.
+TEST_F(CoordinatorTest, AnEmptyClassFolderItCanSeeIsRefusedAtSubmit) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(::testing::TempDir()) / "coordinator_image_folder";
+  fs::remove_all(root);
+  fs::create_directories(root / "cat");
+  fs::create_directories(root / "dog");
+  std::ofstream(root / "cat" / "1.png") << "listed only, never decoded";
+  std::ofstream(root / "dog" / "notes.txt") << "no image";
+  v1::JobSpec spec = Spec();
+  v1::DatasetSpec* train = spec.mutable_data()->mutable_train();
+  train->Clear();
+  train->set_format("image_folder");
+  train->set_root(root.string());
+  train->add_image_size(4);
+  train->add_image_size(4);
+  auto refused = coord_->Submit(spec, 0);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  EXPECT_NE(refused.status().message().find("data.train: " + (root / "dog").string() +
+                                            ": class folder 'dog' holds no .jpg"),
+            std::string::npos)
+      << refused.status();
+  EXPECT_TRUE(coord_->List(JobListQuery())->jobs.empty());
+
+  std::ofstream(root / "dog" / "2.JPG") << "x";
+  EXPECT_TRUE(coord_->Submit(spec, 0).ok());
+  // A root this machine does not have: the workers' business.
+  train->set_root((root / "only-on-the-workers").string());
+  EXPECT_TRUE(coord_->Submit(spec, 0).ok());
+  fs::remove_all(root);
+}
+
+TEST_F(CoordinatorTest, JobThatCanNeverFitIsRefusedButAnEmptyFleetAccepts) {
+  // No workers yet: accepted, pending with a reason.
+  auto early = coord_->Submit(Spec({"distribution.workers=2"}), 0);
+  ASSERT_TRUE(early.ok()) << early.status();
+  EXPECT_EQ(Job(*early).state(), v1::JOB_PENDING);
+  EXPECT_EQ(Job(*early).reason(),
+            "needs 2 workers with 1 cpu device each; free: no worker has a free cpu device");
+  Register(4);
+  auto never = coord_->Submit(Spec({"distribution.devices_per_worker=5"}), 0);
+  ASSERT_EQ(never.status().code(), absl::StatusCode::kFailedPrecondition) << never.status();
+  EXPECT_NE(never.status().message().find("needs 1 worker with 5 cpu devices"), std::string::npos)
+      << never.status();
+}
+
+TEST_F(CoordinatorTest, AJobNoWorkerHasTheMemoryForIsRefusedNamingTheLayer) {
+  v1::RegisterWorkerRequest reg = Reg(2);
+  for (v1::Device& d : *reg.mutable_devices()) d.set_memory_bytes(int64_t{8} << 30);
+  ASSERT_TRUE(coord_->RegisterWorker(reg).ok());
+  auto huge = coord_->Submit(
+      Spec({"model={layers: [{dense: {units: 1000000000}}, {dense: {units: 100}, name: out}]}"}),
+      0);
+  ASSERT_EQ(huge.status().code(), absl::StatusCode::kFailedPrecondition) << huge.status();
+  const std::string msg(huge.status().message());
+  EXPECT_NE(msg.find("the largest worker has 8.0 GiB"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.layers[1] (out) alone needs"), std::string::npos) << msg;
+  // Two replicas per worker share its memory: a job that fits once may not twice.
+  const std::string half = "model={layers: [{dense: {units: 60000000}}]}";
+  EXPECT_TRUE(coord_->Submit(Spec({half}), 0).ok());
+  auto two = coord_->Submit(
+      Spec({half, "distribution.devices_per_worker=2", "training.batch_size=16"}), 0);
+  EXPECT_EQ(two.status().code(), absl::StatusCode::kFailedPrecondition) << two.status();
+  EXPECT_TRUE(coord_->Submit(Spec(), 0).ok()) << "an ordinary job is unaffected";
+}
+
+TEST_F(CoordinatorTest, CancelStopsTheTrainerAndHoldsDevicesUntilItIsGone) {
+  const std::string w = Register(1);
+  auto a = coord_->Submit(Spec(), 0);
+  auto b = coord_->Submit(Spec(), 0);
+  EXPECT_EQ(Job(*b).state(), v1::JOB_PENDING);
+  Beat(w, {Status(*a, 1, v1::AttemptStatus::RUNNING)});
+  auto cancelled = coord_->Cancel(*a);
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(cancelled->state(), v1::JOB_CANCELLED);
+  EXPECT_EQ(cancelled->attempts(0).state(), v1::ATTEMPT_CANCELLED);
+  EXPECT_EQ(store_.Get(*a)->state(), v1::JOB_CANCELLED);
+  // Still running on the worker: not desired any more, and b must not start
+  // on the same device yet.
+  v1::HeartbeatResponse r = Beat(w, {Status(*a, 1, v1::AttemptStatus::RUNNING)});
+  EXPECT_EQ(r.desired_size(), 0);
+  EXPECT_EQ(Job(*b).state(), v1::JOB_PENDING);
+  v1::AttemptStatus gone = Status(*a, 1, v1::AttemptStatus::EXITED);
+  gone.set_exit_code(128 + 15);
+  r = Beat(w, {gone});
+  ASSERT_EQ(r.desired_size(), 1);
+  EXPECT_EQ(r.desired(0).job_id(), *b);
+  EXPECT_EQ(Job(*a).state(), v1::JOB_CANCELLED);  // the exit changes nothing
+  // Cancelling again returns it unchanged; an unknown job is NOT_FOUND.
+  EXPECT_EQ(coord_->Cancel(*a)->state(), v1::JOB_CANCELLED);
+  EXPECT_EQ(coord_->Cancel("job-999999").status().code(), absl::StatusCode::kNotFound);
+  // A pending job cancels at once.
+  auto c = coord_->Submit(Spec(), 0);
+  EXPECT_EQ(coord_->Cancel(*c)->state(), v1::JOB_CANCELLED);
+}
+
+TEST_F(CoordinatorTest, WatchersSeeChangesAndTheEnd) {
+  const std::string w = Register(1);
+  auto id = coord_->Submit(Spec(), 0);
+  auto first = coord_->WaitForJob(*id, 0, absl::ZeroDuration());
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->changed);
+  EXPECT_EQ(first->job.state(), v1::JOB_SCHEDULED);
+  auto idle = coord_->WaitForJob(*id, first->version, absl::Milliseconds(50));
+  ASSERT_TRUE(idle.ok());
+  EXPECT_FALSE(idle->changed);
+
+  std::thread finisher([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    Beat(w, {Status(*id, 1, v1::AttemptStatus::EXITED)});
+  });
+  std::vector<v1::JobState> seen;
+  uint64_t v = first->version;
+  while (true) {
+    auto s = coord_->WaitForJob(*id, v, absl::Seconds(10));
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(s->changed);
+    v = s->version;
+    seen.push_back(s->job.state());
+    if (IsTerminal(s->job.state())) break;
+  }
+  finisher.join();
+  EXPECT_EQ(seen.back(), v1::JOB_SUCCEEDED);
+  EXPECT_EQ(coord_->WaitForJob("job-777777", 0, absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kNotFound);
+  auto ended = coord_->WaitForLogs(*id, 0, absl::Seconds(10));
+  ASSERT_TRUE(ended.ok());
+  EXPECT_TRUE(*ended);
+}
+
+TEST_F(CoordinatorTest, ListWorkersShowsFreeDevicesAndRunningAttempts) {
+  const std::string w = Register(2);
+  auto id = coord_->Submit(Spec(), 0);
+  std::vector<v1::Worker> ws = coord_->ListWorkers();
+  ASSERT_EQ(ws.size(), 1u);
+  EXPECT_TRUE(ws[0].alive());
+  EXPECT_EQ(ws[0].free_cpu(), 1);
+  ASSERT_EQ(ws[0].running_size(), 1);
+  EXPECT_EQ(ws[0].running(0), *id + "/1");
+  clock_.Advance(absl::Seconds(11));
+  coord_->Tick();
+  ws = coord_->ListWorkers();
+  EXPECT_FALSE(ws[0].alive());
+  EXPECT_EQ(ws[0].reason(), "worker w-1 missed heartbeats for 10s");
+}
+
+}  // namespace
+}  // namespace yoke::server::coordinator_testing
