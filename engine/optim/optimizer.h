@@ -36,7 +36,7 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
 
-  // "sgd", "adam" or "adamw".
+  // Its name in kOptimizers (engine/names/engine_names.h).
   virtual const char* type() const = 0;
 
   // Applies one update with learning rate `lr` (from the schedule) and
