@@ -209,6 +209,10 @@ TEST(CoordinatorRestartE2ETest, PortZeroIsKeptWhenRestartedWithTheSameCommandLin
       std::string::npos)
       << ReadFile(log);
   EXPECT_EQ(ReadFile(store + ".port"), absl::StrCat(third, "\n"));
+  // And it serves there.
+  RunResult jobs =
+      Sh(absl::StrCat(BinDir(), "/yoke jobs --insecure --coordinator 127.0.0.1:", third), true);
+  EXPECT_EQ(jobs.exit_code, 0) << jobs.out << ReadFile(log);
 
   // An explicit port is never overridden, and not recorded.
   coordinator.Kill();
