@@ -52,14 +52,18 @@ bazel-test:
 	@scripts/install-deps.sh bazel
 	@bazel test //... --test_output=errors
 
-# What CI asks of Bazel: every target builds (the BUILD files are right), and
-# the tests whose subject is the Bazel build itself run: the ODR check over
-# Bazel's own archives. The other Bazel tests are the same sources as the
-# CMake suite's, which `make test` and `make test-asan` run.
+# What CI asks of Bazel: every BUILD file loads and every target of //...
+# is analysed (labels, visibility, deps), and the tests whose subject is the
+# Bazel build itself run: the ODR check over Bazel's own archives, which
+# compiles and links every library, so a library's missing dep fails here.
+# The test and binary targets are analysed, not compiled: they are the same
+# sources as the CMake suite's, which `make test` and `make test-asan` build
+# and run, and compiling them a third time cost CI about 10 minutes.
+# `make bazel-test` builds and runs everything.
 BAZEL_ONLY_TESTS = //tests:odr_check //tests:odr_check_self_test
 bazel-ci:
 	@scripts/install-deps.sh bazel
-	@bazel build //... && bazel test $(BAZEL_ONLY_TESTS) --test_output=errors
+	@bazel build --nobuild //... && bazel test $(BAZEL_ONLY_TESTS) --test_output=errors
 
 # The image built for real from deploy/docker/Dockerfile on a Debian 12 base
 # made here (debootstrap + docker import, no registry), then a coordinator and
@@ -68,6 +72,8 @@ bazel-ci:
 # (deploy/docker/test.sh). Needs root; starts and stops its own dockerd unless
 # one is running. Caches the base tree and Docker's layers in
 # /var/cache/yoke-docker-test, so later runs rebuild only what changed.
+# YOKE_DOCKER_BINARIES=build/bin puts the daemons of a `make build` in place
+# of the Dockerfile's compile stage (CI does, after `make test`).
 docker-test:
 	@scripts/install-deps.sh docker
 	@deploy/docker/test.sh
@@ -101,13 +107,14 @@ fuzz: $(SAN_BUILD)/build.ninja
 	@tests/fuzz/run.sh $(SAN_BUILD)/bin $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # The suite under ASan and UBSan: every test but the GPU, slow and
-# multi-host ones (their timings assume an unsanitized build) and the
+# multi-host ones (their timings assume an unsanitized build), the
 # PyTorch parity ones (minutes of training, the same math as the release
-# build's).
+# build's) and the checks of the repository's files (tree, deploy), which
+# run no compiled code.
 # tests/lsan.supp names the third-party leaks LeakSanitizer must not count.
 # allocator_may_return_null: an allocation ASan cannot serve returns null,
 # as malloc does, instead of aborting; the out-of-memory tests need that.
-SAN_CTEST_ARGS ?= -LE "gpu|slow|multihost|parity"
+SAN_CTEST_ARGS ?= -LE "gpu|slow|multihost|parity|tree|deploy"
 test-asan: $(SAN_BUILD)/build.ninja
 	@ninja -C $(SAN_BUILD) -j $(JOBS)
 	@cd $(SAN_BUILD) && rm -rf test-results && mkdir -p test-results && \

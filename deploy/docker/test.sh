@@ -34,7 +34,12 @@
 #
 # Environment: YOKE_DOCKER_CACHE (default /var/cache/yoke-docker-test),
 # DOCKER (the CLI, default Debian's /usr/bin/docker), YOKE_DOCKER_TEST_RUNS
-# (how many times to run each job, default 1).
+# (how many times to run each job, default 1), YOKE_DOCKER_BINARIES (a
+# directory holding yoke, yoke-coordinator, yoke-worker and yoke-trainer built
+# on this Debian 12 machine without CUDA: the Dockerfile's build stage is
+# replaced by those binaries, and every other line of it is built as written.
+# CI sets it to `make test`'s build/bin, which saves compiling the daemons a
+# second time; unset, the image is built from source as a user builds it).
 set -euo pipefail
 # One compound command, read whole before it runs: editing this file during
 # a run cannot change the run.
@@ -123,8 +128,33 @@ log "docker build -f deploy/docker/Dockerfile (log $CACHE/build.log)"
   while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
   tar -c --null -T -) >"$TMP/context.tar"
 start=$(date +%s)
+DOCKERFILE=deploy/docker/Dockerfile
+BINARIES=(yoke yoke-coordinator yoke-worker yoke-trainer)
+if [ -n "${YOKE_DOCKER_BINARIES:-}" ]; then
+  # The build stage becomes a copy of the prebuilt binaries (stripped, as the
+  # Dockerfile strips its own), and COPY --from=build reads them from there.
+  mkdir -p "$TMP/prebuilt/prebuilt"
+  for b in "${BINARIES[@]}"; do
+    [ -x "$YOKE_DOCKER_BINARIES/$b" ] || fail "YOKE_DOCKER_BINARIES: no $YOKE_DOCKER_BINARIES/$b"
+    if ldd "$YOKE_DOCKER_BINARIES/$b" | grep -q -E 'libcuda|libnccl|libcudnn|libcublas'; then
+      fail "YOKE_DOCKER_BINARIES: $b links CUDA libraries; the image is a CPU build"
+    fi
+    strip -o "$TMP/prebuilt/prebuilt/$b" "$YOKE_DOCKER_BINARIES/$b"
+  done
+  tar -C "$TMP/prebuilt" -rf "$TMP/context.tar" prebuilt
+  DOCKERFILE=deploy/docker/Dockerfile.prebuilt
+  awk '/^FROM .* AS build$/ { print "FROM ${BUILD_IMAGE} AS build"; print "COPY prebuilt /build/bin";
+                              skip = 1; next }
+       /^FROM / { skip = 0 }
+       !skip' "$SRC/deploy/docker/Dockerfile" >"$TMP/prebuilt/Dockerfile.prebuilt"
+  grep -q '^COPY prebuilt /build/bin$' "$TMP/prebuilt/Dockerfile.prebuilt" ||
+    fail "deploy/docker/Dockerfile has no 'FROM ... AS build' stage to replace"
+  tar -C "$TMP/prebuilt" --transform 's,^,deploy/docker/,' -rf "$TMP/context.tar" \
+    Dockerfile.prebuilt
+  log "the build stage replaced by the binaries in $YOKE_DOCKER_BINARIES"
+fi
 build() {  # build ARGS...: docker build of the context, appending to build.log
-  DOCKER_BUILDKIT=0 "$DOCKER" build -f deploy/docker/Dockerfile "$@" \
+  DOCKER_BUILDKIT=0 "$DOCKER" build -f "$DOCKERFILE" "$@" \
     --build-arg BUILD_IMAGE="$BASE" --build-arg RUNTIME_IMAGE="$BASE" \
     - <"$TMP/context.tar" >>"$CACHE/build.log" 2>&1 ||
     fail "docker build failed: $(tail -20 "$CACHE/build.log")"
@@ -132,7 +162,7 @@ build() {  # build ARGS...: docker build of the context, appending to build.log
 : >"$CACHE/build.log"
 # The build stage tagged too: the layer cache of the next run (an untagged
 # stage would be pruned as dangling at the end).
-build --target build -t "$IMAGE-build"
+[ -n "${YOKE_DOCKER_BINARIES:-}" ] || build --target build -t "$IMAGE-build"
 build -t "$IMAGE"
 size=$("$DOCKER" image inspect -f '{{.Size}}' "$IMAGE")
 log "built $IMAGE in $(($(date +%s) - start)) s: $((size / 1000000)) MB ($size bytes)"
