@@ -8,7 +8,7 @@
 #include "api/internal.h"
 #include "common/status.h"
 #include "config/config.h"
-#include "engine/model_zoo.h"
+#include "engine/zoo/model_zoo.h"
 
 namespace yoke {
 

@@ -367,6 +367,36 @@ TEST_F(ClientTest, JobsGetWorkersAndLogsCommands) {
   EXPECT_EQ(r.out, "line 1\nline 2\nline 3\n");
 }
 
+// Names and reasons are other users' text. The coordinator refuses control
+// bytes in names at submit, but a store may hold older ones and reasons quote
+// trainers: every table and line the CLI prints shows them escaped, and a
+// NUL does not end the listing (the jobs after it stay visible).
+TEST_F(ClientTest, ControlBytesInNamesAndReasonsArePrintedEscaped) {
+  CoordinatorClient c(addr_);
+  v1::JobSpec spec;
+  spec.set_name("older");
+  ASSERT_TRUE(c.SubmitJob(spec).ok());
+  const std::string hostile("innocent\x1b]0;owned\a\x1b[2J\x1b[H\0hidden", 32);
+  spec.set_name(hostile);
+  ASSERT_TRUE(c.SubmitJob(spec).ok());
+  fake_.SetState("job-2", v1::JOB_FAILED, "bad layer '\x1b[31mred\x1b[0m'\n\xc2\x9b");
+
+  for (const auto& [cmd, args] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"jobs", {}}, {"get", {"job-2"}}, {"watch", {"job-2"}}}) {
+    Run r = Cmd(cmd, args);
+    const std::string printed = r.out + r.err;
+    for (char ctl : {'\x1b', '\a', '\0'}) {
+      EXPECT_EQ(printed.find(ctl), std::string::npos) << cmd << ": " << printed;
+    }
+    EXPECT_NE(printed.find("\\x1b[31mred"), std::string::npos) << cmd << ": " << printed;
+  }
+  Run r = Cmd("jobs", {});
+  EXPECT_NE(r.out.find("innocent\\x1b]0;owned\\x07\\x1b[2J"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("older"), std::string::npos) << r.out;  // listed after the NUL
+  r = Cmd("get", {"job-2"});
+  EXPECT_NE(r.out.find("\\x00hidden"), std::string::npos) << r.out;
+}
+
 TEST_F(ClientTest, FlagsTakeBothFormsAndRepeatedSetsAccumulate) {
   Run r = Cmd("submit", {Config("fashion_mnist_mlp.yaml"), "--priority=7",
                          "--set=training.epochs=3", "--set", "training.batch_size=32"});

@@ -12,6 +12,7 @@
 #include "client/client.h"
 #include "client/render.h"
 #include "common/flags.h"
+#include "common/quote.h"
 #include "config/config.h"
 #include "jobspec/job_state.h"
 
@@ -51,7 +52,8 @@ struct Flags {
 };
 
 void PrintError(FILE* err, const std::string& cmd, const absl::Status& s) {
-  std::fprintf(err, "yoke %s: %s\n", cmd.c_str(), std::string(s.message()).c_str());
+  // Messages quote what a caller sent: control bytes are shown escaped.
+  std::fprintf(err, "yoke %s: %s\n", cmd.c_str(), common::EscapeControl(s.message(), "\n").c_str());
 }
 
 int Submit(CoordinatorClient& c, const Flags& f, FILE* out, FILE* err);
@@ -78,7 +80,9 @@ int Jobs(CoordinatorClient& c, const Flags& f, FILE* out, FILE* err) {
   if (f.json) {
     std::fprintf(out, "%s\n", ToJsonArray(*jobs).c_str());
   } else {
-    std::fputs(JobsTable(*jobs, NowMs()).c_str(), out);
+    // Names, reasons and ids are other users' text: a terminal must not act
+    // on their control bytes, and a NUL must not end the listing.
+    std::fputs(common::EscapeControl(JobsTable(*jobs, NowMs()), "\n").c_str(), out);
   }
   return 0;
 }
@@ -92,7 +96,7 @@ int Get(CoordinatorClient& c, const std::string& id, const Flags& f, FILE* out, 
   if (f.json) {
     std::fprintf(out, "%s\n", ToJson(*job).c_str());
   } else {
-    std::fputs(JobDetails(*job, NowMs()).c_str(), out);
+    std::fputs(common::EscapeControl(JobDetails(*job, NowMs()), "\n").c_str(), out);
   }
   return 0;
 }
@@ -107,7 +111,7 @@ int Cancel(CoordinatorClient& c, const std::string& id, const Flags& f, FILE* ou
     std::fprintf(out, "%s\n", ToJson(*job).c_str());
   } else {
     std::fprintf(out, "%s %s%s%s\n", job->id().c_str(), JobStateName(job->state()).c_str(),
-                 job->reason().empty() ? "" : ": ", job->reason().c_str());
+                 job->reason().empty() ? "" : ": ", common::EscapeControl(job->reason()).c_str());
   }
   return 0;
 }
@@ -121,7 +125,7 @@ int Workers(CoordinatorClient& c, const Flags& f, FILE* out, FILE* err) {
   if (f.json) {
     std::fprintf(out, "%s\n", ToJsonArray(*ws).c_str());
   } else {
-    std::fputs(WorkersTable(*ws, NowMs()).c_str(), out);
+    std::fputs(common::EscapeControl(WorkersTable(*ws, NowMs()), "\n").c_str(), out);
   }
   return 0;
 }
@@ -147,7 +151,7 @@ int Logs(CoordinatorClient& c, const std::string& id, const Flags& f, FILE* out,
       if (f.json) {
         std::fprintf(out, "%s\n", ToJson(l).c_str());
       } else {
-        std::fprintf(out, "%s\n", l.text().c_str());
+        std::fprintf(out, "%s\n", common::EscapeControl(l.text(), "\t").c_str());
       }
       std::fflush(out);
       return true;
@@ -234,7 +238,7 @@ int Watch(CoordinatorClient& c, const std::string& id, const Flags& f, FILE* out
   }
   std::fprintf(err, "yoke watch: job %s %s%s%s\n", last.id().c_str(),
                JobStateName(last.state()).c_str(), last.reason().empty() ? "" : ": ",
-               last.reason().c_str());
+               common::EscapeControl(last.reason()).c_str());
   return 1;
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/quote.h"
 #include "google/protobuf/util/json_util.h"
 #include "telemetry/train_metrics.h"
 
@@ -246,7 +247,7 @@ void WatchView::OnEvent(const v1::JobEvent& ev) {
   if (!seen_ || job.state() != last_state_) {
     bar_.Clear();
     std::fprintf(out_, "%s %s%s%s\n", job.id().c_str(), JobStateName(job.state()).c_str(),
-                 job.reason().empty() ? "" : ": ", job.reason().c_str());
+                 job.reason().empty() ? "" : ": ", common::EscapeControl(job.reason()).c_str());
     last_state_ = job.state();
   }
   // ev.message() is not printed: it repeats what the state line, the epoch

@@ -5,6 +5,7 @@
 #include "client/client.h"
 #include "client/commands.h"
 #include "common/flags.h"
+#include "common/quote.h"
 #include "security/certs.h"
 
 namespace yoke::client {
@@ -20,7 +21,8 @@ const char kSecurityCommandsUsage[] =
 namespace {
 
 int Error(FILE* err, const std::string& what, const absl::Status& s) {
-  std::fprintf(err, "yoke %s: %s\n", what.c_str(), std::string(s.message()).c_str());
+  std::fprintf(err, "yoke %s: %s\n", what.c_str(),
+               common::EscapeControl(s.message(), "\n").c_str());
   return ExitCodeFor(s);
 }
 

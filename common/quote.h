@@ -35,6 +35,46 @@ inline std::string Truncate(absl::string_view s, size_t max_bytes) {
   return absl::StrCat(s.substr(0, max_bytes), "... (+", s.size() - max_bytes, " bytes)");
 }
 
+// Whether `s` holds a control character: a C0 byte (0x00-0x1f), DEL (0x7f)
+// or a C1 control (U+0080-U+009F, 0xc2 0x80-0x9f in UTF-8). A terminal acts
+// on them (ESC sequences retitle the window or clear the screen, a NUL ends
+// the output), so names refuse them and the CLI escapes them when printing.
+inline bool HasControlChar(absl::string_view s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) return true;
+    if (c == 0xc2 && i + 1 < s.size()) {
+      const auto next = static_cast<unsigned char>(s[i + 1]);
+      if (next >= 0x80 && next <= 0x9f) return true;
+    }
+  }
+  return false;
+}
+
+// `s` with every control character (as HasControlChar counts them) but the
+// bytes in `keep` written as a C escape (\n, \x1b, \xc2\x9b), and everything
+// else, UTF-8 included, unchanged: user-supplied text as the CLI prints it
+// (a table keeps its line ends: keep "\n").
+inline std::string EscapeControl(absl::string_view s, absl::string_view keep = "") {
+  if (!HasControlChar(s)) return std::string(s);
+  std::string out;
+  out.reserve(s.size() + 16);
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const bool c1 = c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+                    static_cast<unsigned char>(s[i + 1]) <= 0x9f;
+    if ((c < 0x20 || c == 0x7f) && keep.find(s[i]) == absl::string_view::npos) {
+      absl::StrAppend(&out, absl::CHexEscape(s.substr(i, 1)));
+    } else if (c1) {
+      absl::StrAppend(&out, absl::CHexEscape(s.substr(i, 2)));
+      ++i;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
 }  // namespace yoke::common
 
 #endif  // YOKE_COMMON_QUOTE_H_

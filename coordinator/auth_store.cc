@@ -6,6 +6,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
+#include "coordinator/private_file.h"
 #include "openssl/crypto.h"
 #include "openssl/hmac.h"
 #include "openssl/rand.h"
@@ -41,6 +43,10 @@ int64_t Ms(absl::Time t) { return absl::ToUnixMillis(t); }
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<AuthStore>> AuthStore::Open(const std::string& path) {
+  // Token hashes and the rendezvous key: for the coordinator's user only.
+  if (absl::Status s = MakePrivate(path); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat("auth store ", s.message()));
+  }
   sqlite3* db = nullptr;
   const int rc =
       sqlite3_open_v2(path.c_str(), &db,
@@ -51,8 +57,6 @@ absl::StatusOr<std::unique_ptr<AuthStore>> AuthStore::Open(const std::string& pa
     return absl::UnavailableError(absl::StrCat("auth store '", path, "': cannot open: ", msg));
   }
   sqlite3_busy_timeout(db, 5000);
-  // Token hashes and the rendezvous key: for the coordinator's user only.
-  if (path != ":memory:") ::chmod(path.c_str(), 0600);
   std::unique_ptr<AuthStore> store(new AuthStore(db));
   if (auto s = store->Init(); !s.ok()) return s;
   return store;
@@ -176,7 +180,7 @@ absl::Status AuthStore::RevokeToken(const std::string& id_or_token) {
   absl::MutexLock lock(&mu_);
   auto it = tokens_.find(id);
   if (it == tokens_.end()) {
-    return absl::NotFoundError(absl::StrCat("token '", id.substr(0, 32), "' not found"));
+    return absl::NotFoundError(absl::StrCat("token ", common::Quote(id, 32), " not found"));
   }
   sqlite3_stmt* st = nullptr;
   sqlite3_prepare_v2(db_, "UPDATE auth_tokens SET revoked = 1 WHERE id = ?", -1, &st, nullptr);

@@ -42,9 +42,14 @@ absl::Status Coordinator::CheckMemory(const v1::JobSpec& spec) const {
       kind == "cpu" && per_worker > 1
           ? absl::StrCat(" (", per_worker, " per worker: ", common::FormatBytes(need), ")")
           : "",
-      ", but the largest worker has ", common::FormatBytes(largest), "; ", est.largest_layer,
-      " alone needs ", common::FormatBytes(est.largest_layer_bytes),
-      " (parameters, gradients, optimizer state and activations at the batch size)"));
+      ", but the largest worker has ", common::FormatBytes(largest), "; ",
+      est.data_bytes > est.largest_layer_bytes
+          ? absl::StrCat("the training set's shuffle order alone needs ",
+                         common::FormatBytes(est.data_bytes), " (8 bytes an example)")
+          : absl::StrCat(est.largest_layer, " alone needs ",
+                         common::FormatBytes(est.largest_layer_bytes),
+                         " (parameters, gradients, optimizer state and activations at the batch "
+                         "size)")));
 }
 
 absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t priority,

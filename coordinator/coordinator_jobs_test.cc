@@ -105,6 +105,30 @@ TEST_F(CoordinatorTest, AJobNoWorkerHasTheMemoryForIsRefusedNamingTheLayer) {
   EXPECT_TRUE(coord_->Submit(Spec(), 0).ok()) << "an ordinary job is unaffected";
 }
 
+// Zoo models are expanded and counted like written-out layers, and a
+// synthetic set's shuffle order counts too: none of these reaches a trainer.
+TEST_F(CoordinatorTest, GiantZooModelsAndDataSetsAreRefusedAtSubmit) {
+  v1::RegisterWorkerRequest reg = Reg(2);
+  for (v1::Device& d : *reg.mutable_devices()) d.set_memory_bytes(int64_t{8} << 30);
+  ASSERT_TRUE(coord_->RegisterWorker(reg).ok());
+  for (const std::vector<std::string>& sets : std::vector<std::vector<std::string>>{
+           {"model={zoo: mlp, hidden: [1000000, 1000000]}"},
+           {"model={zoo: mlp}", "data.train.num_classes=2147483647"},
+           {"model={zoo: mlp}", "training.batch_size=1000000000"},
+           {"model={zoo: resnet50, width: 4096}"}}) {
+    auto s = coord_->Submit(Spec(sets), 0);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << sets[0] << s.status();
+    EXPECT_NE(s.status().message().find("model.zoo "), std::string::npos) << s.status();
+  }
+  auto data = coord_->Submit(Spec({"data.train.num_examples=2000000000"}), 0);
+  ASSERT_EQ(data.status().code(), absl::StatusCode::kFailedPrecondition) << data.status();
+  EXPECT_NE(data.status().message().find("the training set's shuffle order alone needs 14.9 GiB"),
+            std::string::npos)
+      << data.status();
+  EXPECT_TRUE(coord_->Submit(Spec({"model={zoo: resnet50}"}), 0).ok())
+      << "an ordinary ResNet-50 fits";
+}
+
 TEST_F(CoordinatorTest, CancelStopsTheTrainerAndHoldsDevicesUntilItIsGone) {
   const std::string w = Register(1);
   auto a = coord_->Submit(Spec(), 0);

@@ -1,6 +1,8 @@
 #include "coordinator/grpc_service.h"
 
 #include <algorithm>
+#include <memory>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -8,6 +10,7 @@
 #include "coordinator/coordinator_metrics.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/impl/server_builder_option.h"
 #include "net/grpc_status.h"
 #include "security/tls_credentials.h"
 #include "spdlog/spdlog.h"
@@ -67,6 +70,28 @@ class RpcTimer {
       !auth_status.ok())                                                         \
   return auth_status
 
+// The bound of SubmitJob's priority, either way.
+constexpr int kMaxPriority = 1000;
+
+// Reflection lists every service and message of the coordinator to whoever
+// asks, and its calls bypass the per-method authorization. Debian's
+// libgrpc++_reflection registers its plugin for every server of the process
+// as soon as it loads (a static initializer), so a secure server has to take
+// the plugin out again.
+class WithoutReflection : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->erase(
+        std::remove_if(plugins->begin(), plugins->end(),
+                       [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+                         return dynamic_cast<grpc::reflection::ProtoServerReflectionPlugin*>(
+                                    p.get()) != nullptr;
+                       }),
+        plugins->end());
+  }
+};
+
 grpc::Status Stopping() {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator is shutting down");
 }
@@ -79,6 +104,18 @@ grpc::Status CoordinatorService::SubmitJob(grpc::ServerContext* ctx,
                                            const v1::SubmitJobRequest* req,
                                            v1::SubmitJobResponse* resp) {
   YOKE_AUTHORIZE(kSubmitters, "SubmitJob");
+  // Priority orders the whole cluster's queue, so raising it is an admin's
+  // call; anyone may lower their own job's (docs/security.md).
+  if (req->priority() > kMaxPriority || req->priority() < -kMaxPriority) {
+    return Invalid(absl::StrCat("priority: must be within [", -kMaxPriority, ", ", kMaxPriority,
+                                "], got ", req->priority()));
+  }
+  if (req->priority() > 0 && caller.role != Role::kAdmin) {
+    return grpc::Status(
+        grpc::StatusCode::PERMISSION_DENIED,
+        absl::StrCat("priority: only an admin may raise a job above the default 0; ",
+                     RoleName(caller.role), " '", caller.name, "' asked for ", req->priority()));
+  }
   if (!req->has_spec()) return Invalid("spec: required");
   auto id = c_->Submit(req->spec(), req->priority(), caller.name);
   if (!id.ok()) return ToGrpcStatus(id.status());
@@ -256,7 +293,7 @@ grpc::Status WorkerControlService::RegisterWorker(grpc::ServerContext* ctx,
       return grpc::Status(
           grpc::StatusCode::PERMISSION_DENIED,
           absl::StrCat("RegisterWorker: certificate '", caller.name, "' registers as worker '",
-                       bound, "', not as '", req->worker_id().substr(0, 64), "'"));
+                       bound, "', not as ", common::Quote(req->worker_id(), 64)));
     }
   }
   auto r = c_->RegisterWorker(*req, bound);
@@ -344,6 +381,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     Coordinator* coordinator, const ServerOptions& options) {
   std::unique_ptr<Authenticator> auth;
   std::shared_ptr<grpc::ServerCredentials> credentials;
+  bool without_reflection = false;
   if (options.tls.has_value()) {
     if (options.auth_store == nullptr) {
       return absl::InvalidArgumentError("ServerOptions: tls needs an auth_store");
@@ -355,6 +393,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     if (!a.ok()) return a.status();
     auth = std::move(*a);
     credentials = common::TlsServerCredentials(*options.tls);
+    without_reflection = true;
   } else {
     auth = Authenticator::Insecure();
     credentials = grpc::InsecureServerCredentials();
@@ -365,6 +404,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
       new CoordinatorServer(coordinator, options, std::move(auth)));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
+  if (without_reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   // Without this a second coordinator could bind the same port and split
   // the workers between two schedulers.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/quote.h"
 
 namespace yoke::server {
 
@@ -19,7 +20,7 @@ int ClampPageSize(int requested) {
 namespace {
 
 absl::Status NotFound(const std::string& id) {
-  return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
+  return absl::NotFoundError(absl::StrCat("job ", common::Quote(id), " not found"));
 }
 
 bool StateMatches(const std::vector<v1::JobState>& states, v1::JobState s) {

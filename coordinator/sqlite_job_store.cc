@@ -7,7 +7,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/quote.h"
 #include "common/status.h"
+#include "coordinator/private_file.h"
 
 namespace yoke::server {
 namespace {
@@ -27,13 +29,17 @@ std::string ColumnBlob(sqlite3_stmt* st, int i) {
 }
 
 absl::Status NotFound(const std::string& id) {
-  return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
+  return absl::NotFoundError(absl::StrCat("job ", common::Quote(id), " not found"));
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& path,
                                                                      const Options& options) {
+  // Specs and owners are for the coordinator's user only (private_file.h).
+  if (absl::Status s = MakePrivate(path); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat("job store ", s.message()));
+  }
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);

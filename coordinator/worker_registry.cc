@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
 
 namespace yoke::server {
 
@@ -58,7 +59,8 @@ void WorkerRegistry::Expect(const std::string& id) {
 absl::Status WorkerRegistry::Heartbeat(const std::string& id) {
   auto it = workers_.find(id);
   if (it == workers_.end() || !it->second.registered || !it->second.alive) {
-    return absl::NotFoundError(absl::StrCat("worker '", id, "' is not registered; register again"));
+    return absl::NotFoundError(
+        absl::StrCat("worker ", common::Quote(id), " is not registered; register again"));
   }
   it->second.last_heartbeat = clock_->Now();
   return absl::OkStatus();

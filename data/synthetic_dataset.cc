@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "data/names/format_names.h"
 
 namespace yoke::data {
 
@@ -25,7 +26,7 @@ constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
 constexpr uint64_t kLabelTag = 0x6C6162656C730000ull;
 
 // An example larger than this (1 GiB of bytes) is surely a typo in `shape`.
-constexpr int64_t kMaxExampleBytes = int64_t{1} << 30;
+constexpr int64_t kMaxExampleBytes = kMaxSyntheticExampleValues;
 
 class SyntheticDataset final : public Dataset {
  public:

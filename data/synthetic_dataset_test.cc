@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "data/names/format_names.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -78,6 +79,19 @@ TEST(SyntheticDatasetTest, BadOptions) {
               HasSubstr("num_examples: must be > 0, got 0"));
   o.num_examples = 1;
   o.shape = {1 << 20, 1 << 20};
+  EXPECT_EQ(MakeSynthetic(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The bound job validation applies at submit (jobspec/job_validate_test.cc
+// tests the same two shapes), so a spec it accepts opens here.
+TEST(SyntheticDatasetTest, TheExampleSizeBoundIsTheSharedOne) {
+  static_assert(kMaxSyntheticExampleValues == int64_t{1024} * 1024 * 1024);
+  SyntheticOptions o;
+  o.num_classes = 2;
+  o.num_examples = 1;
+  o.shape = {1024, 1024, 1024};
+  EXPECT_TRUE(MakeSynthetic(o).ok()) << MakeSynthetic(o).status();
+  o.shape = {1024, 1024, 1025};
   EXPECT_EQ(MakeSynthetic(o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

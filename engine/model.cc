@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
-#include "engine/model_zoo.h"
 #include "engine/registry.h"
+#include "engine/zoo/model_zoo.h"
 
 namespace yoke::engine {
 

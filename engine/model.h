@@ -28,7 +28,7 @@ namespace yoke::engine {
 class Model {
  public:
   // Builds the model for per-example input `input_shape` (H, W, C) and
-  // `num_classes` outputs. A zoo spec is expanded first (model_zoo.h). Errors
+  // `num_classes` outputs. A zoo spec is expanded first (engine/zoo/model_zoo.h). Errors
   // are INVALID_ARGUMENT with the field path, e.g.
   // "model.layers[3] (conv2d_3): expects 1 input of rank 3 ...".
   static absl::StatusOr<std::unique_ptr<Model>> Create(const v1::ModelSpec& spec,

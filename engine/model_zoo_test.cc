@@ -1,4 +1,4 @@
-#include "engine/model_zoo.h"
+#include "engine/zoo/model_zoo.h"
 
 #include <cmath>
 

@@ -1,14 +1,17 @@
 #include "jobspec/job_validate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/quote.h"
 #include "data/names/format_names.h"
 #include "engine/names/engine_names.h"
+#include "engine/zoo/model_zoo.h"
 #include "jobspec/path_confinement.h"
 
 namespace yoke::common {
@@ -141,7 +144,9 @@ void CheckLayers(Checker& c, const v1::ModelSpec& m) {
     // The model names an unnamed layer "<kind>_<index>", which an explicit
     // name elsewhere could collide with.
     const std::string name = l.name().empty() ? absl::StrCat(kind, "_", i) : l.name();
-    if (name == "input") {
+    if (HasControlChar(name)) {
+      c.Add(absl::StrCat(p, ".name: control characters are not allowed (", Quote(name, 40), ")"));
+    } else if (name == "input") {
       c.Add(absl::StrCat(p, ".name: 'input' is reserved for the model input"));
     } else if (!names.insert(name).second) {
       c.Add(absl::StrCat(p, ".name: ", Quote(name), " is already used by an earlier layer",
@@ -189,6 +194,9 @@ void CheckModel(Checker& c, const v1::JobSpec& spec) {
     c.Unused("model.dropout", "(only zoo 'mlp' and 'cnn'; use a dropout layer in a layers list)");
   }
   c.NonNegative("model.width", m.width());
+  if (m.width() > engine::kMaxZooWidth) {
+    c.Add(absl::StrCat("model.width: at most ", engine::kMaxZooWidth, ", got ", m.width()));
+  }
   if (m.width() != 0 && !IsResnet(m.zoo())) c.Unused("model.width", "(only the zoo resnets)");
   if (!zoo) CheckLayers(c, m);
 }
@@ -198,8 +206,15 @@ void CheckShape(Checker& c, const std::string& p, const v1::DatasetSpec& d, bool
   if (d.shape_size() < 1 || d.shape_size() > 3) {
     c.Add(absl::StrCat(p, ".shape: needs 1 to 3 dimensions (H, W, C), got ", d.shape_size()));
   }
-  for (int i = 0; i < d.shape_size(); ++i)
+  double values = 1;  // no overflow: at most 3 factors below 2^31
+  for (int i = 0; i < d.shape_size(); ++i) {
     c.Positive(absl::StrCat(p, ".shape[", i, "]"), d.shape(i));
+    values *= std::max<int64_t>(1, d.shape(i));
+  }
+  if (values > static_cast<double>(data::kMaxSyntheticExampleValues)) {
+    c.Add(absl::StrFormat("%s.shape: %.0f values per example, at most %d", p, values,
+                          data::kMaxSyntheticExampleValues));
+  }
 }
 
 // The image_folder fields: required and checked for that format, refused for
@@ -549,6 +564,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.name().size() > kMaxJobNameChars) {
     c.Add(absl::StrCat("name: at most ", kMaxJobNameChars, " characters, got ", spec.name().size(),
                        " (", Quote(spec.name(), 40), ")"));
+  } else if (HasControlChar(spec.name())) {
+    c.Add(absl::StrCat("name: control characters are not allowed (", Quote(spec.name(), 40),
+                       "): terminals act on them when the name is printed"));
   }
   CheckModel(c, spec);
   CheckData(c, spec);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
 #include "config/config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -533,6 +534,42 @@ TEST(ValidateJobSpecTest, NamesOver256CharactersAreRefusedAndNotEchoedWhole) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("name: at most 256 characters, got 400000"));
   EXPECT_LT(s.message().size(), 300u);
+}
+
+TEST(ValidateJobSpecTest, NamesWithControlCharactersAreRefusedAndEscaped) {
+  v1::JobSpec spec = Load(kZooJob, {});
+  spec.set_name("Zürich run 3");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  for (const std::string& bad : {std::string("innocent\x1b]0;owned\a\x1b[2J\x1b[H\0hidden", 32),
+                                 std::string("two\nlines"), std::string("csi \xc2\x9b")}) {
+    spec.set_name(bad);
+    const absl::Status s = ValidateJobSpec(spec);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("name: control characters are not allowed"));
+    EXPECT_FALSE(HasControlChar(s.message())) << s.message();
+  }
+}
+
+TEST(ValidateJobSpecTest, LayerNamesWithControlCharactersAreRefused) {
+  v1::JobSpec spec = Load(kLayersJob, {});
+  ASSERT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  spec.mutable_model()->mutable_layers(0)->set_name("fc\x1b[2J");
+  const absl::Status s = ValidateJobSpec(spec);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("model.layers[0].name: control characters are not allowed ('fc\\x1b[2J')"));
+}
+
+// The synthetic reader's bound (data/synthetic_dataset_test.cc tests the
+// same two shapes), checked at submit so the trainer never refuses first.
+TEST(ValidateJobSpecTest, SyntheticExamplesAreBoundedAsTheReaderBoundsThem) {
+  EXPECT_TRUE(ValidateJobSpec(Load(kZooJob, {"data.train.shape=[1024, 1024, 1024]"})).ok());
+  for (const std::string& shape : {"[1024, 1024, 1025]", "[65536, 65536, 4]"}) {
+    const absl::Status s = ValidateJobSpec(Load(kZooJob, {"data.train.shape=" + shape}));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << shape;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("values per example, at most 1073741824"))
+        << shape;
+  }
 }
 
 TEST(ValidateJobSpecTest, UnknownValuesAreQuotedAtMost200Bytes) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/zoo/model_zoo.h"
 
 namespace yoke::common {
 namespace {
@@ -21,12 +22,51 @@ int OptimizerCopies(const v1::OptimizerSpec& o) {
   return o.momentum() > 0 ? 1 : 0;
 }
 
+// A zoo model's layers, expanded by the engine's own zoo code for the
+// smallest input and class count the spec allows: the synthetic shape when
+// the spec gives one, else 4x4x1 (the smallest image the cnn takes; a ResNet
+// then gets its small stem, which has fewer parameters than the large one),
+// and the spec's class count, else 2. Empty if the zoo refuses the spec (the
+// validation reports why).
+std::vector<v1::LayerSpec> ZooLayers(const v1::JobSpec& spec) {
+  const v1::DatasetSpec& train = spec.data().train();
+  const int64_t classes = train.num_classes() >= 2 ? train.num_classes() : 2;
+  std::vector<engine::ZooShape> inputs;
+  if (train.format() == "synthetic" && train.shape_size() > 0) {
+    inputs.emplace_back(train.shape().begin(), train.shape().end());
+  }
+  inputs.push_back({4, 4, 1});
+  for (const engine::ZooShape& in : inputs) {
+    auto layers = engine::ExpandZoo(spec.model(), in, static_cast<int>(classes));
+    if (layers.ok()) return *std::move(layers);
+  }
+  return {};
+}
+
 }  // namespace
 
 MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
   MemoryEstimate est;
+  // The sampler keeps each epoch's permutation of the training set, 8 bytes
+  // an example (data/sampler.cc); a synthetic set has exactly num_examples.
+  const v1::DatasetSpec& train = spec.data().train();
+  if (train.format() == "synthetic" && train.num_examples() > 0) {
+    est.data_bytes = 8.0 * static_cast<double>(train.num_examples());
+    est.bytes += est.data_bytes;
+  }
   const v1::ModelSpec& m = spec.model();
-  if (!m.zoo().empty()) return est;
+  std::vector<v1::LayerSpec> zoo;
+  if (!m.zoo().empty()) {
+    // Past the zoo builders' integer range: the validation refuses it.
+    if (m.width() > engine::kMaxZooWidth) return est;
+    zoo = ZooLayers(spec);
+  }
+  const int num_layers = m.zoo().empty() ? m.layers_size() : static_cast<int>(zoo.size());
+  auto layer = [&](int i) -> const v1::LayerSpec& {
+    return m.zoo().empty() ? m.layers(i) : zoo[i];
+  };
+  const std::string where =
+      m.zoo().empty() ? "model.layers" : absl::StrCat("model.zoo ", m.zoo(), ": layer ");
   const int replicas = std::max(1, spec.distribution().workers()) *
                        std::max(1, spec.distribution().devices_per_worker());
   const double batch = std::max(1.0, static_cast<double>(spec.training().batch_size()) / replicas);
@@ -38,8 +78,8 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
   std::map<std::string, Dims> outputs;  // by layer name, for explicit inputs
   Dims cur;                             // the previous layer's output
   outputs["input"] = cur;
-  for (int i = 0; i < m.layers_size(); ++i) {
-    const v1::LayerSpec& l = m.layers(i);
+  for (int i = 0; i < num_layers; ++i) {
+    const v1::LayerSpec& l = layer(i);
     Dims in = cur;
     if (l.inputs_size() > 0) {
       auto it = outputs.find(l.inputs(0));
@@ -86,8 +126,8 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
     est.bytes += bytes;
     if (bytes > est.largest_layer_bytes) {
       est.largest_layer_bytes = bytes;
-      est.largest_layer = l.name().empty() ? absl::StrCat("model.layers[", i, "]")
-                                           : absl::StrCat("model.layers[", i, "] (", l.name(), ")");
+      est.largest_layer = l.name().empty() ? absl::StrCat(where, "[", i, "]")
+                                           : absl::StrCat(where, "[", i, "] (", l.name(), ")");
     }
     cur = out;
     outputs[l.name().empty() ? absl::StrCat("layer_", i) : l.name()] = out;

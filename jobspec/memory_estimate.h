@@ -14,7 +14,10 @@
 // passes may still not fit, and fails in its trainer with a message saying
 // how much memory it needed.
 //
-// Zoo models have known, moderate sizes and are not estimated (0 bytes).
+// Zoo models are expanded into their layers by the engine's own zoo code
+// (engine/zoo/), for the smallest input the spec allows, and counted the
+// same way. The data pipeline adds the sampler's permutation of a synthetic
+// training set (8 bytes an example).
 //
 // Thread-safety: a pure function.
 #ifndef YOKE_JOBSPEC_MEMORY_ESTIMATE_H_
@@ -31,6 +34,7 @@ struct MemoryEstimate {
   double bytes = 0;           // the lower bound for one replica
   std::string largest_layer;  // the layer that contributes most ("" if none)
   double largest_layer_bytes = 0;
+  double data_bytes = 0;  // the data pipeline's share of `bytes`
 };
 
 MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec);

@@ -1,6 +1,7 @@
 #include "jobspec/memory_estimate.h"
 
 #include "config/config.h"
+#include "engine/zoo/model_zoo.h"
 #include "gtest/gtest.h"
 
 namespace yoke::common {
@@ -53,8 +54,53 @@ training: {batch_size: 64, optimizer: {type: sgd, lr: 0.1, momentum: 0.9}}
   EXPECT_EQ(e.largest_layer, "model.layers[0]");  // 10^9 outputs x 64 examples
 }
 
-TEST(MemoryEstimateTest, ZooModelsAreNotEstimated) {
-  EXPECT_EQ(EstimateReplicaMemory(Spec("model: {zoo: resnet50}")).bytes, 0);
+// A zoo model counts exactly as the same network written out as layers.
+TEST(MemoryEstimateTest, AZooModelCountsAsItsOwnLayers) {
+  const std::string rest = R"(
+data: {train: {format: synthetic, shape: [28, 28, 1], num_classes: 10, num_examples: 100}}
+training: {batch_size: 64, optimizer: {type: adam, lr: 0.001}}
+)";
+  for (const std::string zoo : {"mlp", "cnn", "resnet20", "resnet50"}) {
+    const v1::JobSpec spec = Spec("model: {zoo: " + zoo + "}" + rest);
+    auto layers = engine::ExpandZoo(spec.model(), {28, 28, 1}, 10);
+    ASSERT_TRUE(layers.ok()) << layers.status();
+    v1::JobSpec written = spec;
+    written.mutable_model()->clear_zoo();
+    for (const v1::LayerSpec& l : *layers) *written.mutable_model()->add_layers() = l;
+    const MemoryEstimate z = EstimateReplicaMemory(spec);
+    EXPECT_GT(z.bytes, 800.0) << zoo;  // the sampler's 800 bytes and more
+    EXPECT_DOUBLE_EQ(z.bytes, EstimateReplicaMemory(written).bytes) << zoo;
+  }
+  // ResNet-50 with 10 classes holds about 23.5 million parameters; adam
+  // keeps 4 floats of each.
+  EXPECT_GT(EstimateReplicaMemory(Spec("model: {zoo: resnet50}" + rest)).bytes, 23e6 * 16);
+}
+
+// What an authenticated submitter could send past the old check: the zoo
+// MLP with giant hidden layers or class counts, a giant batch, a synthetic
+// set whose permutation alone fills a worker.
+TEST(MemoryEstimateTest, GiantZooModelsBatchesAndDataSetsAreCounted) {
+  const std::string data =
+      "data: {train: {format: synthetic, shape: [28, 28, 1], num_classes: 10, num_examples: "
+      "100}}\n";
+  const MemoryEstimate hidden =
+      EstimateReplicaMemory(Spec("model: {zoo: mlp, hidden: [1000000, 1000000]}\n" + data));
+  EXPECT_GT(hidden.bytes, 1e12 * 8);  // 10^12 weights, each with its gradient
+  EXPECT_EQ(hidden.largest_layer, "model.zoo mlp: layer [3]");
+  const MemoryEstimate classes = EstimateReplicaMemory(
+      Spec("model: {zoo: mlp}\n"
+           "data: {train: {format: synthetic, shape: [28, 28, 1], num_classes: 2147483647, "
+           "num_examples: 100}}\n"));
+  EXPECT_GT(classes.bytes, 128 * 2147483647.0 * 8);
+  const MemoryEstimate batch = EstimateReplicaMemory(
+      Spec("model: {zoo: mlp}\n" + data + "training: {batch_size: 1000000000}\n"));
+  EXPECT_GT(batch.bytes, 1e9 * 8 * 256);  // the first hidden layer's output alone
+  const MemoryEstimate examples = EstimateReplicaMemory(
+      Spec("model: {zoo: mlp}\n"
+           "data: {train: {format: synthetic, shape: [28, 28, 1], num_classes: 10, "
+           "num_examples: 1000000000}}\n"));
+  EXPECT_DOUBLE_EQ(examples.data_bytes, 8e9);
+  EXPECT_GT(examples.bytes, 8e9);
 }
 
 TEST(MemoryEstimateTest, FormatBytes) {

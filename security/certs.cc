@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/quote.h"
 #include "common/read_file.h"
 #include "openssl/bio.h"
 #include "openssl/err.h"
@@ -241,8 +242,8 @@ absl::Status ValidateCertName(absl::string_view name, bool allow_pool) {
   }
   for (char c : name) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
-      return absl::InvalidArgumentError(
-          absl::StrCat("name: '", name, "' may hold only letters, digits, '.', '_' and '-'"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "name: ", common::Quote(name), " may hold only letters, digits, '.', '_' and '-'"));
     }
   }
   return absl::OkStatus();
@@ -253,9 +254,10 @@ absl::StatusOr<std::string> WorkerIdFor(absl::string_view cert_name, absl::strin
   const std::string id =
       absl::StrCat(cert_name.substr(0, cert_name.size() - 1), hostname.substr(0, 64));
   if (auto s = ValidateCertName(id); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "hostname: a worker of pool '", cert_name, "' registers as PREFIX-<hostname>, and '",
-        hostname.substr(0, 64), "' cannot be part of an id (", s.message(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("hostname: a worker of pool ", common::Quote(cert_name),
+                     " registers as PREFIX-<hostname>, and ", common::Quote(hostname, 64),
+                     " cannot be part of an id (", s.message(), ")"));
   }
   return id;
 }

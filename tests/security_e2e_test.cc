@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "proto/yoke/v1/coordinator.grpc.pb.h"
 #include "security/certs.h"
@@ -230,6 +232,120 @@ TEST(SecurityE2ETest, EveryRpcRefusesStrangersAndTheWrongRole) {
   grpc::Status s = Call(mint.Channel(addr, viewer), "SubmitJob");
   EXPECT_NE(s.error_message().find("SubmitJob"), std::string::npos) << s.error_message();
   EXPECT_NE(s.error_message().find("viewer 'carol'"), std::string::npos) << s.error_message();
+}
+
+// The server reflection service on `channel`: the status of a list_services
+// call, and the reply's bytes in `reply`.
+grpc::Status CallReflection(const std::shared_ptr<grpc::Channel>& channel, std::string* reply) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::CompletionQueue cq;
+  auto call =
+      stub.PrepareCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  void* tag;
+  bool ok;
+  call->StartCall(reinterpret_cast<void*>(1));
+  cq.Next(&tag, &ok);
+  // ServerReflectionRequest{list_services: ""}: field 7, an empty string.
+  grpc::Slice slice(std::string("\x3a\x00", 2));
+  grpc::ByteBuffer req(&slice, 1);
+  call->WriteLast(req, grpc::WriteOptions(), reinterpret_cast<void*>(2));
+  cq.Next(&tag, &ok);
+  grpc::ByteBuffer resp;
+  call->Read(&resp, reinterpret_cast<void*>(3));
+  cq.Next(&tag, &ok);
+  if (ok) {
+    std::vector<grpc::Slice> slices;
+    if (resp.Dump(&slices).ok()) {
+      for (const grpc::Slice& s : slices) {
+        reply->append(reinterpret_cast<const char*>(s.begin()), s.size());
+      }
+    }
+  }
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(4));
+  while (cq.Next(&tag, &ok) && tag != reinterpret_cast<void*>(4)) {
+  }
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return status;
+}
+
+// What an authenticated submitter sends is bounded: the priority by its
+// role, names by their characters, and every echo of its input to 200 bytes
+// with control bytes escaped. Reflection, which would list every service to
+// anyone, is not served by a secure coordinator at all.
+TEST(SecurityE2ETest, SubmittersCannotRaisePriorityOrSmuggleControlBytes) {
+  TestCluster cluster(1);
+  ASSERT_TRUE(cluster.ok()) << cluster.up_output();
+  Mint mint(cluster.dir());
+  const std::string addr = cluster.address();
+  auto submit = [&](const KeyCert& who, int priority, const std::string& name) {
+    auto coord = v1::Coordinator::NewStub(mint.Channel(addr, who));
+    v1::SubmitJobRequest req;
+    req.set_priority(priority);
+    req.mutable_spec()->set_name(name);  // no model: valid priorities get INVALID_ARGUMENT
+    v1::SubmitJobResponse resp;
+    auto ctx = Context();
+    return coord->SubmitJob(ctx.get(), req, &resp);
+  };
+  const KeyCert bob = mint.Issue(Role::kSubmitter, "bob");
+  const KeyCert admin = mint.Issue(Role::kAdmin, "root");
+  grpc::Status s = submit(bob, 5, "x");
+  EXPECT_EQ(s.error_code(), kDenied) << s.error_message();
+  EXPECT_NE(s.error_message().find("only an admin may raise"), std::string::npos)
+      << s.error_message();
+  s = submit(bob, -5, "x");  // lowering is allowed: the spec is what fails
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_EQ(s.error_message().find("priority"), std::string::npos) << s.error_message();
+  s = submit(admin, 5, "x");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_EQ(s.error_message().find("priority"), std::string::npos) << s.error_message();
+  s = submit(admin, 2147483647, "x");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("priority: must be within [-1000, 1000]"), std::string::npos)
+      << s.error_message();
+
+  const std::string hostile("innocent\x1b]0;owned\a\x1b[2J\x1b[H\0hidden", 32);
+  s = submit(bob, 0, hostile);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("name: control characters are not allowed"), std::string::npos)
+      << s.error_message();
+  EXPECT_FALSE(common::HasControlChar(s.error_message())) << s.error_message();
+
+  // A 100 KB job id comes back quoted, not whole.
+  auto coord = v1::Coordinator::NewStub(mint.Channel(addr, bob));
+  v1::GetJobRequest get;
+  get.set_job_id(std::string(100'000, 'j') + "\x1b[2J");
+  v1::Job job;
+  auto ctx = Context();
+  s = coord->GetJob(ctx.get(), get, &job);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message().size();
+  EXPECT_LT(s.error_message().size(), 300u);
+  EXPECT_NE(s.error_message().find("(+99804 bytes)"), std::string::npos) << s.error_message();
+
+  // CreateToken's name is refused with its control bytes escaped.
+  v1::CreateTokenRequest token;
+  token.set_role("viewer");
+  token.set_name(std::string("ci\x1b[2J\0x", 8));
+  token.set_ttl_seconds(60);
+  v1::CreateTokenResponse created;
+  auto admin_coord = v1::Coordinator::NewStub(mint.Channel(addr, admin));
+  ctx = Context();
+  s = admin_coord->CreateToken(ctx.get(), token, &created);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("'ci\\x1b[2J\\x00x'"), std::string::npos) << s.error_message();
+  EXPECT_FALSE(common::HasControlChar(s.error_message())) << s.error_message();
+
+  for (const auto& [who, leaf] :
+       {std::pair{"no certificate", KeyCert()}, std::pair{"an admin", admin}}) {
+    std::string reply;
+    s = CallReflection(mint.Channel(addr, leaf), &reply);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << who << ": " << s.error_message();
+    EXPECT_EQ(reply.find("yoke.v1.Coordinator"), std::string::npos) << who;
+  }
 }
 
 // The environment of the first trainer process under `worker`.

@@ -12,6 +12,7 @@
 #ifndef YOKE_DATA_NAMES_FORMAT_NAMES_H_
 #define YOKE_DATA_NAMES_FORMAT_NAMES_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,12 @@ inline constexpr std::string_view kDatasetFormats[] = {"idx", "cifar10", "csv", 
 // kDatasetFormats as strings, in the same order (the order error messages
 // list them in).
 const std::vector<std::string>& DatasetFormats();
+
+// The most values one synthetic example may have (the product of its
+// `shape`): more is surely a typo. Job validation refuses it at submit and
+// the synthetic reader with the same bound, so the trainer is never the
+// first to say no.
+inline constexpr int64_t kMaxSyntheticExampleValues = int64_t{1} << 30;
 
 }  // namespace yoke::data
 

@@ -1,7 +1,7 @@
 // The names the engine's factories take from a job spec: model.zoo,
 // training.optimizer.type and training.schedule.type. Each list is the one
 // place its names are spelled: job validation (jobspec/) reads it without
-// linking the engine, and the factories (engine/model_zoo.cc,
+// linking the engine, and the factories (engine/zoo/model_zoo.cc,
 // engine/optim/optimizer.cc, engine/optim/schedule.cc) keep a builder table
 // that a static_assert checks against it, name for name and in order
 // (common/name_list.h). Adding a name means adding it here and a builder
@@ -20,7 +20,7 @@
 
 namespace yoke::engine {
 
-// model.zoo: the architectures of engine/model_zoo.h.
+// model.zoo: the architectures of engine/zoo/model_zoo.h.
 inline constexpr std::string_view kZooModels[] = {"cnn",      "mlp",      "resnet18",
                                                   "resnet20", "resnet32", "resnet34",
                                                   "resnet44", "resnet50", "resnet56"};

@@ -1,4 +1,4 @@
-#include "engine/model_zoo.h"
+#include "engine/zoo/model_zoo.h"
 
 #include <string_view>
 
@@ -45,7 +45,7 @@ v1::LayerSpec MaxPool(int size, int stride, const std::string& padding = "valid"
   return l;
 }
 
-absl::StatusOr<LayerList> Mlp(const v1::ModelSpec& spec, const Shape& /*in*/, int k) {
+absl::StatusOr<LayerList> Mlp(const v1::ModelSpec& spec, const ZooShape& /*in*/, int k) {
   LayerList out{Flatten()};
   std::vector<int> hidden(spec.hidden().begin(), spec.hidden().end());
   if (hidden.empty()) hidden = {256, 128};
@@ -62,10 +62,10 @@ absl::StatusOr<LayerList> Mlp(const v1::ModelSpec& spec, const Shape& /*in*/, in
   return out;
 }
 
-absl::StatusOr<LayerList> Cnn(const v1::ModelSpec& spec, const Shape& in, int k) {
+absl::StatusOr<LayerList> Cnn(const v1::ModelSpec& spec, const ZooShape& in, int k) {
   if (in.size() != 3 || in[0] < 4 || in[1] < 4) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "model.zoo: cnn needs an image input (H, W, C) of at least 4x4, got ", ShapeString(in)));
+        "model.zoo: cnn needs an image input (H, W, C) of at least 4x4, got ", ZooShapeString(in)));
   }
   LayerList out{Conv(32, 5),   Relu(),    MaxPool(2, 2), Conv(64, 5), Relu(),
                 MaxPool(2, 2), Flatten(), Dense(1024),   Relu()};
@@ -81,18 +81,18 @@ absl::StatusOr<LayerList> Cnn(const v1::ModelSpec& spec, const Shape& in, int k)
 }  // namespace
 
 // Defined in model_zoo_resnet.cc.
-absl::StatusOr<LayerList> ResNet(const v1::ModelSpec& spec, const Shape& in, int k, int depth);
+absl::StatusOr<LayerList> ResNet(const v1::ModelSpec& spec, const ZooShape& in, int k, int depth);
 
 namespace {
 
 template <int kDepth>
-absl::StatusOr<LayerList> ResNetOf(const v1::ModelSpec& spec, const Shape& in, int k) {
+absl::StatusOr<LayerList> ResNetOf(const v1::ModelSpec& spec, const ZooShape& in, int k) {
   return ResNet(spec, in, k, kDepth);
 }
 
 struct ZooEntry {
   std::string_view name;
-  absl::StatusOr<LayerList> (*build)(const v1::ModelSpec& spec, const Shape& in, int k);
+  absl::StatusOr<LayerList> (*build)(const v1::ModelSpec& spec, const ZooShape& in, int k);
 };
 
 // One builder per name of kZooModels, in its order.
@@ -112,8 +112,12 @@ static_assert(common::NamesMatch(kZoo, kZooModels),
 
 }  // namespace
 
+std::string ZooShapeString(const ZooShape& shape) {
+  return absl::StrCat("(", absl::StrJoin(shape, ", "), ")");
+}
+
 absl::StatusOr<std::vector<v1::LayerSpec>> ExpandZoo(const v1::ModelSpec& spec,
-                                                     const Shape& input_shape, int num_classes) {
+                                                     const ZooShape& input_shape, int num_classes) {
   const std::string& z = spec.zoo();
   for (const ZooEntry& e : kZoo) {
     if (z == e.name) return e.build(spec, input_shape, num_classes);

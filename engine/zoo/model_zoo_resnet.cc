@@ -25,7 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "engine/tensor.h"
+#include "engine/zoo/model_zoo.h"
 #include "proto/yoke/v1/job.pb.h"
 
 namespace yoke::engine {
@@ -105,16 +105,17 @@ class GraphBuilder {
 
 }  // namespace
 
-absl::StatusOr<std::vector<v1::LayerSpec>> ResNet(const v1::ModelSpec& spec, const Shape& in, int k,
-                                                  int depth) {
+absl::StatusOr<std::vector<v1::LayerSpec>> ResNet(const v1::ModelSpec& spec, const ZooShape& in,
+                                                  int k, int depth) {
   const std::string zoo = absl::StrCat("resnet", depth);
   if (in.size() != 3 || in[0] <= 0 || in[1] <= 0 || in[2] <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model.zoo: ", zoo, " needs an image input (H, W, C), got ", ShapeString(in)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.zoo: ", zoo, " needs an image input (H, W, C), got ", ZooShapeString(in)));
   }
-  if (spec.width() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model.width: must be > 0 (or unset for 64), got ", spec.width()));
+  if (spec.width() < 0 || spec.width() > kMaxZooWidth) {
+    return absl::InvalidArgumentError(absl::StrCat("model.width: must be > 0 and at most ",
+                                                   kMaxZooWidth, " (or unset for 64), got ",
+                                                   spec.width()));
   }
   std::vector<int> blocks;
   bool bottleneck = false;
