@@ -564,8 +564,9 @@ TEST(ValidateJobSpecTest, LayerNamesWithControlCharactersAreRefused) {
 // same two shapes), checked at submit so the trainer never refuses first.
 TEST(ValidateJobSpecTest, SyntheticExamplesAreBoundedAsTheReaderBoundsThem) {
   EXPECT_TRUE(ValidateJobSpec(Load(kZooJob, {"data.train.shape=[1024, 1024, 1024]"})).ok());
-  for (const std::string& shape : {"[1024, 1024, 1025]", "[65536, 65536, 4]"}) {
-    const absl::Status s = ValidateJobSpec(Load(kZooJob, {"data.train.shape=" + shape}));
+  for (const char* shape : {"[1024, 1024, 1025]", "[65536, 65536, 4]"}) {
+    const absl::Status s =
+        ValidateJobSpec(Load(kZooJob, {std::string("data.train.shape=") + shape}));
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << shape;
     EXPECT_THAT(std::string(s.message()), HasSubstr("values per example, at most 1073741824"))
         << shape;
