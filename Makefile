@@ -4,7 +4,8 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps build test demo bench bazel-test bazel-ci docker-test k8s-validate fuzz test-asan clean
+.PHONY: all deps build test demo bench bazel-test bazel-ci docker-test k8s-validate fuzz test-asan \
+        san-build clean
 
 all: build
 
@@ -97,7 +98,7 @@ $(SAN_BUILD)/build.ninja:
 	@scripts/install-deps.sh fuzz
 	@cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DYOKE_FUZZ=ON -DYOKE_WITH_CUDA=OFF \
-	  -DYOKE_BUILD_BENCH=OFF >/dev/null
+	  -DYOKE_BUILD_BENCH=OFF -DYOKE_TEST_PCH=ON >/dev/null
 
 # libFuzzer targets (tests/fuzz: the YAML spec loader, the IDX/CIFAR/CSV
 # readers, the JPEG/PNG decoders, the checkpoint reader, the coordinator's handlers), each run
@@ -106,9 +107,11 @@ $(SAN_BUILD)/build.ninja:
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= job_spec_yaml_fuzz dataset_readers_fuzz image_decode_fuzz checkpoint_fuzz \
                 coordinator_fuzz
+# FUZZ_JOBS targets run at once (default: the number of cores), each on a
+# core of its own for its FUZZ_SECONDS.
 fuzz: $(SAN_BUILD)/build.ninja
 	@ninja -C $(SAN_BUILD) -j $(JOBS) $(FUZZ_TARGETS)
-	@tests/fuzz/run.sh $(SAN_BUILD)/bin $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	@FUZZ_JOBS=$(JOBS) tests/fuzz/run.sh $(SAN_BUILD)/bin $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # The suite under ASan and UBSan: every test but the GPU, slow and
 # multi-host ones (their timings assume an unsanitized build), the
@@ -129,8 +132,14 @@ SAN_SKIP := tests_coordinator_restart_e2e_test|tests_worker_crash_e2e_test|tests
 SAN_SKIP := $(SAN_SKIP)|examples_custom_loop_2rank_test|examples_custom_loop_1rank_test
 SAN_SKIP := $(SAN_SKIP)|tests_resnet50_image_folder_e2e_test
 SAN_CTEST_ARGS ?= -LE "gpu|slow|multihost|parity|tree|deploy" -E "^($(SAN_SKIP))$$"
+# It builds only what its selection runs (scripts/test_targets.py), not the
+# binaries of the tests it leaves out. san-build builds that and the fuzz
+# targets: CI runs it in the background while the release suite runs.
+SAN_TEST_TARGETS = $$(scripts/test_targets.py $(SAN_BUILD) $(SAN_CTEST_ARGS))
+san-build: $(SAN_BUILD)/build.ninja
+	@targets=$(SAN_TEST_TARGETS) && ninja -C $(SAN_BUILD) -j $(JOBS) $(FUZZ_TARGETS) $$targets
 test-asan: $(SAN_BUILD)/build.ninja
-	@ninja -C $(SAN_BUILD) -j $(JOBS)
+	@targets=$(SAN_TEST_TARGETS) && ninja -C $(SAN_BUILD) -j $(JOBS) $$targets
 	@cd $(SAN_BUILD) && rm -rf test-results && mkdir -p test-results && \
 	  { ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 \
 	    LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
