@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -29,25 +31,49 @@ using testing::OnEveryRank;
 // Integer-valued element i of rank r: small enough that sums stay exact.
 int64_t Value(int r, int64_t i) { return (i * 7 + r * 13) % 101 - 50; }
 
+// Rank r's elements 0..count-1, as T.
+template <typename T>
+std::vector<T> RankValues(int r, int64_t count) {
+  std::vector<T> v(count);
+  for (int64_t i = 0; i < count; ++i) v[i] = static_cast<T>(Value(r, i));
+  return v;
+}
+
+// The index of the first element where got != want, or -1. Equal bits are
+// equal values, so memcmp answers the common case at once: the 64 MiB checks
+// ran for a minute element by element in the sanitized build, whose test
+// files are unoptimized.
+template <typename T>
+int64_t FirstMismatch(const T* got, const T* want, int64_t count) {
+  if (std::memcmp(got, want, count * sizeof(T)) == 0) return -1;
+  for (int64_t i = 0; i < count; ++i) {
+    if (!(got[i] == want[i])) return i;
+  }
+  return -1;
+}
+
 template <typename T>
 void CheckAllreduce(std::vector<std::unique_ptr<Communicator>>& comms, DataType dt, int64_t count,
                     ReduceOp op) {
   const int n = comms.size();
+  std::vector<T> want(count, 0);
+  for (int q = 0; q < n; ++q) {
+    for (int64_t i = 0; i < count; ++i) want[i] += static_cast<T>(Value(q, i));
+  }
+  if (op == ReduceOp::kAverage) {
+    for (auto& w : want) w = static_cast<T>(w / static_cast<T>(n));
+  }
   OnEveryRank(comms, [&](int r, Communicator& c) {
-    std::vector<T> buf(count);
-    for (int64_t i = 0; i < count; ++i) buf[i] = static_cast<T>(Value(r, i));
+    std::vector<T> buf = RankValues<T>(r, count);
     AllreduceOptions o;
     o.op = op;
     o.tag = "check";
     auto w = c.Allreduce(Buffer{buf.data(), count, dt}, o);
     ASSERT_TRUE(w->Wait().ok()) << w->Wait();
     EXPECT_TRUE(w->IsCompleted());
-    for (int64_t i = 0; i < count; ++i) {
-      T sum = 0;
-      for (int q = 0; q < n; ++q) sum += static_cast<T>(Value(q, i));
-      const T want = op == ReduceOp::kAverage ? static_cast<T>(sum / static_cast<T>(n)) : sum;
-      ASSERT_EQ(buf[i], want) << "rank " << r << " of " << n << " element " << i << " of " << count;
-    }
+    const int64_t bad = FirstMismatch(buf.data(), want.data(), count);
+    ASSERT_EQ(bad, -1) << "rank " << r << " of " << n << " element " << bad << " of " << count
+                       << ": got " << buf[bad] << ", want " << want[bad];
   });
 }
 
@@ -235,20 +261,22 @@ TEST(GlooTest, SixtyFourMiBPlusThreeElementsOnThreeRanks) {
   auto comms = Connect(3, &store);
   const int64_t count = (int64_t{16} << 20) + 3;  // f32: 64 MiB + 12 bytes
   CheckAllreduce<float>(comms, DataType::kF32, count, ReduceOp::kSum);
+  const std::vector<int32_t> root_values = RankValues<int32_t>(2, count);
   OnEveryRank(comms, [&](int r, Communicator& c) {
-    std::vector<int32_t> buf(count);
-    for (int64_t i = 0; i < count; ++i) buf[i] = Value(r, i);
+    std::vector<int32_t> buf = RankValues<int32_t>(r, count);
     ASSERT_TRUE(c.Broadcast(Buffer{buf.data(), count, DataType::kI32}, 2, {})->Wait().ok());
-    for (int64_t i = 0; i < count; ++i) ASSERT_EQ(buf[i], Value(2, i)) << i;
+    const int64_t bad = FirstMismatch(buf.data(), root_values.data(), count);
+    ASSERT_EQ(bad, -1) << "broadcast, rank " << r << " element " << bad;
   });
+  std::vector<std::vector<float>> rank_values;
+  for (int q = 0; q < 3; ++q) rank_values.push_back(RankValues<float>(q, count));
   OnEveryRank(comms, [&](int r, Communicator& c) {
-    std::vector<float> in(count), out(count * 3, -1);
-    for (int64_t i = 0; i < count; ++i) in[i] = Value(r, i);
+    std::vector<float> in = rank_values[r], out(count * 3, -1);
     ASSERT_TRUE(
         c.Allgather(Buffer{in.data(), count}, Buffer{out.data(), count * 3}, {})->Wait().ok());
     for (int q = 0; q < 3; ++q) {
-      for (int64_t i = 0; i < count; ++i)
-        ASSERT_EQ(out[q * count + i], Value(q, i)) << q << " " << i;
+      const int64_t bad = FirstMismatch(out.data() + q * count, rank_values[q].data(), count);
+      ASSERT_EQ(bad, -1) << "allgather, rank " << r << ", block " << q << " element " << bad;
     }
   });
 }
