@@ -134,7 +134,7 @@ SAN_SKIP := $(SAN_SKIP)|tests_resnet50_image_folder_e2e_test
 SAN_CTEST_ARGS ?= -LE "gpu|slow|multihost|parity|tree|deploy" -E "^($(SAN_SKIP))$$"
 # It builds only what its selection runs (scripts/test_targets.py), not the
 # binaries of the tests it leaves out. san-build builds that and the fuzz
-# targets: CI runs it in the background while the release suite runs.
+# targets (CI runs it as a step of its own, before make fuzz).
 SAN_TEST_TARGETS = $$(scripts/test_targets.py $(SAN_BUILD) $(SAN_CTEST_ARGS))
 san-build: $(SAN_BUILD)/build.ninja
 	@targets=$(SAN_TEST_TARGETS) && ninja -C $(SAN_BUILD) -j $(JOBS) $(FUZZ_TARGETS) $$targets
