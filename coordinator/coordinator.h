@@ -99,6 +99,10 @@ struct CoordinatorOptions {
   // tests): ids are numbered in memory and tokens are not checked.
   std::function<absl::StatusOr<int64_t>()> next_worker_number;
   std::function<std::string(const std::string& worker_id)> worker_incarnation;
+  // Per-submitter quotas on PENDING jobs (v1::CoordinatorConfig): how many,
+  // and their specs' serialized bytes together. 0: no limit.
+  int64_t max_pending_jobs_per_submitter = 0;
+  int64_t max_pending_spec_bytes_per_submitter = 0;
   // Counts submissions, scheduling latency, restarts and recoveries
   // (coordinator/coordinator_metrics.h); must outlive the coordinator. Unset: none.
   CoordinatorMetrics* metrics = nullptr;
@@ -138,7 +142,8 @@ class Coordinator {
 
   // Validates (INVALID_ARGUMENT naming the field), checks the alive fleet
   // could ever hold it (FAILED_PRECONDITION; accepted while no worker is
-  // registered), stores it PENDING and returns its id. `owner` is the
+  // registered) and the owner's quotas (RESOURCE_EXHAUSTED naming the
+  // option), stores it PENDING and returns its id. `owner` is the
   // submitter's identity ("" when unauthenticated).
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec, int32_t priority,
                                      const std::string& owner = "");
@@ -228,6 +233,10 @@ class Coordinator {
   // FAILED_PRECONDITION when no alive worker has the memory a replica of
   // `spec` certainly needs (jobspec/memory_estimate.h).
   absl::Status CheckMemory(const v1::JobSpec& spec) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RESOURCE_EXHAUSTED, naming the option, when `spec` would take `owner`
+  // past a quota on PENDING jobs (CoordinatorOptions).
+  absl::Status CheckQuotas(const v1::JobSpec& spec, const std::string& owner) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunScheduler() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Applying what a worker observed of one attempt (coordinator_status.cc).

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
 #include "common/status.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_internal.h"
@@ -52,6 +53,36 @@ absl::Status Coordinator::CheckMemory(const v1::JobSpec& spec) const {
                          "size)")));
 }
 
+absl::Status Coordinator::CheckQuotas(const v1::JobSpec& spec, const std::string& owner) const {
+  const int64_t max_jobs = options_.max_pending_jobs_per_submitter;
+  const int64_t max_bytes = options_.max_pending_spec_bytes_per_submitter;
+  if (max_jobs <= 0 && max_bytes <= 0) return absl::OkStatus();
+  int64_t jobs = 0;
+  int64_t bytes = 0;
+  for (const std::string& id : pending_) {
+    auto it = active_.find(id);
+    if (it == active_.end() || it->second.job.owner() != owner) continue;
+    ++jobs;
+    bytes += static_cast<int64_t>(it->second.job.spec().ByteSizeLong());
+  }
+  const std::string who = owner.empty() ? std::string("the unauthenticated submitter")
+                                        : absl::StrCat("submitter ", common::Quote(owner));
+  if (max_jobs > 0 && jobs >= max_jobs) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "max_pending_jobs_per_submitter: ", who, " already has ", jobs,
+        " jobs waiting to be placed, the coordinator's limit; cancel one, or submit again "
+        "once one has started"));
+  }
+  const int64_t size = static_cast<int64_t>(spec.ByteSizeLong());
+  if (max_bytes > 0 && bytes + size > max_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("max_pending_spec_bytes_per_submitter: ", who, " has ", jobs,
+                     " jobs waiting whose specs take ", bytes, " bytes; this one's ", size,
+                     " would pass the coordinator's limit of ", max_bytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t priority,
                                                 const std::string& owner) {
   RETURN_IF_ERROR(common::ValidateJobSpec(spec));
@@ -73,6 +104,7 @@ absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t
         absl::StrCat("distribution: no registered set of workers can ever run this job: ", never));
   }
   RETURN_IF_ERROR(CheckMemory(spec));
+  RETURN_IF_ERROR(CheckQuotas(spec, owner));
   v1::Job job;
   *job.mutable_spec() = spec;
   job.set_state(v1::JOB_PENDING);

@@ -9,12 +9,68 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/testing/coordinator_fixture.h"
 #include "gtest/gtest.h"
 
 namespace yoke::server::coordinator_testing {
 namespace {
+
+// Per-submitter quotas on waiting jobs (issue 30): the submit past one is
+// RESOURCE_EXHAUSTED naming it and the submitter, other submitters go on,
+// and a job that leaves PENDING (cancelled, or placed) frees its place.
+TEST_F(CoordinatorTest, PendingJobQuotaIsPerSubmitterAndFreedWhenAJobLeavesPending) {
+  max_pending_jobs_ = 2;
+  Restart();
+  auto a1 = coord_->Submit(Spec(), 0, "alice");
+  auto a2 = coord_->Submit(Spec(), 0, "alice");
+  ASSERT_TRUE(a1.ok()) << a1.status();
+  ASSERT_TRUE(a2.ok()) << a2.status();
+  auto a3 = coord_->Submit(Spec(), 0, "alice");
+  ASSERT_EQ(a3.status().code(), absl::StatusCode::kResourceExhausted) << a3.status();
+  EXPECT_NE(a3.status().message().find("max_pending_jobs_per_submitter"), std::string::npos)
+      << a3.status();
+  EXPECT_NE(a3.status().message().find("'alice' already has 2 jobs"), std::string::npos)
+      << a3.status();
+  EXPECT_EQ(coord_->List(JobListQuery())->jobs.size(), 2u);  // nothing stored for it
+
+  EXPECT_TRUE(coord_->Submit(Spec(), 0, "bob").ok());
+  ASSERT_TRUE(coord_->Cancel(*a1).ok());
+  auto a4 = coord_->Submit(Spec(), 0, "alice");
+  ASSERT_TRUE(a4.ok()) << a4.status();
+
+  // A 1-cpu worker takes the oldest waiting job, alice's second.
+  const std::string w = Register(1);
+  Beat(w);
+  ASSERT_NE(Job(*a2).state(), v1::JOB_PENDING);
+  EXPECT_TRUE(coord_->Submit(Spec(), 0, "alice").ok());
+  EXPECT_EQ(coord_->Submit(Spec(), 0, "alice").status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(CoordinatorTest, PendingSpecBytesQuotaCountsTheSerializedSpecs) {
+  const int64_t size = static_cast<int64_t>(Spec().ByteSizeLong());
+  max_pending_spec_bytes_ = 2 * size + size / 2;  // two specs fit, not three
+  Restart();
+  ASSERT_TRUE(coord_->Submit(Spec(), 0, "alice").ok());
+  ASSERT_TRUE(coord_->Submit(Spec(), 0, "alice").ok());
+  auto third = coord_->Submit(Spec(), 0, "alice");
+  ASSERT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted) << third.status();
+  EXPECT_NE(third.status().message().find(absl::StrCat(
+                "max_pending_spec_bytes_per_submitter: submitter 'alice' has 2 jobs waiting "
+                "whose specs take ",
+                2 * size, " bytes; this one's ", size)),
+            std::string::npos)
+      << third.status();
+  // Unauthenticated callers share one quota, under a name that says so.
+  ASSERT_TRUE(coord_->Submit(Spec(), 0).ok());
+  ASSERT_TRUE(coord_->Submit(Spec(), 0).ok());
+  auto anonymous = coord_->Submit(Spec(), 0);
+  ASSERT_EQ(anonymous.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(anonymous.status().message().find("the unauthenticated submitter"), std::string::npos)
+      << anonymous.status();
+}
 
 TEST_F(CoordinatorTest, BadSpecsAreRejectedNamingTheFieldAndNothingIsStored) {
   auto bad = coord_->Submit(Spec({"training.batch_size=-4"}), 0);

@@ -43,6 +43,7 @@
 // cannot be used, 2 for a bad command line or config.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -210,6 +211,11 @@ std::optional<int> Start(const yoke::v1::CoordinatorConfig& cfg, Daemon* d) {
   options.heartbeat_deadline = absl::Milliseconds(cfg.heartbeat_deadline_ms());
   options.data_roots.assign(cfg.data_roots().begin(), cfg.data_roots().end());
   options.checkpoint_roots.assign(cfg.checkpoint_roots().begin(), cfg.checkpoint_roots().end());
+  // -1 in the config is "no limit", 0 in the options.
+  options.max_pending_jobs_per_submitter =
+      std::max<int64_t>(0, cfg.max_pending_jobs_per_submitter());
+  options.max_pending_spec_bytes_per_submitter =
+      std::max<int64_t>(0, cfg.max_pending_spec_bytes_per_submitter());
   auto coordinator =
       yoke::server::Coordinator::Create(d->store.get(), yoke::common::RealClock::Get(), options);
   if (!coordinator.ok()) return Fail(1, coordinator.status().ToString());

@@ -1,5 +1,7 @@
 #include "coordinator/main_options.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 
 namespace yoke::server {
@@ -8,6 +10,8 @@ namespace {
 constexpr char kDefaultListen[] = "127.0.0.1:7070";
 constexpr char kDefaultStore[] = "yoke-coordinator.db";
 constexpr int64_t kDefaultDeadlineMs = 10000;
+constexpr int64_t kDefaultMaxPendingJobs = 100;
+constexpr int64_t kDefaultMaxPendingSpecBytes = int64_t{16} << 20;
 
 absl::Status CheckRoots(const char* field,
                         const google::protobuf::RepeatedPtrField<std::string>& roots) {
@@ -66,6 +70,21 @@ absl::StatusOr<v1::CoordinatorConfig> BuildCoordinatorConfig(const CoordinatorFl
   if (cfg.heartbeat_deadline_ms() < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("heartbeat_deadline_ms: must be > 0, got ", cfg.heartbeat_deadline_ms()));
+  }
+  if (cfg.max_pending_jobs_per_submitter() == 0) {
+    cfg.set_max_pending_jobs_per_submitter(kDefaultMaxPendingJobs);
+  }
+  if (cfg.max_pending_spec_bytes_per_submitter() == 0) {
+    cfg.set_max_pending_spec_bytes_per_submitter(kDefaultMaxPendingSpecBytes);
+  }
+  for (const auto& [field, value] :
+       {std::pair<const char*, int64_t>{"max_pending_jobs_per_submitter",
+                                        cfg.max_pending_jobs_per_submitter()},
+        {"max_pending_spec_bytes_per_submitter", cfg.max_pending_spec_bytes_per_submitter()}}) {
+    if (value < -1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": must be > 0, or -1 for no limit, got ", value));
+    }
   }
   if (cfg.listen().find(':') == std::string::npos) {
     return absl::InvalidArgumentError(

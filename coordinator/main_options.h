@@ -31,13 +31,14 @@ struct CoordinatorFlags {
 // flags given over it, then $YOKE_TLS_DIR when neither tls_dir nor insecure
 // is set, then the defaults for what is still unset: listen 127.0.0.1:7070,
 // store_path yoke-coordinator.db, heartbeat_deadline_ms 10000, log_level
-// info. Errors, checked in this order, are what yoke-coordinator prints
-// after "yoke-coordinator: " (exit 2):
+// info, max_pending_jobs_per_submitter 100,
+// max_pending_spec_bytes_per_submitter 16 MiB. Errors, checked in this
+// order, are what yoke-coordinator prints after "yoke-coordinator: " (exit 2):
 //   the config file cannot be read or parsed (the message is the status's
 //     ToString: "NOT_FOUND: PATH: cannot open config file: ...");
 //   neither tls_dir nor insecure ("no TLS credentials: pass --tls-dir ...");
 //   both ("--tls-dir and --insecure: choose one");
-//   heartbeat_deadline_ms < 0; a listen address without ':';
+//   heartbeat_deadline_ms < 0; a quota below -1; a listen address without ':';
 //   a data_roots or checkpoint_roots entry that is not an absolute path
 //     ("INVALID_ARGUMENT: data_roots[1]: must be an absolute directory, ...").
 absl::StatusOr<v1::CoordinatorConfig> BuildCoordinatorConfig(

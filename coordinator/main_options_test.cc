@@ -62,6 +62,22 @@ TEST(CoordinatorOptionsTest, Defaults) {
   EXPECT_TRUE(cfg->insecure());
   EXPECT_EQ(cfg->tls_dir(), "");
   EXPECT_EQ(cfg->data_roots_size(), 0);
+  EXPECT_EQ(cfg->max_pending_jobs_per_submitter(), 100);
+  EXPECT_EQ(cfg->max_pending_spec_bytes_per_submitter(), 16 << 20);
+}
+
+TEST(CoordinatorOptionsTest, QuotasFromTheFileMinusOneForNoLimit) {
+  ConfigFile file("max_pending_jobs_per_submitter: 7\nmax_pending_spec_bytes_per_submitter: -1\n");
+  auto cfg = Build({"--config", file.path(), "--insecure"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->max_pending_jobs_per_submitter(), 7);
+  EXPECT_EQ(cfg->max_pending_spec_bytes_per_submitter(), -1);
+
+  ConfigFile bad("max_pending_jobs_per_submitter: -2\n");
+  cfg = Build({"--config", bad.path(), "--insecure"});
+  EXPECT_EQ(cfg.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cfg.status().message(),
+            "max_pending_jobs_per_submitter: must be > 0, or -1 for no limit, got -2");
 }
 
 TEST(CoordinatorOptionsTest, TheFilesValues) {

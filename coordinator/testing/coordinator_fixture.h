@@ -72,6 +72,8 @@ class CoordinatorTest : public ::testing::Test {
     coord_.reset();
     CoordinatorOptions o;
     o.data_roots = data_roots_;
+    o.max_pending_jobs_per_submitter = max_pending_jobs_;
+    o.max_pending_spec_bytes_per_submitter = max_pending_spec_bytes_;
     o.metrics = &metrics_;
     auto c = Coordinator::Create(&store_, &clock_, o);
     ASSERT_TRUE(c.ok()) << c.status();
@@ -103,6 +105,8 @@ class CoordinatorTest : public ::testing::Test {
   CoordinatorMetrics metrics_;
   InMemoryJobStore store_;
   std::vector<std::string> data_roots_;
+  int64_t max_pending_jobs_ = 0;  // the quotas Restart() sets; 0: none
+  int64_t max_pending_spec_bytes_ = 0;
   std::unique_ptr<Coordinator> coord_;
 };
 
