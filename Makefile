@@ -109,9 +109,10 @@ FUZZ_TARGETS ?= job_spec_yaml_fuzz dataset_readers_fuzz image_decode_fuzz checkp
                 coordinator_fuzz
 # FUZZ_JOBS targets run at once (default: the number of cores), each on a
 # core of its own for its FUZZ_SECONDS.
+FUZZ_JOBS ?= $(JOBS)
 fuzz: $(SAN_BUILD)/build.ninja
 	@ninja -C $(SAN_BUILD) -j $(JOBS) $(FUZZ_TARGETS)
-	@FUZZ_JOBS=$(JOBS) tests/fuzz/run.sh $(SAN_BUILD)/bin $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	@FUZZ_JOBS=$(FUZZ_JOBS) tests/fuzz/run.sh $(SAN_BUILD)/bin $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # The suite under ASan and UBSan: every test but the GPU, slow and
 # multi-host ones (their timings assume an unsanitized build), the
