@@ -177,6 +177,7 @@ void Coordinator::Tick() {
       FailAttempt(it->second, reason, /*retryable=*/true);
     }
   }
+  StopOverdueJobs();
   const absl::Time now = clock_->Now();
   for (auto& [id, aj] : active_) {
     if (aj.dirty && now - aj.last_persist >= options_.progress_flush_interval) {

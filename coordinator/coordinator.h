@@ -103,6 +103,15 @@ struct CoordinatorOptions {
   // and their specs' serialized bytes together. 0: no limit.
   int64_t max_pending_jobs_per_submitter = 0;
   int64_t max_pending_spec_bytes_per_submitter = 0;
+  // SubmitJob calls one submitter may make per minute (a token bucket that
+  // holds a minute's worth); 0: no limit.
+  int64_t max_submits_per_minute_per_submitter = 0;
+  // Devices one submitter's scheduled and running jobs may hold together
+  // (the scheduler holds back the rest, coordinator/scheduler.h); 0: no limit.
+  int64_t max_running_devices_per_submitter = 0;
+  // Seconds a job may run, from its first start, when its spec does not set
+  // max_run_seconds; 0: no limit.
+  int64_t default_max_run_seconds = 0;
   // Counts submissions, scheduling latency, restarts and recoveries
   // (coordinator/coordinator_metrics.h); must outlive the coordinator. Unset: none.
   CoordinatorMetrics* metrics = nullptr;
@@ -237,6 +246,12 @@ class Coordinator {
   // past a quota on PENDING jobs (CoordinatorOptions).
   absl::Status CheckQuotas(const v1::JobSpec& spec, const std::string& owner) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RESOURCE_EXHAUSTED, naming max_submits_per_minute_per_submitter, when
+  // `owner` has no SubmitJob call left in its bucket; else takes one.
+  absl::Status TakeSubmitToken(const std::string& owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails every scheduled or running job that has run longer than its
+  // max_run_seconds (or the coordinator's default), without a retry.
+  void StopOverdueJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunScheduler() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Applying what a worker observed of one attempt (coordinator_status.cc).
@@ -314,6 +329,13 @@ class Coordinator {
   WorkerRegistry registry_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, ActiveJob> active_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> pending_ ABSL_GUARDED_BY(mu_);
+  // Submitter -> its SubmitJob token bucket (TakeSubmitToken); one entry per
+  // submitter that ever called, names that the auth store bounds.
+  struct SubmitBucket {
+    double tokens = 0;
+    absl::Time refilled;
+  };
+  absl::flat_hash_map<std::string, SubmitBucket> submit_buckets_ ABSL_GUARDED_BY(mu_);
   // worker id -> jobs whose current attempt has a share on it
   std::map<std::string, std::set<std::string>> by_worker_ ABSL_GUARDED_BY(mu_);
   // worker id -> "job/attempt" stopped but maybe still running there

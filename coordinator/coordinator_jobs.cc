@@ -65,8 +65,7 @@ absl::Status Coordinator::CheckQuotas(const v1::JobSpec& spec, const std::string
     ++jobs;
     bytes += static_cast<int64_t>(it->second.job.spec().ByteSizeLong());
   }
-  const std::string who = owner.empty() ? std::string("the unauthenticated submitter")
-                                        : absl::StrCat("submitter ", common::Quote(owner));
+  const std::string who = SubmitterName(owner);
   if (max_jobs > 0 && jobs >= max_jobs) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "max_pending_jobs_per_submitter: ", who, " already has ", jobs,
@@ -83,8 +82,37 @@ absl::Status Coordinator::CheckQuotas(const v1::JobSpec& spec, const std::string
   return absl::OkStatus();
 }
 
+absl::Status Coordinator::TakeSubmitToken(const std::string& owner) {
+  const int64_t per_minute = options_.max_submits_per_minute_per_submitter;
+  if (per_minute <= 0) return absl::OkStatus();
+  const absl::Time now = clock_->Now();
+  auto [it, fresh] = submit_buckets_.try_emplace(owner);
+  SubmitBucket& b = it->second;
+  if (fresh) {
+    b.tokens = static_cast<double>(per_minute);
+  } else {
+    const double refill = absl::ToDoubleSeconds(now - b.refilled) * per_minute / 60.0;
+    b.tokens = std::min<double>(static_cast<double>(per_minute), b.tokens + std::max(0.0, refill));
+  }
+  b.refilled = now;
+  if (b.tokens >= 1) {
+    b.tokens -= 1;
+    return absl::OkStatus();
+  }
+  const double wait_s = (1 - b.tokens) * 60.0 / per_minute;
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "max_submits_per_minute_per_submitter: ", SubmitterName(owner), " made ", per_minute,
+      " submissions within the last minute, the coordinator's limit; try again in ",
+      absl::FormatDuration(absl::Ceil(absl::Seconds(wait_s), absl::Seconds(1)))));
+}
+
 absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t priority,
                                                 const std::string& owner) {
+  {
+    // Every call counts, accepted or not: refusing a flood costs validation too.
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(TakeSubmitToken(owner));
+  }
   RETURN_IF_ERROR(common::ValidateJobSpec(spec));
   RETURN_IF_ERROR(common::ValidateJobPaths(spec, options_.data_roots, options_.checkpoint_roots));
   // An image folder this machine can see (a shared file system, or a local
@@ -105,6 +133,12 @@ absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t
   }
   RETURN_IF_ERROR(CheckMemory(spec));
   RETURN_IF_ERROR(CheckQuotas(spec, owner));
+  const int64_t cap = options_.max_running_devices_per_submitter;
+  if (cap > 0 && ShapeOf(spec).world_size() > cap) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "max_running_devices_per_submitter: this job needs ", ShapeOf(spec).world_size(),
+        " devices, more than the coordinator lets one submitter run at once (", cap, ")"));
+  }
   v1::Job job;
   *job.mutable_spec() = spec;
   job.set_state(v1::JOB_PENDING);

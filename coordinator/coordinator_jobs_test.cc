@@ -72,6 +72,60 @@ TEST_F(CoordinatorTest, PendingSpecBytesQuotaCountsTheSerializedSpecs) {
       << anonymous.status();
 }
 
+// The submit rate (issue 30): a bucket of a minute's worth per submitter,
+// refilled evenly; refused calls count too, so a flood of bad specs is
+// limited like a flood of good ones.
+TEST_F(CoordinatorTest, SubmitRateIsPerSubmitterAndRefillsEvenly) {
+  max_submits_per_minute_ = 3;
+  Restart();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(coord_->Submit(Spec(), 0, "alice").ok()) << i;
+  auto fourth = coord_->Submit(Spec(), 0, "alice");
+  ASSERT_EQ(fourth.status().code(), absl::StatusCode::kResourceExhausted) << fourth.status();
+  EXPECT_EQ(fourth.status().message(),
+            "max_submits_per_minute_per_submitter: submitter 'alice' made 3 submissions within "
+            "the last minute, the coordinator's limit; try again in 20s");
+  EXPECT_TRUE(coord_->Submit(Spec(), 0, "bob").ok());
+  // 20 s refill one call; a bad spec spends it.
+  clock_.Advance(absl::Seconds(20));
+  EXPECT_EQ(coord_->Submit(Spec({"training.batch_size=-4"}), 0, "alice").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(coord_->Submit(Spec(), 0, "alice").status().code(),
+            absl::StatusCode::kResourceExhausted);
+  // A long pause refills the bucket to a minute's worth, no more.
+  clock_.Advance(absl::Minutes(10));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(coord_->Submit(Spec(), 0, "alice").ok()) << i;
+  EXPECT_EQ(coord_->Submit(Spec(), 0, "alice").status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+// Running devices per submitter (issue 30): too big a job is refused at
+// submit; one that would pass the cap with the submitter's running jobs
+// waits without blocking other submitters, and starts once one ends.
+TEST_F(CoordinatorTest, RunningDeviceCapHoldsBackOnlyThatSubmittersJobs) {
+  max_running_devices_ = 2;
+  Restart();
+  const std::string w = Register(4);
+  auto huge = coord_->Submit(Spec({"distribution.devices_per_worker=3"}), 0, "alice");
+  ASSERT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted) << huge.status();
+  EXPECT_EQ(huge.status().message(),
+            "max_running_devices_per_submitter: this job needs 3 devices, more than the "
+            "coordinator lets one submitter run at once (2)");
+  auto first = coord_->Submit(Spec({"distribution.devices_per_worker=2"}), 0, "alice");
+  auto second = coord_->Submit(Spec(), 0, "alice");
+  auto bob = coord_->Submit(Spec(), 0, "bob");
+  ASSERT_TRUE(first.ok() && second.ok() && bob.ok());
+  EXPECT_EQ(Job(*first).state(), v1::JOB_SCHEDULED);
+  EXPECT_EQ(Job(*second).state(), v1::JOB_PENDING);
+  EXPECT_EQ(Job(*second).reason(),
+            "needs 1 worker with 1 cpu device; held back: submitter 'alice' runs 2 devices, and 1 "
+            "more would pass max_running_devices_per_submitter (2)");
+  EXPECT_EQ(Job(*bob).state(), v1::JOB_SCHEDULED);  // submitted later, not blocked
+  Beat(w, {Status(*first, 1, v1::AttemptStatus::EXITED)});
+  EXPECT_EQ(Job(*first).state(), v1::JOB_SUCCEEDED);
+  Beat(w);
+  EXPECT_EQ(Job(*second).state(), v1::JOB_SCHEDULED) << Job(*second).reason();
+}
+
 TEST_F(CoordinatorTest, BadSpecsAreRejectedNamingTheFieldAndNothingIsStored) {
   auto bad = coord_->Submit(Spec({"training.batch_size=-4"}), 0);
   ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);

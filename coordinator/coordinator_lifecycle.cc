@@ -22,9 +22,17 @@ void Coordinator::RunScheduler() {
   std::vector<PendingJob> jobs;
   for (const std::string& id : pending_) {
     const v1::Job& job = active_.at(id).job;
-    jobs.push_back({id, ShapeOf(job.spec()), job.priority(), job.create_time_ms()});
+    jobs.push_back({id, ShapeOf(job.spec()), job.priority(), job.create_time_ms(), job.owner()});
   }
-  ScheduleResult r = Schedule(std::move(jobs), Capacities(/*alive_only=*/true));
+  SchedulePolicy policy;
+  policy.max_running_devices_per_submitter = options_.max_running_devices_per_submitter;
+  if (policy.max_running_devices_per_submitter > 0) {
+    for (auto& [id, aj] : active_) {
+      const v1::Attempt* a = CurrentAttempt(aj);  // none while PENDING
+      if (a != nullptr) policy.running_devices[aj.job.owner()] += a->world_size();
+    }
+  }
+  ScheduleResult r = Schedule(std::move(jobs), Capacities(/*alive_only=*/true), policy);
   const int64_t now_ms = clock_->NowMs();
   for (Placement& p : r.placed) {
     ActiveJob& aj = active_.at(p.job_id);
@@ -127,6 +135,28 @@ void Coordinator::FailAttempt(ActiveJob& aj, const std::string& reason, bool ret
   schedule_needed_ = true;
   Persist(aj).IgnoreError();
   Bump(aj, aj.job.reason());
+}
+
+void Coordinator::StopOverdueJobs() {
+  const int64_t now_ms = clock_->NowMs();
+  std::vector<std::string> overdue;
+  for (auto& [id, aj] : active_) {
+    const int64_t limit_s = aj.job.spec().max_run_seconds() > 0 ? aj.job.spec().max_run_seconds()
+                                                                : options_.default_max_run_seconds;
+    if (limit_s <= 0 || aj.job.start_time_ms() == 0) continue;
+    if (now_ms - aj.job.start_time_ms() >= limit_s * 1000) overdue.push_back(id);
+  }
+  for (const std::string& id : overdue) {
+    ActiveJob& aj = active_.at(id);
+    const bool own = aj.job.spec().max_run_seconds() > 0;
+    const std::string reason = absl::StrCat(
+        "ran for ", absl::FormatDuration(absl::Milliseconds(now_ms - aj.job.start_time_ms())),
+        " since it first started, past ",
+        own ? "its max_run_seconds" : "the coordinator's default_max_run_seconds", " (",
+        own ? aj.job.spec().max_run_seconds() : options_.default_max_run_seconds, ")");
+    if (CurrentAttempt(aj) != nullptr) EndAttempt(aj, v1::ATTEMPT_CANCELLED, reason);
+    Finish(aj, v1::JOB_FAILED, reason);
+  }
 }
 
 v1::Job Coordinator::Finish(ActiveJob& aj, v1::JobState state, const std::string& reason) {

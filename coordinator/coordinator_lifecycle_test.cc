@@ -22,7 +22,8 @@ TEST_F(CoordinatorTest, GangWaitsForAllWorkersAndReportsWhy) {
   auto id = coord_->Submit(Spec({"distribution.workers=2"}), 0);
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(Job(*id).reason(),
-            "needs 2 workers with 1 cpu device each; free: 1 worker (w-2: 1 cpu)");
+            "needs 2 workers with 1 cpu device each; free: 1 worker (w-2: 1 cpu); held for it "
+            "until the rest free up: w-2: 1 cpu");
   EXPECT_EQ(Beat(w2).desired_size(), 0);
   Beat(w1, {Status(*small, 1, v1::AttemptStatus::EXITED)});
   v1::HeartbeatResponse r1 = Beat(w1);
@@ -60,6 +61,74 @@ TEST_F(CoordinatorTest, TrainerFailureFailsTheJobWithItsReason) {
   EXPECT_EQ(j.state(), v1::JOB_FAILED);
   EXPECT_EQ(j.reason(), "trainer on w-1 exited with code 2: data.train.images: file not found");
   EXPECT_EQ(j.attempts(0).state(), v1::ATTEMPT_FAILED);
+}
+
+// Running out of memory (issue 30) happens again with the same spec in the
+// same share: the job fails at once, saying why it was not retried, while
+// another failure with restarts left is retried.
+TEST_F(CoordinatorTest, AnOutOfMemoryAttemptIsNotRetriedUnchanged) {
+  const std::string w = Register(1);
+  for (const auto& [code, reason] :
+       {std::pair<int, std::string>{1, "out of memory: 4000048000064 bytes for dense_0 output"},
+        {137, "killed by signal 9 (Killed): out of memory: the trainer passed its memory share"}}) {
+    auto id = coord_->Submit(Spec({"restart.max_restarts=3"}), 0);
+    ASSERT_TRUE(id.ok()) << id.status();
+    Beat(w, {Status(*id, 1, v1::AttemptStatus::RUNNING)});
+    v1::AttemptStatus oom = Status(*id, 1, v1::AttemptStatus::EXITED);
+    oom.set_exit_code(code);
+    oom.set_reason(reason);
+    Beat(w, {oom});
+    const v1::Job j = Job(*id);
+    EXPECT_EQ(j.state(), v1::JOB_FAILED) << j.reason();
+    EXPECT_EQ(j.attempts_size(), 1);
+    EXPECT_NE(j.reason().find("; not retried: the same spec would run out of memory again"),
+              std::string::npos)
+        << j.reason();
+    Beat(w);  // the worker reports the trainer gone: its device is free again
+  }
+  auto other = coord_->Submit(Spec({"restart.max_restarts=3"}), 0);
+  Beat(w, {Status(*other, 1, v1::AttemptStatus::RUNNING)});
+  v1::AttemptStatus crash = Status(*other, 1, v1::AttemptStatus::EXITED);
+  crash.set_exit_code(139);
+  crash.set_reason("killed by signal 11 (Segmentation fault)");
+  Beat(w, {crash});
+  EXPECT_EQ(Job(*other).attempts_size(), 2) << Job(*other).reason();  // retried
+}
+
+// max_run_seconds (issue 30): past it the job fails for good and its worker
+// is told to stop the trainer; the coordinator's default covers the rest.
+TEST_F(CoordinatorTest, MaxRunTimeFailsTheJobWithoutARetry) {
+  default_max_run_seconds_ = 30;
+  Restart();
+  const std::string w = Register(2);
+  auto own = coord_->Submit(Spec({"max_run_seconds=60", "restart.max_restarts=3"}), 0);
+  auto plain = coord_->Submit(Spec(), 0);
+  ASSERT_TRUE(own.ok() && plain.ok());
+  Beat(w, {Status(*own, 1, v1::AttemptStatus::RUNNING),
+           Status(*plain, 1, v1::AttemptStatus::RUNNING)});
+  clock_.Advance(absl::Seconds(29));
+  Beat(w);
+  coord_->Tick();
+  EXPECT_EQ(Job(*plain).state(), v1::JOB_RUNNING);
+  clock_.Advance(absl::Seconds(2));
+  Beat(w);
+  coord_->Tick();
+  EXPECT_EQ(Job(*plain).state(), v1::JOB_FAILED);
+  EXPECT_EQ(Job(*plain).reason(),
+            "ran for 31s since it first started, past the coordinator's default_max_run_seconds "
+            "(30)");
+  EXPECT_EQ(Job(*own).state(), v1::JOB_RUNNING);
+  clock_.Advance(absl::Seconds(30));
+  Beat(w);
+  coord_->Tick();
+  const v1::Job j = Job(*own);
+  EXPECT_EQ(j.state(), v1::JOB_FAILED);
+  EXPECT_EQ(j.reason(), "ran for 1m1s since it first started, past its max_run_seconds (60)");
+  EXPECT_EQ(j.attempts_size(), 1);
+  EXPECT_EQ(j.attempts(0).state(), v1::ATTEMPT_CANCELLED);
+  // The next heartbeat no longer asks the worker to run it.
+  const v1::HeartbeatResponse after = Beat(w);
+  for (const v1::DesiredAttempt& d : after.desired()) EXPECT_NE(d.job_id(), *own);
 }
 
 TEST_F(CoordinatorTest, LostWorkerFailsTheAttemptThenRetriesFromTheCheckpoint) {

@@ -216,6 +216,10 @@ std::optional<int> Start(const yoke::v1::CoordinatorConfig& cfg, Daemon* d) {
       std::max<int64_t>(0, cfg.max_pending_jobs_per_submitter());
   options.max_pending_spec_bytes_per_submitter =
       std::max<int64_t>(0, cfg.max_pending_spec_bytes_per_submitter());
+  options.max_submits_per_minute_per_submitter =
+      std::max<int64_t>(0, cfg.max_submits_per_minute_per_submitter());
+  options.max_running_devices_per_submitter = cfg.max_running_devices_per_submitter();
+  options.default_max_run_seconds = cfg.default_max_run_seconds();
   auto coordinator =
       yoke::server::Coordinator::Create(d->store.get(), yoke::common::RealClock::Get(), options);
   if (!coordinator.ok()) return Fail(1, coordinator.status().ToString());

@@ -168,11 +168,18 @@ bool Coordinator::ApplyExit(ActiveJob& aj, v1::Attempt& a, const v1::Assignment&
     for (const v1::Assignment& as : a.assignments()) {
       if (const WorkerEntry* w = registry_.Find(as.worker_id())) addresses[w->id] = w->address;
     }
-    // Exit code 2 is a bad spec or input: a retry would fail the same way.
-    FailAttempt(aj,
-                AttributeHang(coordinator_internal::ExitReason(a, share, st), a, aj.collective_done,
-                              addresses),
-                /*retryable=*/st.exit_code() != 2);
+    // Exit code 2 is a bad spec or input, and running out of memory (the
+    // trainer's own check, or its worker's memory cgroup) happens again with
+    // the same spec in the same share: a retry would fail the same way.
+    const bool oom = absl::StrContains(st.reason(), "out of memory");
+    std::string reason = AttributeHang(coordinator_internal::ExitReason(a, share, st), a,
+                                       aj.collective_done, addresses);
+    if (oom && st.exit_code() != 2) {
+      absl::StrAppend(&reason,
+                      "; not retried: the same spec would run out of memory again (lower "
+                      "training.batch_size or the model's size, or give the workers more memory)");
+    }
+    FailAttempt(aj, reason, /*retryable=*/st.exit_code() != 2 && !oom);
     return true;
   }
   if (share.first_rank() == 0) *aj.job.mutable_result() = st.result();

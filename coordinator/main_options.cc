@@ -12,6 +12,7 @@ constexpr char kDefaultStore[] = "yoke-coordinator.db";
 constexpr int64_t kDefaultDeadlineMs = 10000;
 constexpr int64_t kDefaultMaxPendingJobs = 100;
 constexpr int64_t kDefaultMaxPendingSpecBytes = int64_t{16} << 20;
+constexpr int64_t kDefaultMaxSubmitsPerMinute = 120;
 
 absl::Status CheckRoots(const char* field,
                         const google::protobuf::RepeatedPtrField<std::string>& roots) {
@@ -77,13 +78,26 @@ absl::StatusOr<v1::CoordinatorConfig> BuildCoordinatorConfig(const CoordinatorFl
   if (cfg.max_pending_spec_bytes_per_submitter() == 0) {
     cfg.set_max_pending_spec_bytes_per_submitter(kDefaultMaxPendingSpecBytes);
   }
+  if (cfg.max_submits_per_minute_per_submitter() == 0) {
+    cfg.set_max_submits_per_minute_per_submitter(kDefaultMaxSubmitsPerMinute);
+  }
   for (const auto& [field, value] :
        {std::pair<const char*, int64_t>{"max_pending_jobs_per_submitter",
                                         cfg.max_pending_jobs_per_submitter()},
-        {"max_pending_spec_bytes_per_submitter", cfg.max_pending_spec_bytes_per_submitter()}}) {
+        {"max_pending_spec_bytes_per_submitter", cfg.max_pending_spec_bytes_per_submitter()},
+        {"max_submits_per_minute_per_submitter", cfg.max_submits_per_minute_per_submitter()}}) {
     if (value < -1) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ": must be > 0, or -1 for no limit, got ", value));
+    }
+  }
+  for (const auto& [field, value] :
+       {std::pair<const char*, int64_t>{"max_running_devices_per_submitter",
+                                        cfg.max_running_devices_per_submitter()},
+        {"default_max_run_seconds", cfg.default_max_run_seconds()}}) {
+    if (value < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": must be > 0, or 0 for no limit, got ", value));
     }
   }
   if (cfg.listen().find(':') == std::string::npos) {

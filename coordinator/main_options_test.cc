@@ -64,6 +64,9 @@ TEST(CoordinatorOptionsTest, Defaults) {
   EXPECT_EQ(cfg->data_roots_size(), 0);
   EXPECT_EQ(cfg->max_pending_jobs_per_submitter(), 100);
   EXPECT_EQ(cfg->max_pending_spec_bytes_per_submitter(), 16 << 20);
+  EXPECT_EQ(cfg->max_submits_per_minute_per_submitter(), 120);
+  EXPECT_EQ(cfg->max_running_devices_per_submitter(), 0);
+  EXPECT_EQ(cfg->default_max_run_seconds(), 0);
 }
 
 TEST(CoordinatorOptionsTest, QuotasFromTheFileMinusOneForNoLimit) {
@@ -78,6 +81,19 @@ TEST(CoordinatorOptionsTest, QuotasFromTheFileMinusOneForNoLimit) {
   EXPECT_EQ(cfg.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(cfg.status().message(),
             "max_pending_jobs_per_submitter: must be > 0, or -1 for no limit, got -2");
+
+  ConfigFile more(
+      "max_submits_per_minute_per_submitter: -1\nmax_running_devices_per_submitter: 8\n"
+      "default_max_run_seconds: 86400\n");
+  cfg = Build({"--config", more.path(), "--insecure"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->max_submits_per_minute_per_submitter(), -1);
+  EXPECT_EQ(cfg->max_running_devices_per_submitter(), 8);
+  EXPECT_EQ(cfg->default_max_run_seconds(), 86400);
+  ConfigFile negative("default_max_run_seconds: -1\n");
+  cfg = Build({"--config", negative.path(), "--insecure"});
+  EXPECT_EQ(cfg.status().message(),
+            "default_max_run_seconds: must be > 0, or 0 for no limit, got -1");
 }
 
 TEST(CoordinatorOptionsTest, TheFilesValues) {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/quote.h"
 
 namespace yoke::server {
 namespace {
@@ -77,6 +78,66 @@ std::vector<size_t> PickWorkers(const GangShape& shape,
   return chosen;
 }
 
+// Devices a job that cannot start yet holds, so later jobs cannot delay it.
+struct Hold {
+  const PendingJob* job = nullptr;
+  std::vector<std::string> held;  // "w-1: 2 cpu" for each worker where it holds some
+  int devices = 0;                // free devices held, on all of them
+};
+
+// Picks the workers `job` will start on (the most free devices of its kind
+// first, ties by id, among those big enough) and marks their free devices,
+// up to what it needs on each, as taken. The job must fit the fleet.
+Hold HoldFor(const PendingJob& job, std::vector<WorkerCapacity>& workers) {
+  const GangShape& shape = job.shape;
+  std::vector<std::pair<int, size_t>> big;  // (free count, index)
+  for (size_t i = 0; i < workers.size(); ++i) {
+    if (TotalDevices(workers[i], shape.kind) < shape.devices_per_worker) continue;
+    big.push_back({static_cast<int>(FreeDevices(workers[i], shape.kind).size()), i});
+  }
+  std::sort(big.begin(), big.end(), [&](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : workers[a.second].id < workers[b.second].id;
+  });
+  Hold h;
+  h.job = &job;
+  for (size_t k = 0; k < big.size() && static_cast<int>(k) < shape.workers; ++k) {
+    WorkerCapacity& w = workers[big[k].second];
+    std::vector<int> free = FreeDevices(w, shape.kind);
+    const int take = std::min<int>(static_cast<int>(free.size()), shape.devices_per_worker);
+    for (int i = 0; i < take; ++i) w.allocated[shape.kind].insert(free[i]);
+    h.devices += take;
+    if (take > 0) h.held.push_back(absl::StrCat(w.id, ": ", take, " ", shape.kind));
+  }
+  std::sort(h.held.begin(), h.held.end());
+  return h;
+}
+
+// Gives `job` the lowest free devices on each chosen worker, ranks
+// contiguous per worker in id order.
+Placement Place(const PendingJob& job, const std::vector<size_t>& chosen,
+                std::vector<WorkerCapacity>& workers) {
+  const GangShape& shape = job.shape;
+  Placement p;
+  p.job_id = job.id;
+  p.world_size = shape.world_size();
+  int rank = 0;
+  for (size_t wi : chosen) {
+    WorkerCapacity& w = workers[wi];
+    std::vector<int> free = FreeDevices(w, shape.kind);
+    v1::Assignment a;
+    a.set_worker_id(w.id);
+    a.set_first_rank(rank);
+    a.set_num_replicas(shape.devices_per_worker);
+    for (int i = 0; i < shape.devices_per_worker; ++i) {
+      a.add_devices(free[i]);
+      w.allocated[shape.kind].insert(free[i]);
+    }
+    rank += shape.devices_per_worker;
+    p.assignments.push_back(std::move(a));
+  }
+  return p;
+}
+
 }  // namespace
 
 GangShape ShapeOf(const v1::JobSpec& spec) {
@@ -88,53 +149,57 @@ GangShape ShapeOf(const v1::JobSpec& spec) {
   return s;
 }
 
-ScheduleResult Schedule(std::vector<PendingJob> jobs, std::vector<WorkerCapacity> workers) {
+std::string SubmitterName(const std::string& owner) {
+  return owner.empty() ? std::string("the unauthenticated submitter")
+                       : absl::StrCat("submitter ", common::Quote(owner));
+}
+
+ScheduleResult Schedule(std::vector<PendingJob> jobs, std::vector<WorkerCapacity> workers,
+                        const SchedulePolicy& policy) {
   std::stable_sort(jobs.begin(), jobs.end(), [](const PendingJob& a, const PendingJob& b) {
     if (a.priority != b.priority) return a.priority > b.priority;
     if (a.create_time_ms != b.create_time_ms) return a.create_time_ms < b.create_time_ms;
     return a.id < b.id;
   });
   ScheduleResult result;
-  std::map<std::string, const PendingJob*> blocked_by;  // kind -> first job that did not fit
+  std::map<std::string, Hold> holds;  // kind -> the first job of that kind that did not fit
+  std::map<std::string, int64_t> running = policy.running_devices;
+  const int64_t cap = policy.max_running_devices_per_submitter;
   for (const PendingJob& job : jobs) {
     const GangShape& shape = job.shape;
-    auto blocker = blocked_by.find(shape.kind);
-    if (blocker != blocked_by.end()) {
+    if (cap > 0 && running[job.owner] + shape.world_size() > cap) {
       result.pending[job.id] =
-          absl::StrCat(Needs(shape), "; queued behind ", blocker->second->id, " (priority ",
-                       blocker->second->priority, "), which starts first");
+          absl::StrCat(Needs(shape), "; held back: ", SubmitterName(job.owner), " runs ",
+                       running[job.owner], " devices, and ", shape.world_size(),
+                       " more would pass max_running_devices_per_submitter (", cap, ")");
       continue;
     }
     std::vector<size_t> chosen = PickWorkers(shape, workers);
     if (chosen.empty()) {
-      result.pending[job.id] =
+      std::string reason =
           absl::StrCat(Needs(shape), "; free: ", DescribeFree(workers, shape.kind, false));
-      // A job bigger than the alive fleet waits for workers, not for devices,
-      // so it does not hold back the queue behind it.
-      if (CouldEverFit(shape, workers).empty() && !workers.empty()) {
-        blocked_by[shape.kind] = &job;
+      auto hold = holds.find(shape.kind);
+      if (hold != holds.end()) {
+        if (hold->second.devices > 0) {
+          absl::StrAppend(&reason, "; ", hold->second.devices, " more are held for ",
+                          hold->second.job->id, " (priority ", hold->second.job->priority,
+                          "), which starts first");
+        }
+      } else if (CouldEverFit(shape, workers).empty() && !workers.empty()) {
+        // A job bigger than the alive fleet waits for workers, not for
+        // devices, so it holds nothing.
+        Hold h = HoldFor(job, workers);
+        if (h.devices > 0) {
+          absl::StrAppend(&reason,
+                          "; held for it until the rest free up: ", absl::StrJoin(h.held, ", "));
+        }
+        holds[shape.kind] = std::move(h);
       }
+      result.pending[job.id] = std::move(reason);
       continue;
     }
-    Placement p;
-    p.job_id = job.id;
-    p.world_size = shape.world_size();
-    int rank = 0;
-    for (size_t wi : chosen) {
-      WorkerCapacity& w = workers[wi];
-      std::vector<int> free = FreeDevices(w, shape.kind);
-      v1::Assignment a;
-      a.set_worker_id(w.id);
-      a.set_first_rank(rank);
-      a.set_num_replicas(shape.devices_per_worker);
-      for (int i = 0; i < shape.devices_per_worker; ++i) {
-        a.add_devices(free[i]);
-        w.allocated[shape.kind].insert(free[i]);
-      }
-      rank += shape.devices_per_worker;
-      p.assignments.push_back(std::move(a));
-    }
-    result.placed.push_back(std::move(p));
+    running[job.owner] += shape.world_size();
+    result.placed.push_back(Place(job, chosen, workers));
   }
   return result;
 }

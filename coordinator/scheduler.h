@@ -10,12 +10,20 @@
 //     devices of its kind ("cpu" or "cuda"); it starts with all of them or not
 //     at all.
 //   - Order: priority descending, then FIFO (create time, then id).
-//   - No starvation: once a job of kind K cannot start, no later job of kind
-//     K starts in the same pass (no backfill), so a stream of small jobs can
-//     never delay an earlier or higher-priority big one. Jobs of the other
-//     kind still start: they use disjoint devices and cannot delay it. One
-//     exception: a job larger than the whole alive fleet of its kind (it waits
-//     for more workers, not for devices to free up) does not block others.
+//   - Backfill without starvation: the first job of kind K that cannot start
+//     holds devices for itself. It picks the workers it will start on (those
+//     with the most free devices of K, ties by id) and holds their free
+//     devices, up to what it needs on each. Later jobs of kind K start
+//     only on devices nobody holds. The held set never shrinks while the job
+//     waits (held devices go to nobody else, and devices only free up), so it
+//     starts as soon as the jobs already running on its workers end: smaller
+//     jobs that fit around it start now, and none of them can delay it. Only
+//     the first blocked job of a kind holds devices; the next one does when it
+//     comes first. A job larger than the whole alive fleet of its kind (it
+//     waits for more workers, not for devices) holds nothing.
+//   - Per-submitter cap (SchedulePolicy): a job whose submitter already runs
+//     so many devices that this job would pass the cap waits, holding
+//     nothing, so it cannot block other submitters' jobs.
 //   - Placement: among fitting workers, the ones with the fewest free devices
 //     first (best fit, keeps big holes for big jobs), ties by worker id.
 //     Ranks are contiguous per worker, workers in id order; a worker's devices
@@ -49,6 +57,15 @@ struct PendingJob {
   GangShape shape;
   int32_t priority = 0;
   int64_t create_time_ms = 0;
+  std::string owner;  // the submitter ("" unauthenticated)
+};
+
+// Limits across jobs, from the coordinator's config.
+struct SchedulePolicy {
+  // Devices one submitter's placed jobs may hold together; 0: no limit.
+  int64_t max_running_devices_per_submitter = 0;
+  // Devices each submitter's placed (scheduled or running) jobs hold now.
+  std::map<std::string, int64_t> running_devices;
 };
 
 // One alive worker and the device indices (per kind) already taken.
@@ -70,7 +87,11 @@ struct ScheduleResult {
 };
 
 // Places what fits now; every job not placed gets a reason.
-ScheduleResult Schedule(std::vector<PendingJob> jobs, std::vector<WorkerCapacity> workers);
+ScheduleResult Schedule(std::vector<PendingJob> jobs, std::vector<WorkerCapacity> workers,
+                        const SchedulePolicy& policy = {});
+
+// "submitter 'alice'", or "the unauthenticated submitter" for "".
+std::string SubmitterName(const std::string& owner);
 
 // OK when some set of `workers` (all free) could hold the job; otherwise a
 // message for FAILED_PRECONDITION ("needs 2 workers with 4 cuda devices each;

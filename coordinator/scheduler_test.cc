@@ -1,5 +1,8 @@
 #include "coordinator/scheduler.h"
 
+#include <set>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace yoke::server {
@@ -100,17 +103,86 @@ TEST(SchedulerTest, PriorityFirstThenFifo) {
   EXPECT_EQ(r.pending.count("job-1"), 1u);
 }
 
-TEST(SchedulerTest, NoBackfillPastABlockedJobOfTheSameKind) {
-  // job-1 needs 2 cpus; only 1 is free. job-2 (1 cpu) would fit, but taking
-  // the device could delay job-1 forever, so it waits too.
-  WorkerCapacity w = Worker("w-1", 2);
-  w.allocated["cpu"] = {0};
+TEST(SchedulerTest, SmallJobsBackfillAroundTheDevicesABlockedJobHolds) {
+  // job-1 needs all 4 cpus of w-1, where 3 are busy: it holds the free one.
+  // job-2 fits on w-2 and starts; job-3 would fit only with the held device.
+  WorkerCapacity w1 = Worker("w-1", 4);
+  w1.allocated["cpu"] = {0, 1, 2};
+  ScheduleResult r = Schedule({Job("job-1", 1, 4, "cpu", 0, 1), Job("job-2", 1, 1, "cpu", 0, 2),
+                               Job("job-3", 1, 2, "cpu", 0, 3)},
+                              {w1, Worker("w-2", 2)});
+  ASSERT_EQ(r.placed.size(), 1u);
+  EXPECT_EQ(r.placed[0].job_id, "job-2");
+  EXPECT_EQ(r.placed[0].assignments[0].worker_id(), "w-2");
+  EXPECT_EQ(r.pending["job-1"],
+            "needs 1 worker with 4 cpu devices; free: 2 workers (w-2: 2 cpu, w-1: 1 cpu); held "
+            "for it until the rest free up: w-1: 1 cpu");
+  EXPECT_EQ(r.pending["job-3"],
+            "needs 1 worker with 2 cpu devices; free: 1 worker (w-2: 1 cpu); 1 more are held for "
+            "job-1 (priority 0), which starts first");
+}
+
+TEST(SchedulerTest, AStreamOfSmallJobsCannotDelayTheHeldJob) {
+  // Pass after pass, w-1's jobs end one by one while small jobs keep coming;
+  // none of them gets a device of w-1, so job-1 starts when the last ends.
+  std::set<int> busy = {0, 1, 2};
+  int64_t t = 10;
+  for (int pass = 0; pass < 4; ++pass) {
+    WorkerCapacity w1 = Worker("w-1", 4);
+    w1.allocated["cpu"] = busy;
+    const std::string small = "small-" + std::to_string(pass);
+    ScheduleResult r =
+        Schedule({Job("job-1", 1, 4, "cpu", 0, 1), Job(small, 1, 1, "cpu", 0, ++t)}, {w1});
+    if (busy.empty()) {
+      ASSERT_EQ(r.placed.size(), 1u) << "pass " << pass;
+      EXPECT_EQ(r.placed[0].job_id, "job-1");
+      EXPECT_EQ(r.pending.count(small), 1u);
+      break;
+    }
+    EXPECT_TRUE(r.placed.empty()) << "pass " << pass << ": " << r.placed[0].job_id;
+    EXPECT_NE(r.pending[small].find("held for job-1"), std::string::npos) << r.pending[small];
+    busy.erase(busy.begin());
+  }
+  EXPECT_TRUE(busy.empty());
+}
+
+TEST(SchedulerTest, TheBlockedJobHoldsTheWorkersWithTheMostFreeDevices) {
+  WorkerCapacity w1 = Worker("w-1", 4);
+  w1.allocated["cpu"] = {0, 1, 2};  // 1 free
+  WorkerCapacity w2 = Worker("w-2", 4);
+  w2.allocated["cpu"] = {3};  // 3 free: job-1 holds these
   ScheduleResult r =
-      Schedule({Job("job-1", 1, 2, "cpu", 0, 1), Job("job-2", 1, 1, "cpu", 0, 2)}, {w});
-  EXPECT_TRUE(r.placed.empty());
-  EXPECT_EQ(r.pending["job-2"],
-            "needs 1 worker with 1 cpu device; queued behind job-1 (priority 0), which starts "
-            "first");
+      Schedule({Job("job-1", 1, 4, "cpu", 0, 1), Job("job-2", 1, 1, "cpu", 0, 2)}, {w2, w1});
+  ASSERT_EQ(r.placed.size(), 1u);
+  EXPECT_EQ(r.placed[0].job_id, "job-2");
+  EXPECT_EQ(r.placed[0].assignments[0].worker_id(), "w-1");
+  EXPECT_NE(r.pending["job-1"].find("held for it until the rest free up: w-2: 3 cpu"),
+            std::string::npos)
+      << r.pending["job-1"];
+}
+
+TEST(SchedulerTest, ASubmittersDeviceCapHoldsBackOnlyItsOwnJobs) {
+  SchedulePolicy policy;
+  policy.max_running_devices_per_submitter = 2;
+  policy.running_devices["alice"] = 1;
+  PendingJob big = Job("alice-big", 1, 2, "cpu", 5, 1);  // 1 + 2 > 2: waits
+  big.owner = "alice";
+  PendingJob bob = Job("bob", 1, 1, "cpu", 0, 2);
+  bob.owner = "bob";
+  PendingJob small = Job("alice-small", 1, 1, "cpu", 0, 3);  // 1 + 1: may start
+  small.owner = "alice";
+  PendingJob third = Job("alice-third", 1, 1, "cpu", 0, 4);  // 2 + 1 > 2 after alice-small
+  third.owner = "alice";
+  ScheduleResult r = Schedule({big, bob, small, third}, {Worker("w-1", 8)}, policy);
+  ASSERT_EQ(r.placed.size(), 2u);
+  EXPECT_EQ(r.placed[0].job_id, "bob");
+  EXPECT_EQ(r.placed[1].job_id, "alice-small");
+  EXPECT_EQ(r.pending["alice-big"],
+            "needs 1 worker with 2 cpu devices; held back: submitter 'alice' runs 1 devices, and 2 "
+            "more would pass max_running_devices_per_submitter (2)");
+  EXPECT_NE(r.pending["alice-third"].find("runs 2 devices"), std::string::npos);
+  // Without the cap everything fits.
+  EXPECT_EQ(Schedule({big, bob, small, third}, {Worker("w-1", 8)}).placed.size(), 4u);
 }
 
 TEST(SchedulerTest, OtherKindsAndOversizedJobsDoNotBlock) {
@@ -125,7 +197,8 @@ TEST(SchedulerTest, OtherKindsAndOversizedJobsDoNotBlock) {
   EXPECT_EQ(r.placed[0].job_id, "small-cpu");
   EXPECT_EQ(r.pending.count("big-gpu"), 1u);
   EXPECT_EQ(r.pending.count("huge"), 1u);
-  EXPECT_NE(r.pending["small-gpu"].find("queued behind big-gpu"), std::string::npos);
+  EXPECT_NE(r.pending["small-gpu"].find("1 more are held for big-gpu"), std::string::npos)
+      << r.pending["small-gpu"];
 }
 
 TEST(SchedulerTest, BestFitKeepsTheBigWorkerFree) {

@@ -541,6 +541,7 @@ void CheckPlacement(Checker& c, const v1::JobSpec& spec) {
     c.Add("checkpoint.dir: required when checkpoint.every_steps or checkpoint.keep is set");
   }
   c.NonNegative("restart.max_restarts", spec.restart().max_restarts());
+  c.NonNegative("max_run_seconds", spec.max_run_seconds());
 }
 
 }  // namespace

@@ -379,6 +379,7 @@ const Case kCases[] = {
     {kZooJob, {"checkpoint={dir: /c, keep: -1}"}, "checkpoint.keep: must be >= 0, got -1"},
     {kZooJob, {"checkpoint.keep=2"}, "checkpoint.dir: required when"},
     {kZooJob, {"restart.max_restarts=-1"}, "restart.max_restarts: must be >= 0, got -1"},
+    {kZooJob, {"max_run_seconds=-5"}, "max_run_seconds: must be >= 0, got -5"},
     // ---- training options: accumulation, clipping, smoothing, early stopping
     {kZooJob,
      {"training.accumulation_steps=-2"},

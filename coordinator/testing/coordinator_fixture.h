@@ -74,6 +74,9 @@ class CoordinatorTest : public ::testing::Test {
     o.data_roots = data_roots_;
     o.max_pending_jobs_per_submitter = max_pending_jobs_;
     o.max_pending_spec_bytes_per_submitter = max_pending_spec_bytes_;
+    o.max_submits_per_minute_per_submitter = max_submits_per_minute_;
+    o.max_running_devices_per_submitter = max_running_devices_;
+    o.default_max_run_seconds = default_max_run_seconds_;
     o.metrics = &metrics_;
     auto c = Coordinator::Create(&store_, &clock_, o);
     ASSERT_TRUE(c.ok()) << c.status();
@@ -107,6 +110,9 @@ class CoordinatorTest : public ::testing::Test {
   std::vector<std::string> data_roots_;
   int64_t max_pending_jobs_ = 0;  // the quotas Restart() sets; 0: none
   int64_t max_pending_spec_bytes_ = 0;
+  int64_t max_submits_per_minute_ = 0;
+  int64_t max_running_devices_ = 0;
+  int64_t default_max_run_seconds_ = 0;
   std::unique_ptr<Coordinator> coord_;
 };
 
