@@ -16,7 +16,7 @@
 //   worker, every scrape     WorkerMetrics::Exposition for --ranks ranks
 //   coordinator, per scrape  CoordinatorMetrics::Exposition (2 workers, one
 //                            running job, an RPC histogram per method)
-//   HTTP, per scrape         a real civetweb server on loopback serving the
+//   HTTP, per scrape         a real HTTP server on loopback serving the
 //                            worker exposition, client and server together
 //                            (the row is this less the exposition alone)
 // Before timing, each output is checked: the exposition holds every rank's
@@ -221,7 +221,7 @@ std::string HttpGet(int port) {
   return out;
 }
 
-// A scrape over HTTP: civetweb serving `worker`'s exposition on loopback,
+// A scrape over HTTP: net/http_server.h serving `worker`'s exposition on loopback,
 // checked, then timed: seconds per scrape, exposition included.
 double TimeHttpScrape(yoke::worker::WorkerMetrics& worker) {
   auto server = yoke::common::HttpServer::Start(

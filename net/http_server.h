@@ -1,10 +1,16 @@
 // A small HTTP/1.1 server for the daemons' read-only pages: /metrics for
-// Prometheus and the coordinator's dashboard. Built on Debian's civetweb;
-// GET and HEAD only, no files served from disk, bodies never read.
+// Prometheus and the coordinator's dashboard. Built on Debian's libmicrohttpd
+// with one epoll thread for all connections, so that a client that is slow
+// to send its request costs a socket, not a thread; handlers run on a small
+// pool of their own. GET and HEAD only, no files served from disk, bodies
+// never read, one request per connection.
 //
 // Routes match by exact path, or by prefix for a route that ends in '/'
 // ("/api/job/" matches "/api/job/job-1"); the longest match wins. Anything
 // else is 404, any other method 405. A handler that throws is a 500.
+//
+// Slow and greedy clients meet the HttpServerLimits below (issue 30); see
+// docs/security.md for what each one sees.
 //
 // Thread-safety: handlers run on the server's threads, several at once.
 #ifndef YOKE_NET_HTTP_SERVER_H_
@@ -17,9 +23,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-
-struct mg_context;
-struct mg_connection;
 
 namespace yoke::common {
 
@@ -45,14 +48,37 @@ struct HttpResponse {
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
+// The bounds that keep slow or greedy clients from starving the port. The
+// defaults are what the daemons use; tests shorten them.
+struct HttpServerLimits {
+  // From the connection's accept until its request's headers are all in;
+  // past it the connection is closed without a reply, however busily the
+  // client is still sending.
+  int header_timeout_ms = 5000;
+  // While the reply is written: a connection that takes nothing for this
+  // long is closed. Whole seconds (libmicrohttpd's unit).
+  int idle_timeout_s = 10;
+  // Connections open at once. At the limit the server stops accepting: new
+  // connections wait in the kernel's backlog until one closes.
+  int max_connections = 512;
+  // Connections open at once from one IP address; one more is accepted and
+  // closed at once, without a reply.
+  int max_connections_per_peer = 32;
+  // Threads that run handlers; requests beyond them wait their turn.
+  int handler_threads = 4;
+};
+
 class HttpServer {
  public:
   // Listens on `listen` ("host:port"; port 0 picks a free one). UNAVAILABLE
   // naming the address when it cannot be bound; INVALID_ARGUMENT for a
   // malformed address.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(
-      const std::string& listen, std::vector<std::pair<std::string, HttpHandler>> routes);
-  ~HttpServer();  // stops, waiting for handlers in flight
+      const std::string& listen, std::vector<std::pair<std::string, HttpHandler>> routes,
+      const HttpServerLimits& limits = {});
+  // Stops: waits for handlers in flight, answers 503 to requests still
+  // waiting for a handler thread, and closes every other connection.
+  ~HttpServer();
 
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -62,12 +88,10 @@ class HttpServer {
   const std::string& address() const { return address_; }
 
  private:
-  HttpServer() = default;
-  static int OnRequest(mg_connection* conn);
-  const HttpHandler* Route(const std::string& path) const;
+  struct Impl;
+  HttpServer();
 
-  std::vector<std::pair<std::string, HttpHandler>> routes_;
-  mg_context* ctx_ = nullptr;
+  std::unique_ptr<Impl> impl_;
   int port_ = 0;
   std::string address_;
 };

@@ -39,7 +39,7 @@ build_pkgs=(
   libdnnl-dev libgloo-dev
   # The daemons' HTTP port (/metrics, the dashboard) and the dashboard's
   # charts, which the coordinator serves from /usr/share/javascript.
-  prometheus-cpp-dev libcivetweb-dev libjs-chart.js
+  prometheus-cpp-dev libmicrohttpd-dev libjs-chart.js
   # dnnl-config.cmake calls find_package(OpenCL) (Debian builds oneDNN with
   # its OpenCL GPU runtime); libdnnl-dev only recommends it, and we install
   # without recommends.
