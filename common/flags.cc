@@ -3,9 +3,11 @@
 #include <utility>
 
 #include "absl/flags/marshalling.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace yoke::common {
 
@@ -80,6 +82,19 @@ FlagParser& FlagParser::Duration(absl::string_view names, absl::Duration* dst, a
       return absl::InvalidArgumentError(absl::StrCat(name, ": expected ", what, ", got '", v, "'"));
     }
     *dst = parsed;
+    return absl::OkStatus();
+  });
+}
+
+FlagParser& FlagParser::Bytes(absl::string_view names, int64_t* dst, int64_t min,
+                              absl::string_view what) {
+  std::string name(names.substr(0, names.find(',')));
+  return Add(names, true, [dst, min, name, what = std::string(what)](const std::string& v) {
+    int64_t bytes = 0;
+    if (!ParseByteSizeFlag(v, &bytes) || bytes < min) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": expected ", what, ", got '", v, "'"));
+    }
+    *dst = bytes;
     return absl::OkStatus();
   });
 }
@@ -181,6 +196,57 @@ bool ParseDurationFlag(absl::string_view text, absl::Duration* out) {
     return false;
   }
   return *out >= absl::ZeroDuration();
+}
+
+bool ParseByteSizeFlag(absl::string_view text, int64_t* out) {
+  text = absl::StripAsciiWhitespace(text);
+  size_t unit_at = 0;
+  while (unit_at < text.size() && (absl::ascii_isdigit(text[unit_at]) || text[unit_at] == '.')) {
+    ++unit_at;
+  }
+  const absl::string_view number = text.substr(0, unit_at);
+  const std::string unit = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text.substr(unit_at)));
+  if (number.empty() || number.front() == '.' || number.back() == '.') return false;
+  double scale = 0;
+  constexpr double kKi = 1024.0;
+  if (unit.empty() || unit == "b") {
+    scale = 1;
+  } else if (unit == "k" || unit == "kib") {
+    scale = kKi;
+  } else if (unit == "m" || unit == "mib") {
+    scale = kKi * kKi;
+  } else if (unit == "g" || unit == "gib") {
+    scale = kKi * kKi * kKi;
+  } else if (unit == "t" || unit == "tib") {
+    scale = kKi * kKi * kKi * kKi;
+  } else if (unit == "kb") {
+    scale = 1e3;
+  } else if (unit == "mb") {
+    scale = 1e6;
+  } else if (unit == "gb") {
+    scale = 1e9;
+  } else if (unit == "tb") {
+    scale = 1e12;
+  } else {
+    return false;
+  }
+  if (number.find('.') == absl::string_view::npos) {
+    // Whole numbers exactly, with no rounding through a double.
+    uint64_t n = 0;
+    if (!absl::SimpleAtoi(number, &n)) return false;
+    const auto s = static_cast<uint64_t>(scale);
+    if (n > static_cast<uint64_t>(INT64_MAX) / s) return false;
+    *out = static_cast<int64_t>(n * s);
+    return true;
+  }
+  double value = 0;
+  if (!absl::SimpleAtod(number, &value)) return false;
+  const double bytes = value * scale;
+  // 2^63 is the first double past INT64_MAX; a byte count is whole.
+  if (!(bytes < 9223372036854775808.0) || bytes != static_cast<double>(static_cast<int64_t>(bytes)))
+    return false;
+  *out = static_cast<int64_t>(bytes);
+  return true;
 }
 
 }  // namespace yoke::common

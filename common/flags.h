@@ -29,6 +29,7 @@
 #define YOKE_COMMON_FLAGS_H_
 
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <optional>
@@ -77,6 +78,10 @@ class FlagParser {
   // values ("a duration > 0 such as 10s").
   FlagParser& Duration(absl::string_view names, absl::Duration* dst, absl::Duration min,
                        absl::string_view what);
+  // A size in bytes (ParseByteSizeFlag) of at least `min`; otherwise
+  // "NAME: expected WHAT, got 'VALUE'" ("a size of at least 1MiB such as
+  // 8GiB").
+  FlagParser& Bytes(absl::string_view names, int64_t* dst, int64_t min, absl::string_view what);
   // Anything else: `set` converts and checks the value.
   FlagParser& Custom(absl::string_view names, Setter set);
   // Sets `*given` to true each time the flag declared last gets a valid
@@ -126,6 +131,13 @@ std::vector<std::string> ArgsOf(int argc, char** argv);
 // A duration flag value: "10s", "250ms", "1m30s" (absl::ParseDuration) or a
 // plain number of milliseconds. Returns false when malformed or negative.
 bool ParseDurationFlag(absl::string_view text, absl::Duration* out);
+
+// A size flag value: a plain number of bytes ("1073741824"), or a number
+// (decimals allowed) and a unit: KiB, MiB, GiB, TiB (powers of 1024; K, M,
+// G, T alone mean the same), or kB, MB, GB, TB (powers of 1000). Units are
+// case-insensitive; a space may come before the unit. Returns false when
+// malformed, negative, fractional in bytes, or over INT64_MAX.
+bool ParseByteSizeFlag(absl::string_view text, int64_t* out);
 
 }  // namespace yoke::common
 

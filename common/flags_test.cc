@@ -2,8 +2,10 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/testing/file_contents.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -137,6 +139,22 @@ TEST(FlagParserTest, DurationValuesAreCheckedAgainstTheMinimum) {
   EXPECT_EQ(d, absl::Milliseconds(1500));  // untouched by a bad value
 }
 
+TEST(FlagParserTest, ByteSizesAreCheckedAgainstTheMinimum) {
+  int64_t bytes = 7;
+  FlagParser p("prog", "");
+  p.Bytes("--memory", &bytes, int64_t{1} << 20, "a size of at least 1MiB such as 8GiB");
+  ASSERT_TRUE(p.Parse({"--memory=2GiB"}).ok());
+  EXPECT_EQ(bytes, int64_t{2} << 30);
+  for (const char* bad : {"1KiB", "0", "lots", "-1GiB", "8 parsecs", ""}) {
+    auto r = p.Parse({"--memory", bad});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message(), absl::StrCat("--memory: expected a size of at least 1MiB such "
+                                                 "as 8GiB, got '",
+                                                 bad, "'"));
+  }
+  EXPECT_EQ(bytes, int64_t{2} << 30);  // untouched by a bad value
+}
+
 TEST(FlagParserTest, CustomSetterErrorsComeBackAsGiven) {
   std::string mode;
   FlagParser p("prog", "");
@@ -232,6 +250,35 @@ TEST(ParseDurationFlagTest, UnitsOrPlainMilliseconds) {
   EXPECT_FALSE(ParseDurationFlag("-1s", &d));
   EXPECT_FALSE(ParseDurationFlag("soon", &d));
   EXPECT_FALSE(ParseDurationFlag("", &d));
+}
+
+TEST(ParseByteSizeFlagTest, PlainBytesOrBinaryAndDecimalUnits) {
+  int64_t b = -1;
+  const std::vector<std::pair<std::string, int64_t>> good = {
+      {"1073741824", int64_t{1} << 30},
+      {"0", 0},
+      {"512MiB", int64_t{512} << 20},
+      {"512m", int64_t{512} << 20},
+      {"8 GiB", int64_t{8} << 30},
+      {"8G", int64_t{8} << 30},
+      {"1.5GiB", int64_t{3} << 29},
+      {"2TiB", int64_t{2} << 40},
+      {"64KiB", int64_t{64} << 10},
+      {"3GB", 3000000000},
+      {"250mb", 250000000},
+      {"100B", 100},
+      {"8589934592b", int64_t{8} << 30},
+      {"8388607TiB", int64_t{8388607} << 40},
+  };
+  for (const auto& [text, want] : good) {
+    ASSERT_TRUE(ParseByteSizeFlag(text, &b)) << text;
+    EXPECT_EQ(b, want) << text;
+  }
+  for (const char* bad :
+       {"", "GiB", "-1", "-1GiB", "1.5", "0.3KiB", "1..2G", ".5G", "5.G", "10 GiBs", "8Gi", "1e9",
+        "9223372036854775808", "8388608TiB", "99999999999999999999"}) {
+    EXPECT_FALSE(ParseByteSizeFlag(bad, &b)) << bad;
+  }
 }
 
 TEST(ArgsOfTest, SkipsTheProgramName) {

@@ -40,7 +40,7 @@ ConfigFlags::Binding& ConfigFlags::Bind(absl::string_view field, Kind kind) {
   FieldDescriptor::CppType want = FieldDescriptor::CPPTYPE_STRING;
   if (kind == Kind::kSwitch) want = FieldDescriptor::CPPTYPE_BOOL;
   if (kind == Kind::kInt) want = FieldDescriptor::CPPTYPE_INT32;
-  if (kind == Kind::kMilliseconds) want = FieldDescriptor::CPPTYPE_INT64;
+  if (kind == Kind::kMilliseconds || kind == Kind::kBytes) want = FieldDescriptor::CPPTYPE_INT64;
   if (f == nullptr || f->cpp_type() != want || f->is_repeated() != (kind == Kind::kStrings)) {
     std::fprintf(stderr, "ConfigFlags: %s has no field '%s' of the flag's type\n",
                  config_->full_name().c_str(), std::string(field).c_str());
@@ -80,6 +80,13 @@ ConfigFlags& ConfigFlags::Milliseconds(absl::string_view names, absl::string_vie
   return *this;
 }
 
+ConfigFlags& ConfigFlags::Bytes(absl::string_view names, absl::string_view field, int64_t min,
+                                absl::string_view what) {
+  Binding& b = Bind(field, Kind::kBytes);
+  parser_->Bytes(names, &b.bytes, min, what).Track(&b.occurred);
+  return *this;
+}
+
 bool ConfigFlags::IsGiven(const Binding& b) {
   switch (b.kind) {
     case Kind::kString:
@@ -90,6 +97,7 @@ bool ConfigFlags::IsGiven(const Binding& b) {
       return b.on;
     case Kind::kInt:
     case Kind::kMilliseconds:
+    case Kind::kBytes:
       return b.occurred;
   }
   return false;
@@ -127,6 +135,9 @@ void ConfigFlags::Overlay(google::protobuf::Message* cfg) const {
         break;
       case Kind::kMilliseconds:
         r->SetInt64(cfg, b.field, absl::ToInt64Milliseconds(b.duration));
+        break;
+      case Kind::kBytes:
+        r->SetInt64(cfg, b.field, b.bytes);
         break;
     }
   }

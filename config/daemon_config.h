@@ -10,6 +10,7 @@
 #define YOKE_CONFIG_DAEMON_CONFIG_H_
 
 #include <climits>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <string>
@@ -48,7 +49,7 @@ std::string GetEnv(const char* name);
 //   String: its last value is not empty (`--listen ""` leaves the file's);
 //   Strings: it occurred; its values replace the file's whole list;
 //   Switch: it is true (`--insecure=false` leaves the file's value);
-//   Int, Milliseconds: it occurred, whatever its value.
+//   Int, Milliseconds, Bytes: it occurred, whatever its value.
 // Declaring a field that the message lacks, or of another type, is a
 // programming error: it aborts with a message naming the field.
 //
@@ -74,6 +75,11 @@ class ConfigFlags {
   ConfigFlags& Milliseconds(absl::string_view names, absl::string_view field, absl::Duration min,
                             absl::string_view what);
 
+  // An `int64` field of bytes, from a size of at least `min`
+  // (FlagParser::Bytes, with `what` for its message).
+  ConfigFlags& Bytes(absl::string_view names, absl::string_view field, int64_t min,
+                     absl::string_view what);
+
   // True when the flag bound to `field` was given (see above); false for a
   // field no flag is bound to.
   bool Given(absl::string_view field) const;
@@ -83,7 +89,7 @@ class ConfigFlags {
   void Overlay(google::protobuf::Message* cfg) const;
 
  private:
-  enum class Kind { kString, kStrings, kSwitch, kInt, kMilliseconds };
+  enum class Kind { kString, kStrings, kSwitch, kInt, kMilliseconds, kBytes };
   struct Binding {
     const google::protobuf::FieldDescriptor* field = nullptr;
     Kind kind = Kind::kString;
@@ -92,7 +98,8 @@ class ConfigFlags {
     bool on = false;
     int number = 0;
     absl::Duration duration;
-    bool occurred = false;  // for Int and Milliseconds (FlagParser::Track)
+    int64_t bytes = 0;
+    bool occurred = false;  // for Int, Milliseconds and Bytes (FlagParser::Track)
   };
   Binding& Bind(absl::string_view field, Kind kind);
   static bool IsGiven(const Binding& b);

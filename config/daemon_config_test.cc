@@ -147,6 +147,25 @@ TEST(ConfigFlagsTest, AnIntOrDurationGivenAsZeroIsGiven) {
   EXPECT_EQ(cfg.stop_grace_ms(), 0);
 }
 
+TEST(ConfigFlagsTest, ABytesFlagSetsItsInt64FieldOnlyWhenGiven) {
+  FlagParser parser("prog", "");
+  ConfigFlags flags(&parser, v1::WorkerConfig::descriptor());
+  flags.Bytes("--memory-limit", "memory_limit_bytes", int64_t{1} << 20, "a size such as 8GiB");
+  ASSERT_TRUE(parser.Parse({}).ok());
+  v1::WorkerConfig cfg;
+  cfg.set_memory_limit_bytes(12345678);
+  flags.Overlay(&cfg);
+  EXPECT_EQ(cfg.memory_limit_bytes(), 12345678);  // the file's
+  auto r = parser.Parse({"--memory-limit", "1k"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "--memory-limit: expected a size such as 8GiB, got '1k'");
+  EXPECT_FALSE(flags.Given("memory_limit_bytes"));
+  ASSERT_TRUE(parser.Parse({"--memory-limit=6GiB"}).ok());
+  EXPECT_TRUE(flags.Given("memory_limit_bytes"));
+  flags.Overlay(&cfg);
+  EXPECT_EQ(cfg.memory_limit_bytes(), int64_t{6} << 30);
+}
+
 TEST(ConfigFlagsTest, ValuesAreCheckedByTheParserWithItsMessages) {
   FlagParser parser("prog", "");
   ConfigFlags flags(&parser, v1::WorkerConfig::descriptor());

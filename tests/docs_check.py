@@ -192,7 +192,7 @@ class Checker:
     # ---- flags the binaries accept ---------------------------------------
 
     def _collect_flags(self):
-        decl = re.compile(r"(?:\.|->)(?:String|Strings|Bool|Int|Duration|Custom)\(\s*\"([^\"]+)\"")
+        decl = re.compile(r"(?:\.|->)(?:String|Strings|Bool|Int|Duration|Milliseconds|Bytes|Custom)\(\s*\"([^\"]+)\"")
         absl_flag = re.compile(r"ABSL_FLAG\(\s*[^,]+,\s*(\w+)\s*,")
         flags = {}
         for binary, sources in BINARY_SOURCES.items():

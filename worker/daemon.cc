@@ -470,6 +470,9 @@ absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerLauncherOptions* op
   opts->work_dir = dir.string();
   opts->log_path = (dir / "trainer.log").string();
   opts->max_log_lines = options_.max_log_lines_buffered;
+  // The shares of the ranks it runs, as the coordinator counted them.
+  opts->memory_cgroups = options_.memory_cgroups;
+  opts->memory_limit_bytes = options_.replica_memory_bytes * std::max(d.num_replicas(), 1);
   opts->env = {absl::StrCat("YOKE_JOB_ID=", d.job_id()), absl::StrCat("YOKE_ATTEMPT=", d.attempt()),
                absl::StrCat("YOKE_WORKER_ID=", worker_id())};
   if (std::optional<std::string> spin = common::TrainerOmpSpinEnv()) {

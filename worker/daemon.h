@@ -111,6 +111,12 @@ struct WorkerDaemonOptions {
   // Gets every trainer's progress reports (worker/worker_metrics.h); must
   // outlive the daemon. Unset: none.
   WorkerMetrics* metrics = nullptr;
+  // Each trainer runs in a memory cgroup made here, limited to
+  // replica_memory_bytes times the ranks it runs (worker/memory_cgroup.h).
+  // Null (or a share of 0): trainers run without one. Must outlive the
+  // daemon.
+  MemoryCgroups* memory_cgroups = nullptr;
+  int64_t replica_memory_bytes = 0;
   // SIGTERM -> SIGKILL grace when stopping a trainer.
   absl::Duration stop_grace = absl::Seconds(10);
   // Retry delays while the coordinator is unreachable.

@@ -3,10 +3,12 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 
 #include "absl/strings/str_cat.h"
 #include "common/usable_cores.h"
+#include "worker/memory_cgroup.h"
 
 namespace yoke::worker {
 namespace {
@@ -121,20 +123,26 @@ std::string DiscoverCuda(const std::string& library, std::vector<v1::Device>* ou
 
 DeviceInventory DiscoverDevices(const DeviceOptions& options) {
   DeviceInventory inv;
-  const int64_t memory = PhysicalMemoryBytes();
+  std::vector<v1::Device> gpus;
+  inv.cuda_note = options.discover_cuda ? DiscoverCuda(options.cuda_driver_library, &gpus)
+                                        : "CUDA discovery disabled";
+  const int64_t limit =
+      options.memory_limit_bytes > 0 ? options.memory_limit_bytes : PhysicalMemoryBytes();
+  const int replicas = std::max(options.cpu_replicas, 0) + static_cast<int>(gpus.size());
+  inv.replica_memory_bytes = ReplicaShare(limit, replicas);
   const int cores = common::UsableCores();
   for (int i = 0; i < options.cpu_replicas; ++i) {
     v1::Device d;
     d.set_kind("cpu");
     d.set_index(i);
     d.set_name("cpu replica");
-    // Replicas share the host's memory; each may use all of it.
-    d.set_memory_bytes(memory);
+    // What the trainer of this replica gets, not the whole machine: the
+    // coordinator checks a job's estimate against it.
+    d.set_memory_bytes(inv.replica_memory_bytes);
     d.set_cores(cores);
     inv.devices.push_back(std::move(d));
   }
-  inv.cuda_note = options.discover_cuda ? DiscoverCuda(options.cuda_driver_library, &inv.devices)
-                                        : "CUDA discovery disabled";
+  for (v1::Device& g : gpus) inv.devices.push_back(std::move(g));
   return inv;
 }
 

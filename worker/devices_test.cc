@@ -17,16 +17,32 @@ TEST(DevicesTest, CpuReplicasComeFromOptions) {
   o.discover_cuda = false;
   DeviceInventory inv = DiscoverDevices(o);
   ASSERT_EQ(inv.devices.size(), 3u);
+  // No limit given: the machine's memory, shared by the three.
   const int64_t host_memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(inv.devices[i].kind(), "cpu");
     EXPECT_EQ(inv.devices[i].index(), i);
-    EXPECT_EQ(inv.devices[i].memory_bytes(), host_memory);
+    EXPECT_EQ(inv.devices[i].memory_bytes(), host_memory / 3);
     EXPECT_EQ(inv.devices[i].cores(), common::UsableCores());
   }
   EXPECT_EQ(CountDevices(inv.devices, "cpu"), 3);
   EXPECT_EQ(CountDevices(inv.devices, "cuda"), 0);
   EXPECT_EQ(inv.cuda_note, "CUDA discovery disabled");
+}
+
+TEST(DevicesTest, EachCpuReplicaReportsItsShareOfTheMemoryLimit) {
+  DeviceOptions o;
+  o.cpu_replicas = 3;
+  o.discover_cuda = false;
+  o.memory_limit_bytes = int64_t{12} << 30;
+  DeviceInventory inv = DiscoverDevices(o);
+  ASSERT_EQ(inv.devices.size(), 3u);
+  EXPECT_EQ(inv.replica_memory_bytes, int64_t{4} << 30);
+  for (const v1::Device& d : inv.devices) EXPECT_EQ(d.memory_bytes(), int64_t{4} << 30);
+  o.cpu_replicas = 1;
+  inv = DiscoverDevices(o);
+  ASSERT_EQ(inv.devices.size(), 1u);
+  EXPECT_EQ(inv.devices[0].memory_bytes(), int64_t{12} << 30);
 }
 
 TEST(DevicesTest, ZeroCpuReplicasOffersNone) {

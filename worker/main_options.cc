@@ -7,11 +7,14 @@
 #include "absl/strings/str_cat.h"
 #include "common/self_dir.h"
 #include "common/status.h"
+#include "worker/memory_cgroup.h"
 
 namespace yoke::worker {
 namespace {
 
 constexpr char kDefaultCoordinator[] = "127.0.0.1:7070";
+// The least --memory-limit: below this no trainer starts.
+constexpr int64_t kMinMemoryLimit = int64_t{64} << 20;
 
 // The defaults, for what neither the file, the environment nor a flag set
 // (proto3 cannot tell unset from zero; a flag can still set 0 CPU replicas
@@ -24,6 +27,9 @@ void FillDefaults(const common::ConfigFlags& flags, v1::WorkerConfig* cfg) {
   if (cfg->log_level().empty()) cfg->set_log_level("info");
   if (cfg->heartbeat_interval_ms() <= 0) cfg->set_heartbeat_interval_ms(1000);
   if (cfg->stop_grace_ms() <= 0 && !flags.Given("stop_grace_ms")) cfg->set_stop_grace_ms(10000);
+  if (cfg->memory_limit_bytes() == 0) {
+    cfg->set_memory_limit_bytes(DefaultMemoryLimit(VisibleMemoryBytes()));
+  }
 }
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
@@ -44,6 +50,8 @@ WorkerFlags::WorkerFlags(common::FlagParser* parser)
       .String("--advertise-address", "advertise_address")
       .String("--data-ports", "data_ports")
       .String("--metrics-listen", "metrics_listen")
+      .Bytes("--memory-limit", "memory_limit_bytes", kMinMemoryLimit,
+             "a size of at least 64MiB such as 48GiB (a plain number is bytes)")
       .String("--tls-dir", "tls_dir")
       .Switch("--insecure", "insecure");
 }
@@ -78,6 +86,10 @@ absl::StatusOr<WorkerMainOptions> BuildWorkerOptions(const WorkerFlags& flags,
   }
   if (cfg.cpu_replicas() < 0) {
     return Invalid(absl::StrCat("cpu_replicas: must be >= 0, got ", cfg.cpu_replicas()));
+  }
+  if (cfg.memory_limit_bytes() < kMinMemoryLimit) {
+    return Invalid(absl::StrCat("memory_limit_bytes: must be at least ", kMinMemoryLimit,
+                                " (64 MiB), got ", cfg.memory_limit_bytes()));
   }
   if (::access(cfg.trainer_path().c_str(), X_OK) != 0) {
     return Invalid(

@@ -21,7 +21,7 @@ namespace yoke::worker {
 // --config, --no-cuda, and the flags that override the file's fields
 // (--coordinator, --cpu-replicas, --work-dir, --trainer, --stop-grace,
 // --heartbeat-interval, --log-level, --advertise-address, --data-ports,
-// --metrics-listen, --tls-dir, --insecure).
+// --metrics-listen, --memory-limit, --tls-dir, --insecure).
 struct WorkerFlags {
   explicit WorkerFlags(common::FlagParser* parser);
 
@@ -44,13 +44,15 @@ struct WorkerMainOptions {
 // (coordinator 127.0.0.1:7070, cpu_replicas 1 unless --cpu-replicas 0 was
 // given, work_dir yoke-work, trainer_path yoke-trainer beside this program,
 // log_level info, heartbeat_interval_ms 1000 when <= 0, stop_grace_ms 10000
-// when <= 0 unless --stop-grace was given); then $YOKE_TLS_DIR when neither
-// tls_dir nor insecure is set.
+// when <= 0 unless --stop-grace was given, memory_limit_bytes
+// DefaultMemoryLimit(VisibleMemoryBytes()) when 0, worker/memory_cgroup.h);
+// then $YOKE_TLS_DIR when neither tls_dir nor insecure is set.
 // Then it reads the TLS credentials, checks the trainer and creates the
 // work directory. Errors, checked in this order, are what yoke-worker prints
 // after "yoke-worker: " (exit 2): the config file; no TLS credentials; both
 // tls_dir and insecure; "tls_dir: ..." (unreadable credentials);
-// "cpu_replicas: must be >= 0"; "trainer_path: cannot execute ...";
+// "cpu_replicas: must be >= 0"; "memory_limit_bytes: must be at least
+// 67108864 (64 MiB), got N"; "trainer_path: cannot execute ...";
 // "work_dir: cannot create ...". data_ports is not checked here: the worker
 // parses it after discovering its devices.
 absl::StatusOr<WorkerMainOptions> BuildWorkerOptions(const WorkerFlags& flags,

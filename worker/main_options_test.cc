@@ -9,11 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/self_dir.h"
 #include "common/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "security/certs.h"
+#include "worker/memory_cgroup.h"
 
 namespace yoke::worker {
 namespace {
@@ -74,6 +76,11 @@ TEST_F(WorkerOptionsTest, Defaults) {
   EXPECT_EQ(o->config.data_ports(), "");
   EXPECT_EQ(o->config.metrics_listen(), "");
   EXPECT_TRUE(o->discover_cuda);
+  // The machine's memory (or this process's cgroup limit) less a reserve.
+  const int64_t visible = VisibleMemoryBytes();
+  EXPECT_EQ(o->config.memory_limit_bytes(), DefaultMemoryLimit(visible));
+  EXPECT_GT(o->config.memory_limit_bytes(), visible / 2);
+  EXPECT_LT(o->config.memory_limit_bytes(), visible);
   EXPECT_EQ(o->tls_ca_path, "");
   EXPECT_EQ(o->work_dir, tmp_.File("work"));
   EXPECT_TRUE(std::filesystem::is_directory(o->work_dir));
@@ -101,6 +108,7 @@ TEST_F(WorkerOptionsTest, TheFilesValues) {
                          "coordinator: 10.0.0.1:7070\ncpu_replicas: 3\nheartbeat_interval_ms: 200\n"
                          "stop_grace_ms: 2500\nlog_level: debug\nadvertise_address: 10.0.0.2\n"
                          "data_ports: 41000-41009\nmetrics_listen: 127.0.0.1:0\ninsecure: true\n"
+                         "memory_limit_bytes: 3221225472\n"
                          "trainer_path: " +
                              trainer_ + "\nwork_dir: " + tmp_.File("wd") + "\n");
   auto o = Build({"--config", cfg});
@@ -114,6 +122,7 @@ TEST_F(WorkerOptionsTest, TheFilesValues) {
   EXPECT_EQ(o->config.data_ports(), "41000-41009");
   EXPECT_EQ(o->config.metrics_listen(), "127.0.0.1:0");
   EXPECT_EQ(o->config.trainer_path(), trainer_);
+  EXPECT_EQ(o->config.memory_limit_bytes(), int64_t{3} << 30);
   EXPECT_EQ(o->work_dir, tmp_.File("wd"));
 }
 
@@ -121,7 +130,7 @@ TEST_F(WorkerOptionsTest, FlagsOverTheEnvironmentOverTheFile) {
   std::string cfg = File("w.yaml",
                          "coordinator: 10.0.0.1:7070\ncpu_replicas: 3\nstop_grace_ms: 2500\n"
                          "advertise_address: 10.0.0.2\ndata_ports: 41000-41009\n"
-                         "log_level: debug\n");
+                         "log_level: debug\nmemory_limit_bytes: 3221225472\n");
   const auto env =
       Env({{"YOKE_ADVERTISE_ADDRESS", "10.0.0.3"}, {"YOKE_DATA_PORTS", "42000-42009"}});
   auto o = Build(Basic({"--config", cfg}), env);
@@ -129,12 +138,30 @@ TEST_F(WorkerOptionsTest, FlagsOverTheEnvironmentOverTheFile) {
   EXPECT_EQ(o->config.advertise_address(), "10.0.0.3");
   EXPECT_EQ(o->config.data_ports(), "42000-42009");
   EXPECT_EQ(o->config.coordinator(), "10.0.0.1:7070");
+  EXPECT_EQ(o->config.memory_limit_bytes(), int64_t{3} << 30);
 
-  o = Build(
-      Basic({"--config", cfg, "--coordinator", "10.9.9.9:1", "--cpu-replicas", "5", "--stop-grace",
-             "1s", "--heartbeat-interval", "300ms", "--log-level", "warn", "--advertise-address",
-             "10.0.0.4", "--data-ports", "43000-43009", "--metrics-listen", "off", "--no-cuda"}),
-      env);
+  o = Build(Basic({"--config",
+                   cfg,
+                   "--coordinator",
+                   "10.9.9.9:1",
+                   "--cpu-replicas",
+                   "5",
+                   "--stop-grace",
+                   "1s",
+                   "--heartbeat-interval",
+                   "300ms",
+                   "--log-level",
+                   "warn",
+                   "--advertise-address",
+                   "10.0.0.4",
+                   "--data-ports",
+                   "43000-43009",
+                   "--metrics-listen",
+                   "off",
+                   "--no-cuda",
+                   "--memory-limit",
+                   "1.5GiB"}),
+            env);
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->config.coordinator(), "10.9.9.9:1");
   EXPECT_EQ(o->config.cpu_replicas(), 5);
@@ -144,6 +171,7 @@ TEST_F(WorkerOptionsTest, FlagsOverTheEnvironmentOverTheFile) {
   EXPECT_EQ(o->config.advertise_address(), "10.0.0.4");
   EXPECT_EQ(o->config.data_ports(), "43000-43009");
   EXPECT_EQ(o->config.metrics_listen(), "off");
+  EXPECT_EQ(o->config.memory_limit_bytes(), int64_t{3} << 29);
   EXPECT_FALSE(o->discover_cuda);
 }
 
@@ -206,6 +234,27 @@ TEST_F(WorkerOptionsTest, NegativeCpuReplicasInTheFile) {
   auto o = Build(Basic({"--config", cfg}));
   EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(o.status().message(), "cpu_replicas: must be >= 0, got -2");
+}
+
+TEST_F(WorkerOptionsTest, BadMemoryLimitsNameTheFlagOrTheField) {
+  for (const char* bad : {"lots", "8", "-1GiB", "63MiB", "8 GiBs", "1e9", ""}) {
+    auto o = Build(Basic({"--memory-limit", bad}));
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(o.status().message(),
+              absl::StrCat("--memory-limit: expected a size of at least 64MiB such as 48GiB (a "
+                           "plain number is bytes), got '",
+                           bad, "'"));
+  }
+  auto o = Build(Basic({"--memory-limit", "64MiB"}));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->config.memory_limit_bytes(), int64_t{64} << 20);
+  for (const char* bad : {"-5", "1048576"}) {
+    std::string cfg = File("w.yaml", absl::StrCat("memory_limit_bytes: ", bad, "\n"));
+    o = Build(Basic({"--config", cfg}));
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(o.status().message(),
+              absl::StrCat("memory_limit_bytes: must be at least 67108864 (64 MiB), got ", bad));
+  }
 }
 
 TEST_F(WorkerOptionsTest, TheTrainerMustBeExecutable) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/json_util.h"
+#include "jobspec/memory_estimate.h"
 
 extern char** environ;
 
@@ -93,6 +94,14 @@ struct ChildExec {
   std::vector<char*> argv, envp;
   const char* work_dir;  // null: stay in the parent's
   bool kill_with_parent;
+  int cgroup_procs_fd = -1;  // the memory cgroup's cgroup.procs to join; -1: none
+};
+
+// What the child reports through exec_err when it fails before exec.
+struct ChildFailure {
+  enum Stage : int { kExec = 0, kCgroup = 1 };
+  int stage = kExec;
+  int error = 0;  // errno
 };
 
 // The pipes of one launch: the child's stdout and stderr, exec_err (the
@@ -122,11 +131,23 @@ struct ChildPipes {
 // Never returns: a failure writes errno to exec_err and exits 127.
 [[noreturn]] void ExecChild(const ChildExec& exec, const ChildPipes& pipes, int dev_null,
                             pid_t parent) {
-  // Report a failure before exec through exec_err (errno as int).
-  auto fail = [&](int e) {
-    (void)!::write(pipes.exec_err[1], &e, sizeof(e));
+  // Report a failure before exec through exec_err.
+  auto fail = [&](int e, int stage = ChildFailure::kExec) {
+    const ChildFailure f{stage, e};
+    (void)!::write(pipes.exec_err[1], &f, sizeof(f));
     ::_exit(127);
   };
+  if (exec.cgroup_procs_fd >= 0) {
+    // Join the memory cgroup first, so all the trainer allocates is charged
+    // there. The pid in decimal, formatted without the (unsafe) library.
+    char digits[24];
+    int n = 0;
+    for (pid_t p = ::getpid(); p > 0 && n < 24; p /= 10)
+      digits[n++] = static_cast<char>('0' + p % 10);
+    char text[24];
+    for (int i = 0; i < n; ++i) text[i] = digits[n - 1 - i];
+    if (::write(exec.cgroup_procs_fd, text, n) != n) fail(errno, ChildFailure::kCgroup);
+  }
   ::setpgid(0, 0);
   if (exec.kill_with_parent) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -150,23 +171,30 @@ struct ChildPipes {
 }
 
 // In the parent after fork: closes exec_err's write end and waits until the
-// child execs (the pipe closes: nullopt) or reports its errno before exec.
-std::optional<int> AwaitExec(ChildPipes& pipes) {
+// child execs (the pipe closes: nullopt) or reports a failure before exec.
+std::optional<ChildFailure> AwaitExec(ChildPipes& pipes) {
   CloseFd(&pipes.exec_err[1]);
-  int child_errno = 0;
+  ChildFailure f;
   ssize_t n;
   do {
-    n = ::read(pipes.exec_err[0], &child_errno, sizeof(child_errno));
+    n = ::read(pipes.exec_err[0], &f, sizeof(f));
   } while (n < 0 && errno == EINTR);
   CloseFd(&pipes.exec_err[0]);
-  if (n > 0) return child_errno;
+  if (n > 0) return f;
   return std::nullopt;
 }
 
-// The FAILED_PRECONDITION for a child that failed before exec with
-// `child_errno`: the working directory if it cannot be entered, else the
-// binary.
-absl::Status ExecError(const TrainerLauncherOptions& options, int child_errno) {
+// The FAILED_PRECONDITION for a child that failed before exec: the memory
+// cgroup it could not join, the working directory if it cannot be entered,
+// else the binary.
+absl::Status ExecError(const TrainerLauncherOptions& options, const ChildFailure& failure,
+                       const TrainerCgroup* cgroup) {
+  const int child_errno = failure.error;
+  if (failure.stage == ChildFailure::kCgroup) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot join the memory cgroup ",
+                                                      cgroup ? cgroup->dir() : "", ": ",
+                                                      std::strerror(child_errno)));
+  }
   const bool in_dir = !options.work_dir.empty() && child_errno == ENOENT &&
                       ::access(options.work_dir.c_str(), X_OK) != 0;
   return absl::FailedPreconditionError(
@@ -188,7 +216,17 @@ absl::StatusOr<std::unique_ptr<TrainerLauncher>> TrainerLauncher::Start(
   auto close_log = [&] {
     if (log_file) std::fclose(log_file);
   };
-  const ChildExec exec(options);
+  std::unique_ptr<TrainerCgroup> cgroup;
+  if (options.memory_cgroups != nullptr && options.memory_limit_bytes > 0) {
+    auto made = options.memory_cgroups->Create(options.memory_limit_bytes);
+    if (!made.ok()) {
+      close_log();
+      return made.status();
+    }
+    cgroup = *std::move(made);
+  }
+  ChildExec exec(options);
+  if (cgroup) exec.cgroup_procs_fd = cgroup->procs_fd();
   ChildPipes pipes;
   if (absl::Status s = pipes.Open(); !s.ok()) {
     close_log();
@@ -213,20 +251,22 @@ absl::StatusOr<std::unique_ptr<TrainerLauncher>> TrainerLauncher::Start(
   CloseFd(&dev_null);
   CloseFd(&pipes.out[1]);
   CloseFd(&pipes.err[1]);
-  if (const std::optional<int> child_errno = AwaitExec(pipes)) {
+  if (const std::optional<ChildFailure> failure = AwaitExec(pipes)) {
     int status;
     ::waitpid(pid, &status, 0);
     pipes.CloseAll();
     close_log();
-    return ExecError(options, *child_errno);
+    return ExecError(options, *failure, cgroup.get());
   }
-  return Adopt(options, pid, pipes.out[0], pipes.err[0], pipes.wake, log_file);
+  return Adopt(options, pid, pipes.out[0], pipes.err[0], pipes.wake, log_file, std::move(cgroup));
 }
 
 std::unique_ptr<TrainerLauncher> TrainerLauncher::Adopt(const TrainerLauncherOptions& options,
                                                         pid_t pid, int out_fd, int err_fd,
-                                                        const int wake[2], FILE* log_file) {
+                                                        const int wake[2], FILE* log_file,
+                                                        std::unique_ptr<TrainerCgroup> cgroup) {
   std::unique_ptr<TrainerLauncher> p(new TrainerLauncher());
+  p->cgroup_ = std::move(cgroup);
   p->options_ = options;
   p->pid_ = pid;
   p->out_fd_ = out_fd;
@@ -237,6 +277,8 @@ std::unique_ptr<TrainerLauncher> TrainerLauncher::Adopt(const TrainerLauncherOpt
   {
     absl::MutexLock l(&p->mu_);
     p->state_.pid = pid;
+    p->state_.memory_limit_bytes = p->cgroup_ ? p->cgroup_->limit_bytes() : 0;
+    p->state_.memory_cgroup = p->cgroup_ ? p->cgroup_->dir() : "";
     p->log_file_ = log_file;
   }
   p->monitor_ = std::thread([raw = p.get()] { raw->Monitor(); });
@@ -365,11 +407,35 @@ void TrainerLauncher::Consume(int which, const char* data, size_t n) {
   }
 }
 
+std::string TrainerLauncher::OutOfMemoryReason(int status) const {
+  const bool signaled = WIFSIGNALED(status);
+  std::string share;
+  if (state_.memory_limit_bytes > 0) {
+    share = absl::StrCat(state_.memory_limit_bytes, " bytes (",
+                         common::FormatBytes(static_cast<double>(state_.memory_limit_bytes)), ")");
+  }
+  if (!share.empty() && KilledForMemory(state_.memory, signaled && WTERMSIG(status) == SIGKILL)) {
+    return absl::StrCat("out of memory: the trainer passed its memory share of ", share,
+                        " and the kernel's OOM killer ended it",
+                        signaled ? absl::StrCat(" (signal ", WTERMSIG(status), ")") : "");
+  }
+  // An allocation the kernel refused outright (std::bad_alloc) aborts.
+  if (signaled && WTERMSIG(status) == SIGABRT &&
+      last_stderr_.find("std::bad_alloc") != std::string::npos) {
+    return absl::StrCat(
+        "out of memory: an allocation failed (std::bad_alloc) and the trainer "
+        "aborted",
+        share.empty() ? "" : absl::StrCat("; its memory share is ", share));
+  }
+  return "";
+}
+
 std::string TrainerLauncher::ExitReason(int status) const {
   const bool signaled = WIFSIGNALED(status);
   const int code = signaled ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
   if (code == 0) return "";
   if (!state_.error.empty()) return state_.error;
+  if (std::string oom = OutOfMemoryReason(status); !oom.empty()) return oom;
   if (killed_after_grace_) {
     return absl::StrCat("did not exit within ", absl::FormatDuration(grace_),
                         " of SIGTERM; killed with SIGKILL");
@@ -386,6 +452,15 @@ std::string TrainerLauncher::ExitReason(int status) const {
   }
   if (!last_stderr_.empty()) return last_stderr_;
   return absl::StrCat("exited with code ", code);
+}
+
+void TrainerLauncher::ReleaseCgroup() {
+  if (!cgroup_) return;
+  const CgroupMemoryStats stats = cgroup_->Stats();
+  const bool removed = cgroup_->Remove();
+  absl::MutexLock l(&mu_);
+  state_.memory = stats;
+  state_.cgroup_removed = removed;
 }
 
 void TrainerLauncher::Monitor() {
@@ -434,6 +509,7 @@ void TrainerLauncher::Monitor() {
         } else {
           status_known = false;  // someone else reaped it
         }
+        ReleaseCgroup();
         reaped = true;
         drain_deadline = absl::Now() + kDrainAfterExit;
       } else {
@@ -459,6 +535,7 @@ void TrainerLauncher::Monitor() {
   if (status_known) {
     state_.exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
     state_.reason = ExitReason(status);
+    state_.out_of_memory = !OutOfMemoryReason(status).empty();
   } else {
     state_.exit_code = -1;
     state_.reason = "exit status unknown: the process was reaped elsewhere";

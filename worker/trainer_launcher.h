@@ -17,9 +17,19 @@
 // gets SIGKILL if the thread that started it dies (PR_SET_PDEATHSIG), so a
 // crashed daemon leaves no orphan trainers holding devices.
 //
+// Memory: with `memory_cgroups` and `memory_limit_bytes` set, the child joins
+// a memory cgroup of its own with that limit before it execs (it writes its
+// pid to the cgroup's cgroup.procs; failing that, it never runs and Start
+// fails), so the kernel's OOM killer ends it alone when it passes the limit.
+// Once the child is reaped, the cgroup's figures are read into
+// TrainerState::memory and the cgroup is removed (anything still in it is
+// killed first).
+//
 // Exit code: the child's exit status, or 128 + n when signal n ended it.
 // Reason: "" for exit 0; otherwise the trainer's {"error": ...} message, or a
-// description of the stop or signal, or the last stderr line.
+// description of the stop or signal, or the last stderr line. A child the
+// cgroup's OOM killer ended gets "out of memory: ..." naming its limit in
+// bytes and GiB/MiB, as does one that aborted on std::bad_alloc.
 //
 // Thread-safety: all public methods may be called from any thread.
 #ifndef YOKE_WORKER_TRAINER_LAUNCHER_H_
@@ -41,6 +51,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/yoke/v1/metrics.pb.h"
+#include "worker/memory_cgroup.h"
 
 namespace yoke::worker {
 
@@ -65,6 +76,10 @@ struct TrainerLauncherOptions {
   // Called with every progress event, on the thread that reads the child's
   // output (the worker's metrics; worker/worker_metrics.h).
   std::function<void(const v1::StepProgress&)> on_step;
+  // Run the child under this memory limit, in a cgroup made by
+  // `memory_cgroups` (which must outlive the launcher). Either unset: none.
+  MemoryCgroups* memory_cgroups = nullptr;
+  int64_t memory_limit_bytes = 0;
 };
 
 struct TrainerLogLine {
@@ -90,6 +105,14 @@ struct TrainerState {
   bool exited = false;
   int exit_code = 0;
   std::string reason;
+  // The limit of the child's memory cgroup (0: it had none) and, once it
+  // exited, what the kernel said of that cgroup just before it was removed.
+  int64_t memory_limit_bytes = 0;
+  std::string memory_cgroup;  // its directory
+  CgroupMemoryStats memory;
+  bool cgroup_removed = false;
+  // The cgroup's OOM killer ended it, or it aborted on std::bad_alloc.
+  bool out_of_memory = false;
 };
 
 class TrainerLauncher {
@@ -128,13 +151,18 @@ class TrainerLauncher {
   // the monitor thread.
   static std::unique_ptr<TrainerLauncher> Adopt(const TrainerLauncherOptions& options, pid_t pid,
                                                 int out_fd, int err_fd, const int wake[2],
-                                                FILE* log_file);
+                                                FILE* log_file,
+                                                std::unique_ptr<TrainerCgroup> cgroup);
   void Monitor();
   // Splits newly read bytes of stream `which` (0 stdout, 1 stderr) into lines.
   void Consume(int which, const char* data, size_t n);
   void HandleLine(int which, std::string line);
   void AddLog(std::string text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string ExitReason(int status) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The reason for a child that ran out of memory; "" if it did not.
+  std::string OutOfMemoryReason(int status) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads the cgroup's figures into state_ and removes it (monitor thread).
+  void ReleaseCgroup();
 
   TrainerLauncherOptions options_;
   pid_t pid_ = 0;
@@ -142,6 +170,7 @@ class TrainerLauncher {
   int wake_read_ = -1, wake_write_ = -1;
   std::string partial_[2];  // monitor thread only
   std::thread monitor_;
+  std::unique_ptr<TrainerCgroup> cgroup_;  // monitor thread only, once started
 
   mutable absl::Mutex mu_;
   TrainerState state_ ABSL_GUARDED_BY(mu_);

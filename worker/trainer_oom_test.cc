@@ -1,6 +1,9 @@
 // yoke-trainer as the worker daemon runs it, on a job whose activations cannot
 // be allocated: the trainer must fail the attempt with exit 1 and an
 // "out of memory" reason naming the layer, not abort (SIGABRT, no reason).
+// And on a job whose data needs more than its memory share: the attempt
+// fails as out of memory, naming the share, with the trainer alone killed.
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -14,6 +17,7 @@
 #include "config/config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/memory_cgroup.h"
 #include "worker/trainer_launcher.h"
 
 namespace yoke::worker {
@@ -65,6 +69,81 @@ TEST(TrainerOomTest, ActivationsThatDoNotFitExitOneWithTheLayer) {
   EXPECT_THAT(s.reason, HasSubstr(" bytes in use)"));
   EXPECT_EQ(s.reason, s.error);  // the trainer's own {"error"}, not a signal
   EXPECT_FALSE(s.has_result);
+}
+
+// Whether this machine has a memory controller the worker must be able to
+// use (see worker/memory_cgroup_test.cc), from the usual mount points.
+bool MemoryControllerExpected() {
+  if (::geteuid() != 0) return false;
+  if (std::filesystem::exists("/sys/fs/cgroup/memory/memory.limit_in_bytes")) return true;
+  for (const char* f :
+       {"/sys/fs/cgroup/cgroup.controllers", "/sys/fs/cgroup/unified/cgroup.controllers"}) {
+    std::string controllers;
+    std::getline(std::ifstream(f), controllers);
+    if (controllers.find("memory") != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(TrainerOomTest, DataPastTheMemoryShareIsKilledAndReportedAsOutOfMemory) {
+  auto cgroups = MemoryCgroups::Open();
+  if (!cgroups.ok()) {
+    ASSERT_FALSE(MemoryControllerExpected())
+        << "this machine has a memory controller, but the worker cannot use it: "
+        << cgroups.status();
+    GTEST_SKIP() << "no usable memory controller: " << cgroups.status();
+  }
+  char tmpl[] = "/tmp/yoke_trainer_share_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  // 10^8 synthetic examples: the shuffle order alone is 800 MB (8 bytes an
+  // example), past a 128 MiB share within the first second; unlimited,
+  // the job would train for minutes.
+  const std::string path = dir + "/job.yaml";
+  std::ofstream(path) << "name: share-hog\nmodel: {layers: [flatten, {dense: {units: 2}}]}\n"
+                         "data: {train: {format: synthetic, shape: [2], num_classes: 2, "
+                         "num_examples: 100000000, seed: 1}}\n"
+                         "training: {epochs: 1, batch_size: 4, seed: 1, "
+                         "optimizer: {type: sgd, lr: 0.1}}\n";
+  TrainerLauncherOptions o;
+  o.binary = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "yoke-trainer";
+  o.args = {path, "--output", "events"};
+  o.work_dir = dir;
+  o.memory_cgroups = cgroups->get();
+  o.memory_limit_bytes = int64_t{128} << 20;
+  const absl::Time start = absl::Now();
+  auto p = TrainerLauncher::Start(o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  if (!(*p)->WaitForExit(absl::Seconds(60))) {
+    (*p)->Stop(absl::ZeroDuration());
+    FAIL() << "the trainer ran 60 s past its 128 MiB share: the limit was not applied";
+  }
+  const absl::Duration took = absl::Now() - start;
+  const TrainerState s = (*p)->State();
+  std::vector<std::string> logs;
+  for (const auto& l : (*p)->LogsSince(0, 1000)) logs.push_back(l.text);
+  SCOPED_TRACE(absl::StrCat("exit ", s.exit_code, ": ", s.reason, "\n", absl::StrJoin(logs, "\n")));
+  EXPECT_TRUE(s.out_of_memory);
+  EXPECT_THAT(s.reason, ::testing::StartsWith("out of memory: "));
+  EXPECT_THAT(s.reason, HasSubstr("134217728 bytes (128.0 MiB)"));
+  EXPECT_FALSE(s.has_result);
+  EXPECT_LT(took, absl::Seconds(20));
+  // The kernel held this trainer to 128 MiB, whichever way it ended.
+  EXPECT_EQ(s.memory.limit_bytes, int64_t{128} << 20);
+  EXPECT_LE(s.memory.peak_bytes, int64_t{128} << 20);
+  if (s.exit_code == 128 + SIGKILL) {
+    // The cgroup's OOM killer, after the trainer's memory filled its share.
+    EXPECT_GE(s.memory.oom_kills, 1);
+    EXPECT_GT(s.memory.peak_bytes, int64_t{96} << 20);
+  } else {
+    // Strict overcommit (vm.overcommit_memory 2) may refuse the 800 MB
+    // outright: the trainer then aborts on std::bad_alloc, but was charged
+    // to its cgroup all along.
+    EXPECT_EQ(s.exit_code, 128 + SIGABRT) << "vm.overcommit_memory " << Overcommit();
+    EXPECT_GT(s.memory.peak_bytes, int64_t{1} << 20);
+  }
+  EXPECT_TRUE(s.cgroup_removed);
+  EXPECT_FALSE(std::filesystem::exists(s.memory_cgroup)) << s.memory_cgroup;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 //               [--work-dir DIR] [--trainer PATH] [--stop-grace DURATION]
 //               [--heartbeat-interval DURATION] [--log-level LEVEL] [--no-cuda]
 //               [--advertise-address ADDR] [--data-ports FIRST-LAST]
-//               [--metrics-listen HOST:PORT] (--tls-dir DIR | --insecure)
+//               [--metrics-listen HOST:PORT] [--memory-limit SIZE]
+//               (--tls-dir DIR | --insecure)
 //
 // TLS is required: --tls-dir (or tls_dir in the config, or $YOKE_TLS_DIR)
 // holds ca.crt, tls.crt and tls.key from `yoke certs issue --role worker
@@ -25,6 +26,12 @@
 // --metrics-listen (or metrics_listen) serves this worker's trainers'
 // figures at /metrics (worker/worker_metrics.h; off by default); the bound
 // address is printed as "yoke-worker metrics on HOST:PORT".
+// --memory-limit (or memory_limit_bytes) is the memory all its trainers may
+// use, "48GiB" or bytes (default: the machine's, less a reserve); each
+// replica's share is that over its replicas, and each trainer runs in a
+// memory cgroup holding it to the shares of its ranks
+// (worker/memory_cgroup.h). Without a usable memory controller it warns once
+// and runs trainers unlimited.
 // Durations are "10s", "500ms" or plain milliseconds. Once registered it
 // prints "yoke-worker <id> registered with <address>" on stdout (scripts wait
 // for that line); logs go to stderr. SIGTERM or SIGINT shut it down
@@ -48,12 +55,14 @@
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/port_range.h"
+#include "jobspec/memory_estimate.h"
 #include "net/http_server.h"
 #include "security/tls_credentials.h"
 #include "worker/address.h"
 #include "worker/daemon.h"
 #include "worker/devices.h"
 #include "worker/main_options.h"
+#include "worker/memory_cgroup.h"
 #include "worker/worker_metrics.h"
 
 namespace {
@@ -63,11 +72,14 @@ constexpr char kUsage[] =
     "                   [--work-dir DIR] [--trainer PATH] [--stop-grace DURATION]\n"
     "                   [--heartbeat-interval DURATION] [--log-level LEVEL] [--no-cuda]\n"
     "                   [--advertise-address ADDR] [--data-ports FIRST-LAST]\n"
-    "                   [--metrics-listen HOST:PORT] (--tls-dir DIR | --insecure)\n"
+    "                   [--metrics-listen HOST:PORT] [--memory-limit SIZE]\n"
+    "                   (--tls-dir DIR | --insecure)\n"
     "  --advertise-address: where the other workers reach this one's trainers\n"
     "  (default: $YOKE_ADVERTISE_ADDRESS, else the address of the route to the coordinator)\n"
     "  --data-ports: the ports those trainers listen on (default: $YOKE_DATA_PORTS, else any)\n"
-    "  --metrics-listen: serve Prometheus /metrics there (default: off)\n";
+    "  --metrics-listen: serve Prometheus /metrics there (default: off)\n"
+    "  --memory-limit: memory for all trainers, e.g. 48GiB, split over the replicas and\n"
+    "  enforced per trainer with a memory cgroup (default: the machine's less a reserve)\n";
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "yoke-worker: %s\n", message.c_str());
@@ -97,6 +109,7 @@ absl::StatusOr<yoke::worker::WorkerDaemonOptions> DaemonOptions(
   yoke::worker::DeviceOptions dev_opts;
   dev_opts.cpu_replicas = cfg.cpu_replicas();
   dev_opts.discover_cuda = o.discover_cuda;
+  dev_opts.memory_limit_bytes = cfg.memory_limit_bytes();
   yoke::worker::DeviceInventory inv = yoke::worker::DiscoverDevices(dev_opts);
   spdlog::info("devices: {} cpu replicas; {}", yoke::worker::CountDevices(inv.devices, "cpu"),
                inv.cuda_note);
@@ -125,7 +138,32 @@ absl::StatusOr<yoke::worker::WorkerDaemonOptions> DaemonOptions(
   opts.heartbeat_interval = absl::Milliseconds(cfg.heartbeat_interval_ms());
   opts.stop_grace = absl::Milliseconds(cfg.stop_grace_ms());
   opts.tls_ca_path = o.tls_ca_path;
+  opts.replica_memory_bytes = inv.replica_memory_bytes;
   return opts;
+}
+
+// The memory cgroups trainers run in, or null, with the one warning that
+// says so when the machine offers none this worker can use.
+std::unique_ptr<yoke::worker::MemoryCgroups> OpenMemoryCgroups(const yoke::v1::WorkerConfig& cfg,
+                                                               int64_t share) {
+  using yoke::common::FormatBytes;
+  const int64_t limit = cfg.memory_limit_bytes();
+  const int64_t visible = yoke::worker::VisibleMemoryBytes();
+  if (visible > 0 && limit > visible) {
+    spdlog::warn("--memory-limit {} is more than the {} this machine gives the worker",
+                 FormatBytes(limit), FormatBytes(visible));
+  }
+  auto cgroups = yoke::worker::MemoryCgroups::Open();
+  if (!cgroups.ok()) {
+    spdlog::warn(
+        "trainers run WITHOUT a memory limit: {}. A trainer can take all of this machine's "
+        "memory; its replicas still report {} each, which the coordinator checks jobs against",
+        std::string(cgroups.status().message()), FormatBytes(share));
+    return nullptr;
+  }
+  spdlog::info("memory: {} for trainers, {} per replica, each trainer in its own cgroup ({})",
+               FormatBytes(limit), FormatBytes(share), (*cgroups)->Describe());
+  return *std::move(cgroups);
 }
 
 // Serves `metrics` at /metrics on `listen` and prints the bound address.
@@ -172,6 +210,9 @@ int main(int argc, char** argv) {
   yoke::common::InitLogging("yoke-worker", cfg.log_level());
   absl::StatusOr<yoke::worker::WorkerDaemonOptions> opts = DaemonOptions(*o);
   if (!opts.ok()) return Fail(std::string(opts.status().message()));
+  std::unique_ptr<yoke::worker::MemoryCgroups> cgroups =
+      OpenMemoryCgroups(cfg, opts->replica_memory_bytes);
+  opts->memory_cgroups = cgroups.get();
   if (cfg.insecure()) {
     spdlog::warn(
         "--insecure: plaintext to {}, and the coordinator cannot tell this worker from "
