@@ -24,11 +24,11 @@ using coordinator_internal::AttemptKey;
 absl::Status Coordinator::CheckMemory(const v1::JobSpec& spec) const {
   const common::MemoryEstimate est = common::EstimateReplicaMemory(spec);
   if (est.bytes <= 0) return absl::OkStatus();
-  // The replicas a job places on one worker share its memory (CPU) or each
-  // have a device of their own (CUDA).
+  // Every replica gets a device of its own: a GPU's memory, or a CPU
+  // replica's share of its worker's --memory-limit (which its trainer's
+  // memory cgroup enforces), so one replica is compared with one device.
   const std::string kind =
       spec.distribution().device().empty() ? "cpu" : spec.distribution().device();
-  const int per_worker = std::max(1, spec.distribution().devices_per_worker());
   double largest = 0;
   for (const auto& [id, w] : registry_.workers()) {
     if (!w.registered || !w.alive) continue;
@@ -36,14 +36,13 @@ absl::Status Coordinator::CheckMemory(const v1::JobSpec& spec) const {
       if (d.kind() == kind) largest = std::max(largest, static_cast<double>(d.memory_bytes()));
     }
   }
-  const double need = kind == "cpu" ? est.bytes * per_worker : est.bytes;
-  if (largest <= 0 || need <= largest) return absl::OkStatus();  // no worker reports memory
+  if (largest <= 0 || est.bytes <= largest) return absl::OkStatus();  // no worker reports memory
   return absl::FailedPreconditionError(absl::StrCat(
       "memory: each replica needs at least ", common::FormatBytes(est.bytes),
-      kind == "cpu" && per_worker > 1
-          ? absl::StrCat(" (", per_worker, " per worker: ", common::FormatBytes(need), ")")
-          : "",
-      ", but the largest worker has ", common::FormatBytes(largest), "; ",
+      kind == "cpu" ? ", but the largest replica share is "
+                    : absl::StrCat(", but the largest ", kind, " device has "),
+      common::FormatBytes(largest),
+      kind == "cpu" ? " (a worker's --memory-limit over its replicas); " : "; ",
       est.data_bytes > est.largest_layer_bytes
           ? absl::StrCat("the training set's shuffle order alone needs ",
                          common::FormatBytes(est.data_bytes), " (8 bytes an example)")

@@ -204,14 +204,18 @@ TEST_F(CoordinatorTest, AJobNoWorkerHasTheMemoryForIsRefusedNamingTheLayer) {
       0);
   ASSERT_EQ(huge.status().code(), absl::StatusCode::kFailedPrecondition) << huge.status();
   const std::string msg(huge.status().message());
-  EXPECT_NE(msg.find("the largest worker has 8.0 GiB"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the largest replica share is 8.0 GiB (a worker's --memory-limit over its "
+                     "replicas)"),
+            std::string::npos)
+      << msg;
   EXPECT_NE(msg.find("model.layers[1] (out) alone needs"), std::string::npos) << msg;
-  // Two replicas per worker share its memory: a job that fits once may not twice.
+  // Each CPU device is one replica's share of its worker's limit, so a job
+  // that fits one share fits with a replica on each device...
   const std::string half = "model={layers: [{dense: {units: 60000000}}]}";
-  EXPECT_TRUE(coord_->Submit(Spec({half}), 0).ok());
-  auto two = coord_->Submit(
-      Spec({half, "distribution.devices_per_worker=2", "training.batch_size=16"}), 0);
-  EXPECT_EQ(two.status().code(), absl::StatusCode::kFailedPrecondition) << two.status();
+  EXPECT_TRUE(coord_->Submit(Spec({half, "distribution.devices_per_worker=2"}), 0).ok());
+  // ...and one that needs more than a share does not, however many it asks for.
+  auto over = coord_->Submit(Spec({half, "training.batch_size=4096"}), 0);
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kFailedPrecondition) << over.status();
   EXPECT_TRUE(coord_->Submit(Spec(), 0).ok()) << "an ordinary job is unaffected";
 }
 
