@@ -26,11 +26,9 @@ void Coordinator::RunScheduler() {
   }
   SchedulePolicy policy;
   policy.max_running_devices_per_submitter = options_.max_running_devices_per_submitter;
-  if (policy.max_running_devices_per_submitter > 0) {
-    for (auto& [id, aj] : active_) {
-      const v1::Attempt* a = CurrentAttempt(aj);  // none while PENDING
-      if (a != nullptr) policy.running_devices[aj.job.owner()] += a->world_size();
-    }
+  for (auto& [id, aj] : active_) {
+    const v1::Attempt* a = CurrentAttempt(aj);  // none while PENDING
+    if (a != nullptr) policy.running_devices[aj.job.owner()] += a->world_size();
   }
   ScheduleResult r = Schedule(std::move(jobs), Capacities(/*alive_only=*/true), policy);
   const int64_t now_ms = clock_->NowMs();

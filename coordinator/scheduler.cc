@@ -156,8 +156,13 @@ std::string SubmitterName(const std::string& owner) {
 
 ScheduleResult Schedule(std::vector<PendingJob> jobs, std::vector<WorkerCapacity> workers,
                         const SchedulePolicy& policy) {
-  std::stable_sort(jobs.begin(), jobs.end(), [](const PendingJob& a, const PendingJob& b) {
+  const auto held = [&](const std::string& owner) {
+    auto it = policy.running_devices.find(owner);
+    return it == policy.running_devices.end() ? int64_t{0} : it->second;
+  };
+  std::stable_sort(jobs.begin(), jobs.end(), [&](const PendingJob& a, const PendingJob& b) {
     if (a.priority != b.priority) return a.priority > b.priority;
+    if (held(a.owner) != held(b.owner)) return held(a.owner) < held(b.owner);
     if (a.create_time_ms != b.create_time_ms) return a.create_time_ms < b.create_time_ms;
     return a.id < b.id;
   });

@@ -9,7 +9,11 @@
 //   - Gang: a job needs `workers` workers, each with `devices_per_worker` free
 //     devices of its kind ("cpu" or "cuda"); it starts with all of them or not
 //     at all.
-//   - Order: priority descending, then FIFO (create time, then id).
+//   - Order: priority descending; then fair share: the jobs of submitters
+//     that hold fewer devices now (SchedulePolicy::running_devices, as the
+//     pass starts) first; then FIFO (create time, then id). A submitter with
+//     many running jobs thus cannot keep others waiting behind its queue,
+//     and none starves: its count falls as its jobs end.
 //   - Backfill without starvation: the first job of kind K that cannot start
 //     holds devices for itself. It picks the workers it will start on (those
 //     with the most free devices of K, ties by id) and holds their free
@@ -64,7 +68,8 @@ struct PendingJob {
 struct SchedulePolicy {
   // Devices one submitter's placed jobs may hold together; 0: no limit.
   int64_t max_running_devices_per_submitter = 0;
-  // Devices each submitter's placed (scheduled or running) jobs hold now.
+  // Devices each submitter's placed (scheduled or running) jobs hold now:
+  // the cap's count and the fair-share order.
   std::map<std::string, int64_t> running_devices;
 };
 

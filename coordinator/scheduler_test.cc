@@ -161,6 +161,30 @@ TEST(SchedulerTest, TheBlockedJobHoldsTheWorkersWithTheMostFreeDevices) {
       << r.pending["job-1"];
 }
 
+TEST(SchedulerTest, AtEqualPriorityTheSubmitterHoldingFewerDevicesGoesFirst) {
+  SchedulePolicy policy;
+  policy.running_devices["hog"] = 6;
+  policy.running_devices["bob"] = 1;
+  PendingJob hog = Job("hog-1", 1, 1, "cpu", 0, 1);  // oldest, but its submitter holds most
+  hog.owner = "hog";
+  PendingJob bob = Job("bob-1", 1, 1, "cpu", 0, 2);
+  bob.owner = "bob";
+  PendingJob carol = Job("carol-1", 1, 1, "cpu", 0, 3);  // holds nothing: first
+  carol.owner = "carol";
+  PendingJob urgent = Job("hog-urgent", 1, 1, "cpu", 5, 4);  // priority still comes first
+  urgent.owner = "hog";
+  ScheduleResult r = Schedule({hog, bob, carol, urgent}, {Worker("w-1", 3)}, policy);
+  ASSERT_EQ(r.placed.size(), 3u);
+  EXPECT_EQ(r.placed[0].job_id, "hog-urgent");
+  EXPECT_EQ(r.placed[1].job_id, "carol-1");
+  EXPECT_EQ(r.placed[2].job_id, "bob-1");
+  EXPECT_EQ(r.pending.count("hog-1"), 1u);
+  // Without running jobs it is plain FIFO.
+  r = Schedule({hog, bob, carol}, {Worker("w-1", 1)});
+  ASSERT_EQ(r.placed.size(), 1u);
+  EXPECT_EQ(r.placed[0].job_id, "hog-1");
+}
+
 TEST(SchedulerTest, ASubmittersDeviceCapHoldsBackOnlyItsOwnJobs) {
   SchedulePolicy policy;
   policy.max_running_devices_per_submitter = 2;
