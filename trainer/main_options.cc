@@ -66,7 +66,9 @@ void DeclareTrainerFlags(common::FlagParser* parser, TrainerArgs* a) {
       .String("--rank-hosts", &a->rank_hosts)
       .String("--data-ports", &a->data_ports)
       .Strings("--data-root", &a->data_roots)
-      .Strings("--checkpoint-root", &a->checkpoint_roots);
+      .Strings("--checkpoint-root", &a->checkpoint_roots)
+      .Duration("--stop-grace", &a->stop_grace, absl::ZeroDuration(),
+                "a duration of 0 or more such as 8s");
 }
 
 absl::StatusOr<TrainerMainOptions> BuildTrainerOptions(const TrainerArgs& args) {

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/flags.h"
 #include "common/port_range.h"
 #include "trainer/trainer.h"
@@ -26,13 +27,18 @@ struct TrainerArgs {
   std::string coordinator, job_id, gloo_hostname = "127.0.0.1", rank_hosts, data_ports;
   int rank = 0, world_size = 1, replicas = 1, attempt = 0;
   std::vector<std::string> overrides, data_roots, checkpoint_roots;
+  // --stop-grace: how long after SIGINT/SIGTERM the trainer waits for the
+  // step boundary where it stops (and checkpoints) before it exits anyway;
+  // zero: as long as that takes.
+  absl::Duration stop_grace = absl::ZeroDuration();
 };
 
 // Declares yoke-trainer's flags on `parser`, bound to `args` (which must
 // outlive the parser): --set, --resume, --resume-latest, --spec-file,
 // --output/-o, --log-level, --rank, --world-size, --replicas, --attempt
 // (integers in [0, 2^30]), --coordinator, --job-id, --gloo-hostname,
-// --rank-hosts, --data-ports, --data-root and --checkpoint-root. The job
+// --rank-hosts, --data-ports, --data-root, --checkpoint-root and
+// --stop-grace (a duration, 0 or more). The job
 // file is the positional argument: the caller sets args->job_file.
 void DeclareTrainerFlags(common::FlagParser* parser, TrainerArgs* args);
 

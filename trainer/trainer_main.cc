@@ -40,6 +40,14 @@
 // Exit status: 0 on success, 2 for a bad command line, spec or input file
 // (also one found mid-training, such as a corrupt image), 1 when training
 // fails, 130/143 when stopped by SIGINT/SIGTERM.
+//
+// Stopping: the first SIGINT or SIGTERM asks the trainer to stop at the next
+// step boundary, where rank 0 checkpoints. A trainer far from one (building
+// the shuffle order of a huge training set, waiting on slow data) still
+// exits within --stop-grace of the signal, without a checkpoint, saying so
+// on stderr; the worker daemon passes a little less than its own stop grace,
+// so it never needs SIGKILL. A second signal exits at once.
+#include <semaphore.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -49,9 +57,11 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "collective/listen_ports.h"
 #include "collective/store.h"
 #include "common/flags.h"
@@ -71,9 +81,31 @@ namespace {
 std::atomic<yoke::worker::Trainer*> g_trainer{nullptr};
 std::atomic<int> g_signal{0};
 
+sem_t g_stop_requested;  // posted by the first signal, for the stop watchdog
+
 void OnSignal(int sig) {
-  g_signal.store(sig);
+  if (g_signal.exchange(sig) != 0) _exit(128 + sig);  // a second signal
   if (yoke::worker::Trainer* t = g_trainer.load()) t->RequestStop();
+  sem_post(&g_stop_requested);
+}
+
+// Exits 128 + the signal `grace` after the first one unless the trainer has
+// stopped by then. It writes with write(2) and leaves with _exit: no stdio
+// lock or destructor that the main thread may be inside.
+void StartStopWatchdog(absl::Duration grace) {
+  sem_init(&g_stop_requested, 0, 0);
+  if (grace <= absl::ZeroDuration()) return;
+  std::thread([grace] {
+    while (sem_wait(&g_stop_requested) != 0) {
+    }
+    const int sig = g_signal.load();
+    const std::string msg = absl::StrCat("yoke-trainer: stopping on signal ", sig,
+                                         ": no step boundary within ", absl::FormatDuration(grace),
+                                         " (--stop-grace), so it exits without a checkpoint\n");
+    absl::SleepFor(grace);
+    (void)!::write(STDERR_FILENO, msg.data(), msg.size());
+    _exit(128 + sig);
+  }).detach();
 }
 
 constexpr char kUsage[] =
@@ -260,5 +292,6 @@ int main(int argc, char** argv) {
   yoke::worker::TrainerOptions options = built->trainer;
   options.resume = resume;
   if (built->local_rendezvous) options.store = &local_store;
+  StartStopWatchdog(args.stop_grace);
   return Train(spec, options, args.output, &events);
 }

@@ -431,9 +431,15 @@ absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerLauncherOptions* op
   const std::string spec_path = (dir / "job.pb").string();
   RETURN_IF_ERROR(common::WriteJobSpecFile(spec_path, d.spec()));
   opts->binary = options_.trainer_path;
-  opts->args = {"--spec-file",  spec_path,          "--output",
-                "events",       "--rank",           absl::StrCat(d.first_rank()),
-                "--world-size", absl::StrCat(world)};
+  // The trainer exits by itself a little before this daemon's SIGKILL would
+  // come, saying why, if no step boundary lets it stop sooner.
+  const absl::Duration trainer_grace =
+      options_.stop_grace - std::min(absl::Seconds(1), options_.stop_grace / 5);
+  opts->args = {"--spec-file",  spec_path,
+                "--output",     "events",
+                "--rank",       absl::StrCat(d.first_rank()),
+                "--world-size", absl::StrCat(world),
+                "--stop-grace", absl::FormatDuration(trainer_grace)};
   if (world > 1) {
     // Ranks [first_rank, first_rank + replicas) run here as threads; the
     // trainer meets the other ranks through the attempt's rendezvous

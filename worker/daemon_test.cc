@@ -169,7 +169,7 @@ class DaemonTest : public ::testing::Test {
     options_.coordinator_address = "fake";
     options_.work_dir = dir_ + "/work";
     options_.trainer_path = trainer_;
-    options_.stop_grace = absl::Seconds(5);
+    options_.stop_grace = absl::Seconds(5);  // trainers get --stop-grace 4s
   }
 
   std::unique_ptr<WorkerDaemon> NewDaemon() {
@@ -250,7 +250,8 @@ TEST_F(DaemonTest, RunsADesiredAttemptAndReportsEachEpochAndLineOnce) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*spec, want.spec()));
   EXPECT_EQ(ReadFile(attempt_dir + "/runs.txt"),
-            "--spec-file " + attempt_dir + "/job.pb --output events --rank 0 --world-size 1\n");
+            "--spec-file " + attempt_dir +
+                "/job.pb --output events --rank 0 --world-size 1 --stop-grace 4s\n");
   EXPECT_EQ(ReadFile(attempt_dir + "/trainer.log"), "log 1\nlog 2\n");
 
   // Still listed after its exit: reported again, never restarted.
@@ -259,7 +260,8 @@ TEST_F(DaemonTest, RunsADesiredAttemptAndReportsEachEpochAndLineOnce) {
   EXPECT_EQ(fake_.LastHeartbeat().attempts(0).phase(), v1::AttemptStatus::EXITED);
   EXPECT_EQ(fake_.logs["job-1/1"].size(), 2u);
   EXPECT_EQ(ReadFile(attempt_dir + "/runs.txt"),
-            "--spec-file " + attempt_dir + "/job.pb --output events --rank 0 --world-size 1\n");
+            "--spec-file " + attempt_dir +
+                "/job.pb --output events --rank 0 --world-size 1 --stop-grace 4s\n");
 
   // Once the coordinator stops listing it, it is forgotten.
   fake_.desired.clear();
@@ -510,7 +512,7 @@ TEST_F(DaemonTest, PassesRanksAndResumeCheckpoint) {
   const std::string attempt_dir = options_.work_dir + "/job-9/attempt-2";
   EXPECT_EQ(ReadFile(attempt_dir + "/runs.txt"),
             "--spec-file " + attempt_dir +
-                "/job.pb --output events --rank 0 --world-size 1 --resume-latest "
+                "/job.pb --output events --rank 0 --world-size 1 --stop-grace 4s --resume-latest "
                 "/ckpt/job-9\n");
 }
 
@@ -536,7 +538,7 @@ TEST_F(DaemonTest, PassesTheRendezvousToARankOfAMultiWorkerAttempt) {
   // rank for its messages.
   EXPECT_EQ(ReadFile(attempt_dir + "/runs.txt"),
             "--spec-file " + attempt_dir +
-                "/job.pb --output events --rank 2 --world-size 4 --replicas 2 "
+                "/job.pb --output events --rank 2 --world-size 4 --stop-grace 4s --replicas 2 "
                 "--coordinator fake --job-id job-11 --attempt 3 --gloo-hostname 10.0.0.1 "
                 "--rank-hosts w-9@10.0.0.9,w-9@10.0.0.9,w-1@10.0.0.1,w-1@10.0.0.1\n");
 
