@@ -9,9 +9,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/quote.h"
+#include "common/status.h"
 #include "data/names/format_names.h"
 #include "engine/names/engine_names.h"
 #include "engine/zoo/model_zoo.h"
+#include "jobspec/model_input_check.h"
 #include "jobspec/path_confinement.h"
 
 namespace yoke::common {
@@ -573,7 +575,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   CheckData(c, spec);
   CheckTraining(c, spec);
   CheckPlacement(c, spec);
-  return c.Result();
+  RETURN_IF_ERROR(c.Result());
+  return CheckModelForKnownInput(spec);
 }
 
 }  // namespace yoke::common

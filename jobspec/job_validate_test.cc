@@ -379,6 +379,16 @@ const Case kCases[] = {
     {kZooJob, {"checkpoint={dir: /c, keep: -1}"}, "checkpoint.keep: must be >= 0, got -1"},
     {kZooJob, {"checkpoint.keep=2"}, "checkpoint.dir: required when"},
     {kZooJob, {"restart.max_restarts=-1"}, "restart.max_restarts: must be >= 0, got -1"},
+    {kZooJob,
+     {"data.train={format: synthetic, shape: [8, 8, 1], num_classes: 2, num_examples: 8}",
+      "data.test={format: synthetic, shape: [8, 6, 1], num_classes: 2, num_examples: 8}"},
+     "data.test.shape: [8, 6, 1] must equal data.train.shape [8, 8, 1]: the model is built for "
+     "one example shape"},
+    {kZooJob,
+     {"model={zoo: resnet18}",
+      "data.train={format: synthetic, shape: [16, 16], num_classes: 2, num_examples: 8}"},
+     "model.zoo: resnet18 needs an image input (H, W, C), got (16, 16) (data.train.shape [16, "
+     "16])"},
     {kZooJob, {"max_run_seconds=-5"}, "max_run_seconds: must be >= 0, got -5"},
     // ---- training options: accumulation, clipping, smoothing, early stopping
     {kZooJob,
