@@ -5,6 +5,10 @@
 //   control_plane_bench [--workers 2000] [--seconds 20] [--threads 8]
 //                       [--submit-rate 10] [--watchers 4] [--store sqlite|memory]
 //                       [--connect HOST:PORT] [--tls 0|1]
+//   control_plane_bench --list-jobs 10000 [--rounds 20] [--store ...]
+//
+// --list-jobs N times ListJobs instead, with N jobs in the store and no
+// fleet (bench/control_plane_list.h).
 //
 // --tls 1 runs the coordinator with mutual TLS as `yoke up` does (a CA made
 // for the run): the simulated workers present one pool certificate
@@ -49,6 +53,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/control_plane_list.h"
+#include "bench/control_plane_samples.h"
 #include "common/logging.h"
 #include "config/config.h"
 #include "coordinator/auth_store.h"
@@ -61,6 +67,9 @@
 #include "security/tls_credentials.h"
 
 namespace v1 = yoke::v1;
+using yoke::bench::Micros;
+using yoke::bench::Report;
+using yoke::bench::Samples;
 
 namespace {
 
@@ -75,6 +84,8 @@ struct Flags {
   int watchers = 4;
   std::string store = "sqlite";
   std::string connect;
+  int list_jobs = 0;  // > 0: the ListJobs run (bench/control_plane_list.h)
+  int rounds = 20;
 };
 
 constexpr char kSpec[] = R"(
@@ -87,39 +98,6 @@ training:
   batch_size: 8
   optimizer: {type: sgd, lr: 0.1}
 )";
-
-// Latency samples in microseconds.
-struct Samples {
-  std::mutex mu;
-  std::vector<double> us;
-  std::atomic<int64_t> errors{0};
-  void Add(double v) {
-    std::lock_guard<std::mutex> l(mu);
-    us.push_back(v);
-  }
-  void AddAll(const std::vector<double>& v) {
-    std::lock_guard<std::mutex> l(mu);
-    us.insert(us.end(), v.begin(), v.end());
-  }
-};
-
-std::string Report(const std::string& name, Samples& s) {
-  std::lock_guard<std::mutex> l(s.mu);
-  std::vector<double>& v = s.us;
-  if (v.empty()) return absl::StrCat(name, ": no samples\n");
-  std::sort(v.begin(), v.end());
-  auto pct = [&](double p) {
-    return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))] / 1000;
-  };
-  char buf[256];
-  std::snprintf(buf, sizeof(buf),
-                "%-12s n=%-7zu p50=%7.2f ms  p99=%7.2f ms  max=%7.2f ms  errors=%lld\n",
-                name.c_str(), v.size(), pct(0.50), pct(0.99), v.back() / 1000,
-                static_cast<long long>(s.errors.load()));
-  return buf;
-}
-
-double Micros(absl::Time start) { return absl::ToDoubleMicroseconds(absl::Now() - start); }
 
 // utime + stime of `pid` in seconds.
 double ProcessCpuSeconds(pid_t pid) {
@@ -237,6 +215,10 @@ int ParseFlags(int argc, char** argv, Flags* f) {
       f->connect = v;
     else if (a == "--tls")
       f->tls = v == "1";
+    else if (a == "--list-jobs")
+      ok = absl::SimpleAtoi(v, &f->list_jobs);
+    else if (a == "--rounds")
+      ok = absl::SimpleAtoi(v, &f->rounds);
     else
       ok = false;
     if (!ok) {
@@ -545,18 +527,27 @@ int main(int argc, char** argv) {
   std::string address = f.connect;
   pid_t child = 0;
   if (address.empty() && !StartCoordinatorChild(f, &address, &child)) return 1;
-  std::printf(
-      "coordinator at %s (%s); %d workers, %d heartbeat threads, %.1f submits/s, "
-      "%d watchers, %d s, %s\n",
-      address.c_str(),
-      f.connect.empty() ? ("in a child process, " + f.store + " store").c_str() : "external",
-      f.workers, f.threads, f.submit_rate, f.watchers, f.seconds,
-      f.tls ? "mutual TLS" : "plaintext");
+  if (f.list_jobs == 0)
+    std::printf(
+        "coordinator at %s (%s); %d workers, %d heartbeat threads, %.1f submits/s, "
+        "%d watchers, %d s, %s\n",
+        address.c_str(),
+        f.connect.empty() ? ("in a child process, " + f.store + " store").c_str() : "external",
+        f.workers, f.threads, f.submit_rate, f.watchers, f.seconds,
+        f.tls ? "mutual TLS" : "plaintext");
 
   auto spec = yoke::common::LoadJobSpecString(kSpec, {});
   if (!spec.ok()) return 1;
   const std::vector<std::shared_ptr<grpc::Channel>> channels = MakeChannels(f, address);
   auto client = v1::Coordinator::NewStub(channels[f.threads]);
+  if (f.list_jobs > 0) {
+    std::printf(
+        "coordinator at %s (%s)\n", address.c_str(),
+        f.connect.empty() ? ("in a child process, " + f.store + " store").c_str() : "external");
+    const int rc = yoke::bench::ListJobsBench(client.get(), *spec, f.list_jobs, f.rounds);
+    if (child) kill(child, SIGTERM);
+    return rc;
+  }
   std::vector<SimWorker> workers(f.workers);
   if (!RegisterFleet(f, channels, &workers)) return 1;
 

@@ -116,7 +116,7 @@ absl::StatusOr<v1::Job> CoordinatorClient::GetJob(const std::string& job_id) {
 }
 
 absl::StatusOr<std::vector<v1::Job>> CoordinatorClient::ListJobs(
-    const std::vector<v1::JobState>& states) {
+    const std::vector<v1::JobState>& states, bool summary) {
   std::vector<v1::Job> jobs;
   std::string token;
   // A server that keeps returning the same token would loop forever; no
@@ -128,6 +128,7 @@ absl::StatusOr<std::vector<v1::Job>> CoordinatorClient::ListJobs(
     for (auto st : states) req.add_states(st);
     req.set_page_size(1000);
     req.set_page_token(token);
+    req.set_summary(summary);
     v1::ListJobsResponse resp;
     absl::Status s = FromGrpcStatus(stub_->ListJobs(&ctx, req, &resp), address_);
     if (!s.ok()) return s;

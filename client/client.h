@@ -86,7 +86,9 @@ class CoordinatorClient {
   absl::StatusOr<std::string> SubmitJob(const v1::JobSpec& spec, int priority = 0);
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
   // All jobs in `states` (all when empty), newest first; follows the pages.
-  absl::StatusOr<std::vector<v1::Job>> ListJobs(const std::vector<v1::JobState>& states = {});
+  // With `summary` each spec carries only its name (ListJobsRequest.summary).
+  absl::StatusOr<std::vector<v1::Job>> ListJobs(const std::vector<v1::JobState>& states = {},
+                                                bool summary = false);
   absl::StatusOr<v1::Job> CancelJob(const std::string& job_id);
   absl::StatusOr<std::vector<v1::Worker>> ListWorkers();
   // Admin only.

@@ -72,7 +72,8 @@ int Jobs(CoordinatorClient& c, const Flags& f, FILE* out, FILE* err) {
       states.push_back(st);
     }
   }
-  auto jobs = c.ListJobs(states);
+  // The table shows a spec's name only; --json prints whole jobs.
+  auto jobs = c.ListJobs(states, /*summary=*/!f.json);
   if (!jobs.ok()) {
     PrintError(err, "jobs", jobs.status());
     return ExitCodeFor(jobs.status());

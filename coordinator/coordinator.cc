@@ -71,8 +71,9 @@ absl::Status Coordinator::Reload() {
   const absl::Time now = clock_->Now();
   for (v1::Job& job : jobs) {
     ActiveJob& aj = active_[job.id()];
-    aj.job = std::move(job);
-    aj.spec_digest = common::JobSpecDigest(aj.job.spec());
+    v1::JobSpec spec;
+    spec.Swap(job.mutable_spec());
+    Hold(aj, std::move(job), spec, spec.SerializeAsString());
     aj.version = ++version_;
     aj.last_persist = now;
     ASSIGN_OR_RETURN(aj.last_log_seq, store_->LastLogSeq(aj.job.id()));
@@ -99,6 +100,29 @@ absl::Status Coordinator::Reload() {
 
 // ------------------------------------------------------------------ helpers
 
+void Coordinator::Hold(ActiveJob& aj, v1::Job job, const v1::JobSpec& spec,
+                       std::string serialized) {
+  aj.spec = std::make_shared<const std::string>(std::move(serialized));
+  aj.spec_digest = common::JobSpecDigest(spec);
+  v1::JobSpec* head = job.mutable_spec();
+  head->Clear();
+  head->set_name(spec.name());
+  if (spec.has_distribution()) *head->mutable_distribution() = spec.distribution();
+  if (spec.has_checkpoint()) *head->mutable_checkpoint() = spec.checkpoint();
+  if (spec.has_restart()) *head->mutable_restart() = spec.restart();
+  if (spec.has_logging()) *head->mutable_logging() = spec.logging();
+  head->set_max_run_seconds(spec.max_run_seconds());
+  aj.job = std::move(job);
+}
+
+v1::Job Coordinator::WithSpec(v1::Job job, const std::string& spec) {
+  // Stored by this coordinator, so it parses; ParseFromString clears the head.
+  if (!job.mutable_spec()->ParseFromString(spec)) {
+    spdlog::error("{}: the held spec does not parse", job.id());
+  }
+  return job;
+}
+
 v1::Attempt* Coordinator::CurrentAttempt(ActiveJob& aj) {
   const v1::JobState s = aj.job.state();
   if ((s != v1::JOB_SCHEDULED && s != v1::JOB_RUNNING) || aj.job.attempts_size() == 0) {
@@ -114,7 +138,7 @@ void Coordinator::Bump(ActiveJob& aj, std::string message) {
 }
 
 absl::Status Coordinator::Persist(ActiveJob& aj) {
-  absl::Status s = store_->Put(aj.job);
+  absl::Status s = store_->PutWithSpec(aj.job, *aj.spec);
   if (!s.ok()) {
     // Kept dirty: the next flush tries again.
     spdlog::error("persisting {}: {}", aj.job.id(), s.ToString());

@@ -190,8 +190,9 @@ class Coordinator {
   // ---- trainers
   Rendezvous* rendezvous() { return &rendezvous_; }
 
-  // The running jobs (for the metrics and the dashboard) and the job counts
-  // by state (from the store).
+  // The running jobs (for the metrics and the dashboard; each spec holds its
+  // name, distribution, checkpoint, restart, logging and max_run_seconds
+  // only) and the job counts by state (from the store).
   std::vector<v1::Job> RunningJobs();
   // The logged steps of an unfinished job since the coordinator started
   // (at most kMaxCurvePoints, thinned evenly); empty for a finished one.
@@ -208,9 +209,15 @@ class Coordinator {
 
  private:
   // What the coordinator tracks of one unfinished job beside the proto.
+  // The spec is held once, serialized (`spec`): parsed, a spec of many
+  // layers costs tens of times its serialized size. `job.spec()` holds only
+  // its head (SpecHead: name, distribution, checkpoint, restart, logging,
+  // max_run_seconds), what the coordinator reads; what leaves the
+  // coordinator as a job (WithSpec) or a desired attempt has the whole spec.
   struct ActiveJob {
     v1::Job job;
-    std::string spec_digest;  // common::JobSpecDigest(job.spec())
+    std::shared_ptr<const std::string> spec;  // never null once stored
+    std::string spec_digest;                  // common::JobSpecDigest(whole spec)
     uint64_t version = 0;
     std::string message;
     bool dirty = false;  // in-memory changes not in the store
@@ -233,6 +240,11 @@ class Coordinator {
 
   Coordinator(JobStore* store, const common::Clock* clock, CoordinatorOptions options);
   absl::Status Reload();
+  // Fills aj.job (its spec reduced to the head), aj.spec and aj.spec_digest
+  // from `job` and its whole spec `spec`, `serialized` being spec's bytes.
+  static void Hold(ActiveJob& aj, v1::Job job, const v1::JobSpec& spec, std::string serialized);
+  // `job` with the whole spec parsed from `spec` in place of its head.
+  static v1::Job WithSpec(v1::Job job, const std::string& spec);
 
   // Everything below runs under mu_.
   v1::Attempt* CurrentAttempt(ActiveJob& aj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -303,7 +315,8 @@ class Coordinator {
   // Fails the current attempt; retries the job if allowed, else fails it.
   void FailAttempt(ActiveJob& aj, const std::string& reason, bool retryable)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Marks `aj` terminal, persists it and forgets it; returns the final job.
+  // Marks `aj` terminal, persists it and forgets it; returns the final job
+  // (its spec the head only: WithSpec(job, *aj.spec) makes it whole).
   // Invalidates `aj`.
   v1::Job Finish(ActiveJob& aj, v1::JobState state, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -62,7 +62,7 @@ absl::Status Coordinator::CheckQuotas(const v1::JobSpec& spec, const std::string
     auto it = active_.find(id);
     if (it == active_.end() || it->second.job.owner() != owner) continue;
     ++jobs;
-    bytes += static_cast<int64_t>(it->second.job.spec().ByteSizeLong());
+    bytes += static_cast<int64_t>(it->second.spec->size());
   }
   const std::string who = SubmitterName(owner);
   if (max_jobs > 0 && jobs >= max_jobs) {
@@ -138,18 +138,18 @@ absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t
         "max_running_devices_per_submitter: this job needs ", ShapeOf(spec).world_size(),
         " devices, more than the coordinator lets one submitter run at once (", cap, ")"));
   }
+  // The spec is serialized once and never copied parsed (ActiveJob).
   v1::Job job;
-  *job.mutable_spec() = spec;
   job.set_state(v1::JOB_PENDING);
   job.set_reason("waiting for the scheduler");
   job.set_priority(priority);
   job.set_owner(owner);
   job.set_create_time_ms(clock_->NowMs());
-  ASSIGN_OR_RETURN(std::string id, store_->Create(job));
+  std::string serialized = spec.SerializeAsString();
+  ASSIGN_OR_RETURN(std::string id, store_->CreateWithSpec(job, serialized));
   job.set_id(id);
   ActiveJob& aj = active_[id];
-  aj.job = std::move(job);
-  aj.spec_digest = common::JobSpecDigest(aj.job.spec());
+  Hold(aj, std::move(job), spec, std::move(serialized));
   aj.last_persist = clock_->Now();
   pending_.insert(id);
   Bump(aj, "submitted");
@@ -160,34 +160,54 @@ absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t
 }
 
 absl::StatusOr<v1::Job> Coordinator::Get(const std::string& id) {
+  v1::Job job;
+  std::shared_ptr<const std::string> spec;
   {
     absl::MutexLock lock(&mu_);
     auto it = active_.find(id);
-    if (it != active_.end()) return it->second.job;
+    if (it == active_.end()) return store_->Get(id);
+    job = it->second.job;
+    spec = it->second.spec;
   }
-  return store_->Get(id);
+  return WithSpec(std::move(job), *spec);  // parsed outside the lock
 }
 
 absl::StatusOr<JobListPage> Coordinator::List(const JobListQuery& query) {
   ASSIGN_OR_RETURN(JobListPage page, store_->List(query));
-  // The store's copy of a running job may lag on progress; show ours.
+  // The store's copy of a running job may lag on progress; show ours, with
+  // the spec the store read (whole, or its name for a summary).
   absl::MutexLock lock(&mu_);
   for (v1::Job& job : page.jobs) {
     auto it = active_.find(job.id());
-    if (it != active_.end()) job = it->second.job;
+    if (it == active_.end()) continue;
+    const bool has_spec = job.has_spec();
+    v1::JobSpec spec;
+    spec.Swap(job.mutable_spec());
+    job = it->second.job;
+    if (has_spec) {
+      job.mutable_spec()->Swap(&spec);
+    } else {
+      job.clear_spec();
+    }
   }
   return page;
 }
 
 absl::StatusOr<v1::Job> Coordinator::Cancel(const std::string& id) {
-  absl::MutexLock lock(&mu_);
-  auto it = active_.find(id);
-  if (it == active_.end()) return store_->Get(id);  // finished: unchanged, or NOT_FOUND
-  ActiveJob& aj = it->second;
-  if (CurrentAttempt(aj) != nullptr) {
-    EndAttempt(aj, v1::ATTEMPT_CANCELLED, "cancelled by the user");
+  v1::Job job;
+  std::shared_ptr<const std::string> spec;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = active_.find(id);
+    if (it == active_.end()) return store_->Get(id);  // finished: unchanged, or NOT_FOUND
+    ActiveJob& aj = it->second;
+    if (CurrentAttempt(aj) != nullptr) {
+      EndAttempt(aj, v1::ATTEMPT_CANCELLED, "cancelled by the user");
+    }
+    spec = aj.spec;
+    job = Finish(aj, v1::JOB_CANCELLED, "cancelled by the user");
   }
-  return Finish(aj, v1::JOB_CANCELLED, "cancelled by the user");
+  return WithSpec(std::move(job), *spec);
 }
 
 std::vector<v1::Job> Coordinator::RunningJobs() {
@@ -259,7 +279,7 @@ std::vector<v1::Worker> Coordinator::ListWorkers() {
 absl::StatusOr<JobSnapshot> Coordinator::WaitForJob(const std::string& id, uint64_t after_version,
                                                     absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   bool timed_out = false;
   while (true) {
     auto it = active_.find(id);
@@ -273,8 +293,14 @@ absl::StatusOr<JobSnapshot> Coordinator::WaitForJob(const std::string& id, uint6
       return snap;
     }
     const ActiveJob& aj = it->second;
-    if (aj.version > after_version) return JobSnapshot{aj.job, aj.version, aj.message, true};
-    if (timed_out) return JobSnapshot{aj.job, aj.version, "", false};
+    if (aj.version > after_version || timed_out) {
+      JobSnapshot snap{aj.job, aj.version, "", aj.version > after_version};
+      if (snap.changed) snap.message = aj.message;
+      std::shared_ptr<const std::string> spec = aj.spec;
+      lock.Release();  // the spec is parsed outside the lock
+      snap.job = WithSpec(std::move(snap.job), *spec);
+      return snap;
+    }
     // Looked up again after the wait: the job may have finished meanwhile.
     timed_out = changed_.WaitWithDeadline(&mu_, deadline);
   }

@@ -167,7 +167,10 @@ std::vector<v1::DesiredAttempt> Coordinator::DesiredFor(
       reported |= st.job_id() == job_id && st.attempt() == a->number();
     }
     if (!reported) {
-      *d.mutable_spec() = aj.job.spec();
+      // Held serialized (ActiveJob); stored by this coordinator, so it parses.
+      if (!d.mutable_spec()->ParseFromString(*aj.spec)) {
+        spdlog::error("{}: the held spec does not parse", job_id);
+      }
       // Who runs every rank, for the trainer's messages about its peers.
       d.mutable_rank_workers()->Reserve(a->world_size());
       for (const v1::Assignment& as : a->assignments()) {

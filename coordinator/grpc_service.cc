@@ -1,6 +1,10 @@
 #include "coordinator/grpc_service.h"
 
+#include <malloc.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <vector>
 
@@ -16,7 +20,36 @@
 #include "spdlog/spdlog.h"
 
 namespace yoke::server {
+
 namespace {
+
+// glibc keeps what is freed in its arenas, in pages between live chunks that
+// it does not return by itself: after a flood of large specs (each parsed
+// per call, tens of times its size) the coordinator kept gigabytes it no
+// longer used. malloc_trim returns every whole free page, but walks every
+// arena, so it runs only when the resident memory not in use by malloc's
+// callers (anonymous RSS less the bytes allocated) grew by kTrimStep since
+// the last trim.
+void ReleaseFreedMemory() {
+#if defined(__GLIBC__)
+  constexpr int64_t kTrimStep = 16 << 20;
+  static int64_t idle_after_trim = 0;  // only the ticker thread calls this
+  auto idle_bytes = [] {
+    // statm: size, resident, shared (file-backed), ... in pages.
+    int64_t size = 0, resident = 0, shared = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%ld %ld %ld", &size, &resident, &shared) != 3) resident = shared = 0;
+      std::fclose(f);
+    }
+    const struct mallinfo2 mi = mallinfo2();
+    const int64_t in_use = static_cast<int64_t>(mi.uordblks + mi.hblkhd);
+    return (resident - shared) * static_cast<int64_t>(sysconf(_SC_PAGESIZE)) - in_use;
+  };
+  if (idle_bytes() < idle_after_trim + kTrimStep) return;
+  malloc_trim(0);
+  idle_after_trim = idle_bytes();
+#endif
+}
 
 using common::ToGrpcStatus;
 
@@ -149,6 +182,7 @@ grpc::Status CoordinatorService::ListJobs(grpc::ServerContext* ctx, const v1::Li
   }
   q.page_size = req->page_size();
   q.page_token = req->page_token();
+  q.summary = req->summary();
   auto page = c_->List(q);
   if (!page.ok()) return ToGrpcStatus(page.status());
   for (v1::Job& j : page->jobs) *resp->add_jobs() = std::move(j);
@@ -422,6 +456,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   s->ticker_ = std::thread([srv = s.get()] {
     while (!srv->stop_ticking_.WaitForNotificationWithTimeout(srv->options_.tick_interval)) {
       srv->coordinator_->Tick();
+      // Large specs are parsed per call and freed; hand the pages back.
+      ReleaseFreedMemory();
     }
   });
   return s;

@@ -158,15 +158,11 @@ std::vector<std::pair<std::string, common::HttpHandler>> CoordinatorHttpRoutes(
   add("/api/jobs", [c](const HttpRequest&) {
     JobListQuery q;
     q.page_size = 100;
+    q.summary = true;  // the table shows the names only
     auto page = c->List(q);
     if (!page.ok()) return Error(503, std::string(page.status().message()));
     v1::ListJobsResponse resp;
-    for (v1::Job& j : page->jobs) {
-      const std::string name = j.spec().name();
-      j.clear_spec();
-      j.mutable_spec()->set_name(name);
-      *resp.add_jobs() = std::move(j);
-    }
+    for (v1::Job& j : page->jobs) *resp.add_jobs() = std::move(j);
     return Json(ToJson(resp));
   });
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/quote.h"
+#include "google/protobuf/unknown_field_set.h"
 
 namespace yoke::server {
 
@@ -15,6 +16,60 @@ std::string FormatJobId(int64_t n) { return absl::StrFormat("job-%06d", n); }
 int ClampPageSize(int requested) {
   if (requested <= 0) return 100;
   return std::min(requested, 1000);
+}
+
+std::string SerializeJobWithSpec(const v1::Job& job, const std::string& spec) {
+  std::string out;
+  if (job.has_spec()) {
+    v1::Job rest = job;  // without the spec: small
+    rest.clear_spec();
+    rest.SerializeToString(&out);
+  } else {
+    job.SerializeToString(&out);
+  }
+  // Field 2 (spec), length-delimited; the length as a varint.
+  out.push_back(static_cast<char>((v1::Job::kSpecFieldNumber << 3) | 2));
+  for (uint64_t n = spec.size(); true; n >>= 7) {
+    if (n < 0x80) {
+      out.push_back(static_cast<char>(n));
+      break;
+    }
+    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
+  }
+  out.append(spec);
+  return out;
+}
+
+bool ParseJob(const std::string& bytes, bool summary, v1::Job* job) {
+  if (!summary) return job->ParseFromString(bytes);
+  // The top-level fields as raw bytes (a spec is one string, not parsed):
+  // every field but the spec is parsed, and of the spec only its name.
+  using google::protobuf::UnknownField;
+  google::protobuf::UnknownFieldSet fields;
+  if (!fields.ParseFromString(bytes)) return false;
+  std::string spec;  // repeated occurrences merge, as concatenation does
+  bool has_spec = false;
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const UnknownField& f = fields.field(i);
+    if (f.number() != v1::Job::kSpecFieldNumber) continue;
+    if (f.type() != UnknownField::TYPE_LENGTH_DELIMITED) return false;
+    spec.append(f.length_delimited());
+    has_spec = true;
+  }
+  fields.DeleteByNumber(v1::Job::kSpecFieldNumber);
+  std::string rest;
+  if (!fields.SerializeToString(&rest) || !job->ParseFromString(rest)) return false;
+  google::protobuf::UnknownFieldSet spec_fields;
+  if (!spec_fields.ParseFromString(spec)) return false;
+  v1::JobSpec name_only;
+  for (int i = 0; i < spec_fields.field_count(); ++i) {
+    const UnknownField& f = spec_fields.field(i);
+    if (f.number() != v1::JobSpec::kNameFieldNumber) continue;
+    if (f.type() != UnknownField::TYPE_LENGTH_DELIMITED) return false;
+    name_only.set_name(f.length_delimited());  // the last one wins
+  }
+  if (has_spec) *job->mutable_spec() = std::move(name_only);
+  return true;
 }
 
 namespace {
@@ -37,6 +92,13 @@ absl::StatusOr<std::string> InMemoryJobStore::Create(v1::Job job) {
   jobs_[id] = Entry{seq, std::move(job), {}};
   ++writes_;
   return id;
+}
+
+absl::StatusOr<std::string> InMemoryJobStore::CreateWithSpec(v1::Job job, const std::string& spec) {
+  if (!job.mutable_spec()->ParseFromString(spec)) {
+    return absl::InvalidArgumentError("JobStore::CreateWithSpec: the spec is not a JobSpec");
+  }
+  return Create(std::move(job));
 }
 
 absl::StatusOr<v1::Job> InMemoryJobStore::Get(const std::string& id) {
@@ -70,6 +132,11 @@ absl::StatusOr<JobListPage> InMemoryJobStore::List(const JobListQuery& query) {
     }
     bytes += job_bytes;
     page.jobs.push_back(hits[i]->job);
+    if (query.summary && page.jobs.back().has_spec()) {
+      const std::string name = page.jobs.back().spec().name();
+      page.jobs.back().mutable_spec()->Clear();
+      page.jobs.back().mutable_spec()->set_name(name);
+    }
   }
   return page;
 }
@@ -81,6 +148,14 @@ absl::Status InMemoryJobStore::Put(const v1::Job& job) {
   it->second.job = job;
   ++writes_;
   return absl::OkStatus();
+}
+
+absl::Status InMemoryJobStore::PutWithSpec(const v1::Job& job, const std::string& spec) {
+  v1::Job copy = job;
+  if (!copy.mutable_spec()->ParseFromString(spec)) {
+    return absl::InvalidArgumentError("JobStore::PutWithSpec: the spec is not a JobSpec");
+  }
+  return Put(copy);
 }
 
 absl::Status InMemoryJobStore::Update(const std::string& id,

@@ -11,6 +11,10 @@
 //   - Put and Update replace a stored job in one transaction: every state
 //     change the coordinator makes is durable once they return OK.
 //   - List returns jobs newest first; the page token is opaque.
+//   - CreateWithSpec and PutWithSpec take the spec serialized, so a job whose
+//     spec is large (up to 1 MiB serialized, many times that once parsed) is
+//     stored without the caller holding it parsed; the stored job is the same
+//     as Create/Put of the job with that spec.
 //   - AppendLogs assigns each line the job's next seq (1, 2, ...).
 //
 // Implementations: SqliteJobStore (coordinator/sqlite_job_store.h, the default)
@@ -48,6 +52,9 @@ struct JobListQuery {
   // always holds at least one job), so that a page of 1 MiB specs stays
   // under gRPC's 4 MiB message limit.
   size_t max_bytes = 2 << 20;
+  // Each job's spec carries only its name (ListJobsRequest.summary): what a
+  // table of jobs shows, without parsing or sending specs of up to 1 MiB.
+  bool summary = false;
 };
 
 struct JobListPage {
@@ -62,6 +69,9 @@ class JobStore {
   // Stores `job` with a fresh id (its `id` field is overwritten) and returns
   // the id.
   virtual absl::StatusOr<std::string> Create(v1::Job job) = 0;
+  // Create with `spec`, a serialized v1::JobSpec, as the job's spec (`job`'s
+  // own is ignored).
+  virtual absl::StatusOr<std::string> CreateWithSpec(v1::Job job, const std::string& spec) = 0;
 
   // NOT_FOUND naming the id if there is no such job.
   virtual absl::StatusOr<v1::Job> Get(const std::string& id) = 0;
@@ -71,6 +81,9 @@ class JobStore {
 
   // Replaces the stored job with id `job.id()`. NOT_FOUND if absent.
   virtual absl::Status Put(const v1::Job& job) = 0;
+  // Put with `spec`, a serialized v1::JobSpec, as the job's spec (`job`'s own
+  // is ignored).
+  virtual absl::Status PutWithSpec(const v1::Job& job, const std::string& spec) = 0;
 
   // Reads the job, runs `fn` on it and stores the result, all in one
   // transaction. If `fn` returns an error nothing changes and that error is
@@ -103,12 +116,23 @@ std::string FormatJobId(int64_t n);
 // Clamps a requested page size to [1, 1000], 0 meaning the default 100.
 int ClampPageSize(int requested);
 
+// A serialized v1::Job: `job` without its spec, then `spec` (a serialized
+// v1::JobSpec) as its spec field. Never parses `spec`.
+std::string SerializeJobWithSpec(const v1::Job& job, const std::string& spec);
+
+// Parses a serialized v1::Job into `job`; with `summary` its spec is reduced
+// to its name without parsing the rest of it (JobListQuery::summary). False
+// for bytes that are not a v1::Job.
+bool ParseJob(const std::string& bytes, bool summary, v1::Job* job);
+
 class InMemoryJobStore final : public JobStore {
  public:
   absl::StatusOr<std::string> Create(v1::Job job) override;
+  absl::StatusOr<std::string> CreateWithSpec(v1::Job job, const std::string& spec) override;
   absl::StatusOr<v1::Job> Get(const std::string& id) override;
   absl::StatusOr<JobListPage> List(const JobListQuery& query) override;
   absl::Status Put(const v1::Job& job) override;
+  absl::Status PutWithSpec(const v1::Job& job, const std::string& spec) override;
   absl::Status Update(const std::string& id,
                       const std::function<absl::Status(v1::Job*)>& fn) override;
   absl::Status AppendLogs(const std::string& id, std::vector<v1::LogLine>* lines) override;

@@ -212,8 +212,68 @@ TEST_P(JobStoreTest, ListNonTerminalSkipsFinishedJobs) {
   EXPECT_EQ((*live)[1].spec().name(), "d");
 }
 
+TEST_P(JobStoreTest, SpecGivenSerializedIsStoredWholeAndSummariesCarryItsName) {
+  v1::JobSpec spec;
+  spec.set_name("wide");
+  for (int i = 0; i < 1000; ++i) spec.mutable_model()->add_layers()->mutable_relu();
+  spec.mutable_distribution()->set_workers(2);
+  v1::Job job = NewJob("ignored", v1::JOB_PENDING);  // its own spec is replaced
+  auto id = store_->CreateWithSpec(job, spec.SerializeAsString());
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto got = store_->Get(*id);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->spec().SerializeAsString(), spec.SerializeAsString());
+  EXPECT_EQ(got->state(), v1::JOB_PENDING);
+
+  job.set_id(*id);
+  job.set_state(v1::JOB_CANCELLED);
+  ASSERT_TRUE(store_->PutWithSpec(job, spec.SerializeAsString()).ok());
+  ASSERT_TRUE(store_->Create(NewJob("small", v1::JOB_PENDING)).ok());
+
+  JobListQuery q;
+  q.summary = true;
+  auto page = store_->List(q);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->jobs.size(), 2u);
+  EXPECT_EQ(page->jobs[0].spec().name(), "small");
+  const v1::Job& summary = page->jobs[1];
+  EXPECT_EQ(summary.id(), *id);
+  EXPECT_EQ(summary.state(), v1::JOB_CANCELLED);
+  v1::JobSpec name_only;
+  name_only.set_name("wide");
+  EXPECT_EQ(summary.spec().SerializeAsString(), name_only.SerializeAsString());
+  q.summary = false;
+  page = store_->List(q);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->jobs[1].spec().model().layers_size(), 1000);
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, JobStoreTest, ::testing::Values("memory", "sqlite"),
                          [](const auto& info) { return info.param; });
+
+TEST(ParseJobTest, SummaryKeepsEveryFieldButTheSpecsBody) {
+  v1::Job job = NewJob("n", v1::JOB_RUNNING, 3);
+  job.set_id("job-000007");
+  job.set_owner("alice");
+  job.add_attempts()->set_number(2);
+  job.mutable_progress()->set_step(40);
+  job.mutable_spec()->mutable_model()->set_zoo("mlp");
+  const std::string spec = job.spec().SerializeAsString();
+  const std::string bytes = SerializeJobWithSpec(job, spec);
+  v1::Job whole;
+  ASSERT_TRUE(ParseJob(bytes, /*summary=*/false, &whole));
+  EXPECT_EQ(whole.SerializeAsString(), job.SerializeAsString());
+  v1::Job summary;
+  ASSERT_TRUE(ParseJob(bytes, /*summary=*/true, &summary));
+  v1::Job want = job;
+  want.mutable_spec()->clear_model();
+  EXPECT_EQ(summary.SerializeAsString(), want.SerializeAsString());
+  // Bytes that are not a job are refused, not half read.
+  EXPECT_FALSE(ParseJob(std::string("\x12\x05"
+                                    "ab",
+                                    4),
+                        /*summary=*/true, &summary));
+}
 
 TEST(SqliteJobStoreTest, ReopenKeepsJobsLogsAndIdSequence) {
   const std::string path = TempPath("reopen");

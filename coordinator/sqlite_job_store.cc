@@ -156,6 +156,14 @@ absl::Status SqliteJobStore::InTransaction(const std::function<absl::Status()>& 
 }
 
 absl::StatusOr<std::string> SqliteJobStore::Create(v1::Job job) {
+  return CreateBlob(std::move(job), nullptr);
+}
+
+absl::StatusOr<std::string> SqliteJobStore::CreateWithSpec(v1::Job job, const std::string& spec) {
+  return CreateBlob(std::move(job), &spec);
+}
+
+absl::StatusOr<std::string> SqliteJobStore::CreateBlob(v1::Job job, const std::string* spec) {
   absl::MutexLock lock(&mu_);
   absl::Status s = InTransaction([&]() -> absl::Status {
     ASSIGN_OR_RETURN(sqlite3_stmt * max, Prepare("SELECT COALESCE(MAX(seq), 0) FROM jobs"));
@@ -163,7 +171,8 @@ absl::StatusOr<std::string> SqliteJobStore::Create(v1::Job job) {
     const int64_t seq = sqlite3_column_int64(max, 0) + 1;
     sqlite3_reset(max);
     job.set_id(FormatJobId(seq));
-    const std::string blob = job.SerializeAsString();
+    const std::string blob =
+        spec != nullptr ? SerializeJobWithSpec(job, *spec) : job.SerializeAsString();
     ASSIGN_OR_RETURN(sqlite3_stmt * ins,
                      Prepare("INSERT INTO jobs (seq, id, state, priority, create_time_ms, job) "
                              "VALUES (?, ?, ?, ?, ?, ?)"));
@@ -195,6 +204,16 @@ absl::StatusOr<v1::Job> SqliteJobStore::GetLocked(const std::string& id) {
         absl::StrCat("job store '", path_, "': job '", id, "' is unreadable (corrupt record)"));
   }
   return job;
+}
+
+absl::Status SqliteJobStore::ExistsLocked(const std::string& id) {
+  ASSIGN_OR_RETURN(sqlite3_stmt * st, Prepare("SELECT 1 FROM jobs WHERE id = ?"));
+  BindText(st, 1, id);
+  const int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (rc == SQLITE_DONE) return NotFound(id);
+  if (rc != SQLITE_ROW) return Error("looking up a job");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::Job> SqliteJobStore::Get(const std::string& id) {
@@ -231,28 +250,35 @@ absl::StatusOr<JobListPage> SqliteJobStore::List(const JobListQuery& query) {
   size_t bytes = 0;
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    // A summary is counted at its own size, not its row's.
     const size_t row_bytes = static_cast<size_t>(sqlite3_column_bytes(st, 1));
-    if (++rows > size || (!page.jobs.empty() && bytes + row_bytes > query.max_bytes)) {
+    if (++rows > size ||
+        (!page.jobs.empty() && !query.summary && bytes + row_bytes > query.max_bytes)) {
       page.next_page_token = absl::StrCat(last_seq);
       break;
     }
-    bytes += row_bytes;
-    last_seq = sqlite3_column_int64(st, 0);
+    const int64_t seq = sqlite3_column_int64(st, 0);
     v1::Job job;
-    if (!job.ParseFromString(ColumnBlob(st, 1))) {
-      return absl::DataLossError(absl::StrCat("job store '", path_, "': record seq ", last_seq,
+    if (!ParseJob(ColumnBlob(st, 1), query.summary, &job)) {
+      return absl::DataLossError(absl::StrCat("job store '", path_, "': record seq ", seq,
                                               " is unreadable (corrupt record)"));
     }
+    const size_t job_bytes = query.summary ? job.ByteSizeLong() : row_bytes;
+    if (!page.jobs.empty() && bytes + job_bytes > query.max_bytes) {
+      page.next_page_token = absl::StrCat(last_seq);
+      break;
+    }
+    bytes += job_bytes;
+    last_seq = seq;
     page.jobs.push_back(std::move(job));
   }
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Error("listing jobs");
   return page;
 }
 
-absl::Status SqliteJobStore::PutLocked(const v1::Job& job) {
+absl::Status SqliteJobStore::PutLocked(const v1::Job& job, const std::string& blob) {
   ASSIGN_OR_RETURN(sqlite3_stmt * st,
                    Prepare("UPDATE jobs SET state = ?, priority = ?, job = ? WHERE id = ?"));
-  const std::string blob = job.SerializeAsString();
   sqlite3_bind_int(st, 1, job.state());
   sqlite3_bind_int(st, 2, job.priority());
   BindBlob(st, 3, blob);
@@ -266,7 +292,13 @@ absl::Status SqliteJobStore::PutLocked(const v1::Job& job) {
 absl::Status SqliteJobStore::Put(const v1::Job& job) {
   absl::MutexLock lock(&mu_);
   // A single UPDATE is its own transaction (autocommit).
-  return PutLocked(job);
+  return PutLocked(job, job.SerializeAsString());
+}
+
+absl::Status SqliteJobStore::PutWithSpec(const v1::Job& job, const std::string& spec) {
+  const std::string blob = SerializeJobWithSpec(job, spec);
+  absl::MutexLock lock(&mu_);
+  return PutLocked(job, blob);
 }
 
 absl::Status SqliteJobStore::Update(const std::string& id,
@@ -276,7 +308,7 @@ absl::Status SqliteJobStore::Update(const std::string& id,
     ASSIGN_OR_RETURN(v1::Job job, GetLocked(id));
     RETURN_IF_ERROR(fn(&job));
     if (job.id() != id) return absl::InternalError("JobStore::Update: the update changed the id");
-    return PutLocked(job);
+    return PutLocked(job, job.SerializeAsString());
   });
 }
 
@@ -294,12 +326,7 @@ absl::Status SqliteJobStore::AppendLogs(const std::string& id, std::vector<v1::L
   if (lines->empty()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
   return InTransaction([&]() -> absl::Status {
-    ASSIGN_OR_RETURN(sqlite3_stmt * exists, Prepare("SELECT 1 FROM jobs WHERE id = ?"));
-    BindText(exists, 1, id);
-    const int rc = sqlite3_step(exists);
-    sqlite3_reset(exists);
-    if (rc == SQLITE_DONE) return NotFound(id);
-    if (rc != SQLITE_ROW) return Error("appending to the log");
+    RETURN_IF_ERROR(ExistsLocked(id));
     ASSIGN_OR_RETURN(int64_t seq, LastLogSeqLocked(id));
     for (v1::LogLine& l : *lines) {
       l.set_seq(++seq);
@@ -339,14 +366,14 @@ absl::StatusOr<std::vector<v1::LogLine>> SqliteJobStore::ReadLogs(const std::str
   if (rc != SQLITE_DONE) return Error("reading the log");
   if (out.empty()) {
     // Tell an unknown job from a job without lines.
-    RETURN_IF_ERROR(GetLocked(id).status());
+    RETURN_IF_ERROR(ExistsLocked(id));
   }
   return out;
 }
 
 absl::StatusOr<int64_t> SqliteJobStore::LastLogSeq(const std::string& id) {
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(GetLocked(id).status());
+  RETURN_IF_ERROR(ExistsLocked(id));
   return LastLogSeqLocked(id);
 }
 

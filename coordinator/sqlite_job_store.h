@@ -54,9 +54,11 @@ class SqliteJobStore final : public JobStore {
   ~SqliteJobStore() override;
 
   absl::StatusOr<std::string> Create(v1::Job job) override;
+  absl::StatusOr<std::string> CreateWithSpec(v1::Job job, const std::string& spec) override;
   absl::StatusOr<v1::Job> Get(const std::string& id) override;
   absl::StatusOr<JobListPage> List(const JobListQuery& query) override;
   absl::Status Put(const v1::Job& job) override;
+  absl::Status PutWithSpec(const v1::Job& job, const std::string& spec) override;
   absl::Status Update(const std::string& id,
                       const std::function<absl::Status(v1::Job*)>& fn) override;
   absl::Status AppendLogs(const std::string& id, std::vector<v1::LogLine>* lines) override;
@@ -72,7 +74,13 @@ class SqliteJobStore final : public JobStore {
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Error(const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<v1::Job> GetLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status PutLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // NOT_FOUND unless the job exists; reads no record.
+  absl::Status ExistsLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Create of `job` with `spec` (serialized) as its spec; null: its own.
+  absl::StatusOr<std::string> CreateBlob(v1::Job job, const std::string* spec);
+  // Put of `job`, already serialized as `blob`.
+  absl::Status PutLocked(const v1::Job& job, const std::string& blob)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<int64_t> LastLogSeqLocked(const std::string& id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `body` between BEGIN IMMEDIATE and COMMIT, rolling back on error.
