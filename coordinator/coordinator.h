@@ -265,6 +265,10 @@ class Coordinator {
   // max_run_seconds (or the coordinator's default), without a retry.
   void StopOverdueJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunScheduler() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds `device_seconds` to `owner`'s decayed usage (usage_), or with 0
+  // just decays it to now; returns the total.
+  double AddUsage(const std::string& owner, double device_seconds)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Applying what a worker observed of one attempt (coordinator_status.cc).
   // What one AttemptStatus changed, for ApplyStatus to persist and announce.
@@ -349,6 +353,14 @@ class Coordinator {
     absl::Time refilled;
   };
   absl::flat_hash_map<std::string, SubmitBucket> submit_buckets_ ABSL_GUARDED_BY(mu_);
+  // Submitter -> device-seconds of its ended attempts, halved every hour
+  // (UsageOf), for the scheduler's fair-share order. Not persisted: a
+  // restarted coordinator starts everyone at 0.
+  struct Usage {
+    double device_seconds = 0;
+    absl::Time as_of;
+  };
+  absl::flat_hash_map<std::string, Usage> usage_ ABSL_GUARDED_BY(mu_);
   // worker id -> jobs whose current attempt has a share on it
   std::map<std::string, std::set<std::string>> by_worker_ ABSL_GUARDED_BY(mu_);
   // worker id -> "job/attempt" stopped but maybe still running there

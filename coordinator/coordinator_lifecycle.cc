@@ -1,6 +1,8 @@
 // The Coordinator (coordinator/coordinator.h), part 5 of 5: the attempt
 // lifecycle: placing pending jobs (RunScheduler), ending an attempt, the
 // restart policy (FailAttempt) and finishing a job.
+#include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -26,12 +28,19 @@ void Coordinator::RunScheduler() {
   }
   SchedulePolicy policy;
   policy.max_running_devices_per_submitter = options_.max_running_devices_per_submitter;
+  const int64_t now_ms = clock_->NowMs();
   for (auto& [id, aj] : active_) {
     const v1::Attempt* a = CurrentAttempt(aj);  // none while PENDING
-    if (a != nullptr) policy.running_devices[aj.job.owner()] += a->world_size();
+    if (a == nullptr) continue;
+    policy.running_devices[aj.job.owner()] += a->world_size();
+    policy.usage[aj.job.owner()] +=
+        a->world_size() * std::max<int64_t>(0, now_ms - a->start_time_ms()) / 1e3;
+  }
+  for (auto& [owner, device_seconds] : policy.usage) device_seconds += AddUsage(owner, 0);
+  for (const PendingJob& j : jobs) {
+    if (!policy.usage.count(j.owner)) policy.usage[j.owner] = AddUsage(j.owner, 0);
   }
   ScheduleResult r = Schedule(std::move(jobs), Capacities(/*alive_only=*/true), policy);
-  const int64_t now_ms = clock_->NowMs();
   for (Placement& p : r.placed) {
     ActiveJob& aj = active_.at(p.job_id);
     v1::Attempt* a = aj.job.add_attempts();
@@ -74,9 +83,23 @@ void Coordinator::RunScheduler() {
   }
 }
 
+double Coordinator::AddUsage(const std::string& owner, double device_seconds) {
+  constexpr double kHalfLifeSeconds = 3600;
+  const absl::Time now = clock_->Now();
+  Usage& u = usage_[owner];
+  if (u.as_of != absl::Time()) {
+    u.device_seconds *= std::exp2(-absl::ToDoubleSeconds(now - u.as_of) / kHalfLifeSeconds);
+  }
+  u.as_of = now;
+  u.device_seconds += device_seconds;
+  return u.device_seconds;
+}
+
 void Coordinator::Unindex(ActiveJob& aj) {
   v1::Attempt* a = CurrentAttempt(aj);
   if (a == nullptr) return;
+  AddUsage(aj.job.owner(),
+           a->world_size() * std::max<int64_t>(0, clock_->NowMs() - a->start_time_ms()) / 1e3);
   for (const v1::Assignment& s : a->assignments()) {
     auto it = by_worker_.find(s.worker_id());
     if (it == by_worker_.end()) continue;

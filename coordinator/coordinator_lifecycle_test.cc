@@ -131,6 +131,23 @@ TEST_F(CoordinatorTest, MaxRunTimeFailsTheJobWithoutARetry) {
   for (const v1::DesiredAttempt& d : after.desired()) EXPECT_NE(d.job_id(), *own);
 }
 
+// Fair share (issue 30): a submitter that just ran a device for ten minutes
+// waits behind one that did not, though its job is older.
+TEST_F(CoordinatorTest, TheSubmitterThatUsedLessLatelyGoesFirst) {
+  const std::string w = Register(1);
+  auto long_job = coord_->Submit(Spec(), 0, "hog");
+  Beat(w, {Status(*long_job, 1, v1::AttemptStatus::RUNNING)});
+  auto hog_next = coord_->Submit(Spec(), 0, "hog");
+  clock_.Advance(absl::Seconds(1));
+  auto bob = coord_->Submit(Spec(), 0, "bob");
+  ASSERT_TRUE(long_job.ok() && hog_next.ok() && bob.ok());
+  clock_.Advance(absl::Minutes(10));
+  Beat(w, {Status(*long_job, 1, v1::AttemptStatus::EXITED)});
+  Beat(w);
+  EXPECT_EQ(Job(*bob).state(), v1::JOB_SCHEDULED) << Job(*bob).reason();
+  EXPECT_EQ(Job(*hog_next).state(), v1::JOB_PENDING);
+}
+
 TEST_F(CoordinatorTest, LostWorkerFailsTheAttemptThenRetriesFromTheCheckpoint) {
   // The checkpoints live where the workers are; the coordinator never looks.
   const std::string dir = "/shared/not-on-the-coordinator/ckpt";

@@ -160,9 +160,14 @@ ScheduleResult Schedule(std::vector<PendingJob> jobs, std::vector<WorkerCapacity
     auto it = policy.running_devices.find(owner);
     return it == policy.running_devices.end() ? int64_t{0} : it->second;
   };
+  const auto used = [&](const std::string& owner) {
+    auto it = policy.usage.find(owner);
+    return it == policy.usage.end() ? 0.0 : it->second;
+  };
   std::stable_sort(jobs.begin(), jobs.end(), [&](const PendingJob& a, const PendingJob& b) {
     if (a.priority != b.priority) return a.priority > b.priority;
     if (held(a.owner) != held(b.owner)) return held(a.owner) < held(b.owner);
+    if (used(a.owner) != used(b.owner)) return used(a.owner) < used(b.owner);
     if (a.create_time_ms != b.create_time_ms) return a.create_time_ms < b.create_time_ms;
     return a.id < b.id;
   });

@@ -11,9 +11,11 @@
 //     at all.
 //   - Order: priority descending; then fair share: the jobs of submitters
 //     that hold fewer devices now (SchedulePolicy::running_devices, as the
-//     pass starts) first; then FIFO (create time, then id). A submitter with
-//     many running jobs thus cannot keep others waiting behind its queue,
-//     and none starves: its count falls as its jobs end.
+//     pass starts) first, then of those that used fewer device-seconds
+//     lately (SchedulePolicy::usage); then FIFO (create time, then id). A
+//     submitter with many jobs, running or just ended, thus cannot keep
+//     others waiting behind its queue, and none starves: its counts fall as
+//     its jobs end and its usage decays.
 //   - Backfill without starvation: the first job of kind K that cannot start
 //     holds devices for itself. It picks the workers it will start on (those
 //     with the most free devices of K, ties by id) and holds their free
@@ -71,6 +73,9 @@ struct SchedulePolicy {
   // Devices each submitter's placed (scheduled or running) jobs hold now:
   // the cap's count and the fair-share order.
   std::map<std::string, int64_t> running_devices;
+  // Device-seconds each submitter's attempts used lately, running ones
+  // included, decayed by the coordinator: the fair-share order's second key.
+  std::map<std::string, double> usage;
 };
 
 // One alive worker and the device indices (per kind) already taken.

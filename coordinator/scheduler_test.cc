@@ -185,6 +185,24 @@ TEST(SchedulerTest, AtEqualPriorityTheSubmitterHoldingFewerDevicesGoesFirst) {
   EXPECT_EQ(r.placed[0].job_id, "hog-1");
 }
 
+TEST(SchedulerTest, AmongEqualHoldersTheOneThatUsedLessGoesFirst) {
+  // Neither runs anything now; the hog's older job still waits behind the
+  // submitter that used fewer device-seconds lately.
+  SchedulePolicy policy;
+  policy.usage["hog"] = 600;
+  policy.usage["bob"] = 30;
+  PendingJob hog = Job("hog-1", 1, 1, "cpu", 0, 1);
+  hog.owner = "hog";
+  PendingJob bob = Job("bob-1", 1, 1, "cpu", 0, 2);
+  bob.owner = "bob";
+  ScheduleResult r = Schedule({hog, bob}, {Worker("w-1", 1)}, policy);
+  ASSERT_EQ(r.placed.size(), 1u);
+  EXPECT_EQ(r.placed[0].job_id, "bob-1");
+  policy.running_devices["bob"] = 1;  // holding a device now outweighs usage
+  r = Schedule({hog, bob}, {Worker("w-1", 1)}, policy);
+  EXPECT_EQ(r.placed[0].job_id, "hog-1");
+}
+
 TEST(SchedulerTest, ASubmittersDeviceCapHoldsBackOnlyItsOwnJobs) {
   SchedulePolicy policy;
   policy.max_running_devices_per_submitter = 2;
