@@ -125,7 +125,8 @@ absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t
   }
 
   absl::MutexLock lock(&mu_);
-  const std::string never = CouldEverFit(ShapeOf(spec), Capacities(/*alive_only=*/true));
+  const GangShape shape = ShapeOf(spec);
+  const std::string never = CouldEverFit(shape, Capacities(/*alive_only=*/true));
   if (!never.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("distribution: no registered set of workers can ever run this job: ", never));
@@ -133,9 +134,9 @@ absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t
   RETURN_IF_ERROR(CheckMemory(spec));
   RETURN_IF_ERROR(CheckQuotas(spec, owner));
   const int64_t cap = options_.max_running_devices_per_submitter;
-  if (cap > 0 && ShapeOf(spec).world_size() > cap) {
+  if (cap > 0 && shape.world_size() > cap) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "max_running_devices_per_submitter: this job needs ", ShapeOf(spec).world_size(),
+        "max_running_devices_per_submitter: this job needs ", shape.world_size(),
         " devices, more than the coordinator lets one submitter run at once (", cap, ")"));
   }
   // The spec is serialized once and never copied parsed (ActiveJob).

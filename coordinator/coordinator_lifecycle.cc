@@ -160,21 +160,21 @@ void Coordinator::FailAttempt(ActiveJob& aj, const std::string& reason, bool ret
 
 void Coordinator::StopOverdueJobs() {
   const int64_t now_ms = clock_->NowMs();
-  std::vector<std::string> overdue;
+  std::vector<std::pair<std::string, std::string>> overdue;  // (id, reason)
   for (auto& [id, aj] : active_) {
-    const int64_t limit_s = aj.job.spec().max_run_seconds() > 0 ? aj.job.spec().max_run_seconds()
-                                                                : options_.default_max_run_seconds;
-    if (limit_s <= 0 || aj.job.start_time_ms() == 0) continue;
-    if (now_ms - aj.job.start_time_ms() >= limit_s * 1000) overdue.push_back(id);
-  }
-  for (const std::string& id : overdue) {
-    ActiveJob& aj = active_.at(id);
     const bool own = aj.job.spec().max_run_seconds() > 0;
-    const std::string reason = absl::StrCat(
-        "ran for ", absl::FormatDuration(absl::Milliseconds(now_ms - aj.job.start_time_ms())),
-        " since it first started, past ",
-        own ? "its max_run_seconds" : "the coordinator's default_max_run_seconds", " (",
-        own ? aj.job.spec().max_run_seconds() : options_.default_max_run_seconds, ")");
+    const int64_t limit_s =
+        own ? aj.job.spec().max_run_seconds() : options_.default_max_run_seconds;
+    const int64_t ran_ms = now_ms - aj.job.start_time_ms();
+    if (limit_s <= 0 || aj.job.start_time_ms() == 0 || ran_ms < limit_s * 1000) continue;
+    overdue.emplace_back(
+        id, absl::StrCat("ran for ", absl::FormatDuration(absl::Milliseconds(ran_ms)),
+                         " since it first started, past ",
+                         own ? "its max_run_seconds" : "the coordinator's default_max_run_seconds",
+                         " (", limit_s, ")"));
+  }
+  for (const auto& [id, reason] : overdue) {
+    ActiveJob& aj = active_.at(id);
     if (CurrentAttempt(aj) != nullptr) EndAttempt(aj, v1::ATTEMPT_CANCELLED, reason);
     Finish(aj, v1::JOB_FAILED, reason);
   }
