@@ -31,9 +31,12 @@ namespace yoke::client {
 const char kUpDownUsage[] =
     "  up [--workers N] [--devices-per-worker K] [--dir DIR] [--port P]\n"
     "     [--data-root DIR ...] [--checkpoint-root DIR ...] [--detach] [--insecure]\n"
+    "     [--coordinator-config FILE]\n"
     "                      start a local coordinator and N workers (default 1 worker,\n"
     "                      1 cpu replica each) with mutual TLS (certificates in\n"
-    "                      DIR/tls); Ctrl-C stops them\n"
+    "                      DIR/tls); Ctrl-C stops them. FILE: the coordinator's\n"
+    "                      config (quotas, limits); yoke up sets its listen address,\n"
+    "                      store and credentials\n"
     "  down [--dir DIR] [--grace SECONDS]\n"
     "                      stop the cluster `yoke up --detach` started\n";
 
@@ -66,6 +69,7 @@ struct UpFlags {
   int port = 0;
   std::vector<std::string> data_roots;
   std::vector<std::string> checkpoint_roots;
+  std::string coordinator_config;  // --config for yoke-coordinator
   bool detach = false;
   bool json = false;
   bool insecure = false;
@@ -112,6 +116,7 @@ common::FlagParser UpParser(UpFlags* f) {
       .String("--dir", &f->dir)
       .Strings("--data-root", &f->data_roots)
       .Strings("--checkpoint-root", &f->checkpoint_roots)
+      .String("--coordinator-config", &f->coordinator_config)
       .Bool("--detach,-d", &f->detach)
       .Bool("--insecure", &f->insecure)
       .Custom("--output,-o", [f](const std::string& v) {
@@ -269,6 +274,14 @@ bool Up::PrepareDir() {
     return false;
   }
   f_.dir = AbsolutePath(f_.dir);
+  if (!f_.coordinator_config.empty()) {
+    if (::access(f_.coordinator_config.c_str(), R_OK) != 0) {
+      std::fprintf(err_, "yoke up: --coordinator-config: cannot read %s: %s\n",
+                   f_.coordinator_config.c_str(), std::strerror(errno));
+      return false;
+    }
+    f_.coordinator_config = AbsolutePath(f_.coordinator_config);
+  }
   return true;
 }
 
@@ -326,6 +339,11 @@ bool Up::StartCoordinator() {
   }
   for (const auto& r : f_.data_roots) argv.insert(argv.end(), {"--data-root", r});
   for (const auto& r : f_.checkpoint_roots) argv.insert(argv.end(), {"--checkpoint-root", r});
+  // The command line above overrides the file's listen, store and TLS
+  // settings (coordinator/main_options.h); the rest of the file applies.
+  if (!f_.coordinator_config.empty()) {
+    argv.insert(argv.end(), {"--config", f_.coordinator_config});
+  }
   if (auto s = Start("the coordinator", argv, f_.dir + "/coordinator.log"); !s.ok()) {
     return Fail(std::string(s.message()));
   }
