@@ -38,19 +38,6 @@ std::string ReadText(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-// VmRSS of `pid` in bytes; -1 when it cannot be read.
-int64_t RssBytes(pid_t pid) {
-  const std::string status = ReadText(absl::StrCat("/proc/", pid, "/status"));
-  const size_t p = status.find("VmRSS:");
-  if (p == std::string::npos) return -1;
-  const size_t end = status.find('\n', p);
-  std::string v = status.substr(p + 6, end - p - 6);
-  v = v.substr(0, v.find("kB"));
-  int64_t kb = 0;
-  if (!absl::SimpleAtoi(v, &kb)) return -1;
-  return kb << 10;
-}
-
 // The port in "yoke-coordinator listening on HOST:PORT"; 0 until printed.
 int ListeningPort(const std::string& log) {
   const std::string text = ReadText(log);
