@@ -1,5 +1,6 @@
 #include "worker/memory_cgroup.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -234,6 +235,7 @@ absl::StatusOr<std::unique_ptr<MemoryCgroups>> MemoryCgroups::OpenAt(CgroupLocat
   if (m->version() == CgroupVersion::kV2) {
     if (absl::Status s = m->EnableV2Controller(); !s.ok()) return s;
   }
+  m->RemoveStale();
   // Prove that a child can be made and limited here before relying on it.
   auto probe = m->Create(64 * kMiB);
   if (!probe.ok()) return probe.status();
@@ -242,6 +244,25 @@ absl::StatusOr<std::unique_ptr<MemoryCgroups>> MemoryCgroups::OpenAt(CgroupLocat
         absl::StrCat("cannot remove the test cgroup ", (*probe)->dir()));
   }
   return m;
+}
+
+void MemoryCgroups::RemoveStale() {
+  DIR* d = ::opendir(dir().c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> stale;
+  while (const dirent* e = ::readdir(d)) {
+    absl::string_view name = e->d_name;
+    if (!absl::ConsumePrefix(&name, "yoke-trainer-")) continue;
+    int pid = 0;
+    if (!absl::SimpleAtoi(name.substr(0, name.find('-')), &pid) || pid <= 0) continue;
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    stale.push_back(absl::StrCat(dir(), "/", e->d_name));
+  }
+  ::closedir(d);
+  // rmdir fails (EBUSY) on a cgroup that still holds a process.
+  for (const std::string& c : stale) {
+    if (::rmdir(c.c_str()) == 0) ++stale_removed_;
+  }
 }
 
 absl::Status MemoryCgroups::EnableV2Controller() {

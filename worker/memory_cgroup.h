@@ -85,6 +85,10 @@ class MemoryCgroups {
   // The worker's memory cgroup (LocateMemoryCgroup on this process's files),
   // checked by making and removing a child with a limit. An error says why
   // it cannot be used ("not root", a read-only mount, no controller).
+  // Removes the empty trainer cgroups a worker that is gone left behind
+  // (yoke-trainer-<pid>-<n> whose <pid> no longer runs: a SIGKILLed worker
+  // cannot remove its own); one that still holds processes (a trainer that
+  // outlived its worker) is left alone.
   static absl::StatusOr<std::unique_ptr<MemoryCgroups>> Open();
   // The same at a known location (tests).
   static absl::StatusOr<std::unique_ptr<MemoryCgroups>> OpenAt(CgroupLocation where);
@@ -94,6 +98,8 @@ class MemoryCgroups {
   const std::string& dir() const { return where_.dir; }
   // "cgroup v1 memory controller at DIR".
   std::string Describe() const;
+  // How many stale trainer cgroups opening removed.
+  int stale_removed() const { return stale_removed_; }
 
   // A new child cgroup limited to `limit_bytes` (> 0). FAILED_PRECONDITION
   // naming the file when it cannot be made or limited (nothing is left).
@@ -102,9 +108,11 @@ class MemoryCgroups {
  private:
   explicit MemoryCgroups(CgroupLocation where) : where_(std::move(where)) {}
   absl::Status EnableV2Controller();
+  void RemoveStale();
 
   CgroupLocation where_;
   std::atomic<int64_t> next_{0};
+  int stale_removed_ = 0;
 };
 
 class TrainerCgroup {

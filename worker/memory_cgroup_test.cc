@@ -7,6 +7,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -282,6 +283,46 @@ TEST(MemoryCgroupTest, WhatEscapedTheProcessGroupIsKilledWithTheCgroup) {
   // Gone, or a zombie waiting for init.
   const std::string status = Read("/proc/" + pid + "/status");
   EXPECT_TRUE(status.empty() || status.find("State:\tZ") != std::string::npos) << status;
+}
+
+// A worker that was SIGKILLed leaves its trainers' cgroups behind; the next
+// one to open the hierarchy removes the empty ones of workers that are gone,
+// and nothing else.
+TEST(MemoryCgroupTest, OpeningRemovesTheEmptyCgroupsOfWorkersThatAreGone) {
+  auto first = OpenOrSkip();
+  if (!first) GTEST_SKIP() << "no usable memory controller here";
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(waitpid(dead, nullptr, 0), dead);
+  const pid_t sleeper = fork();
+  if (sleeper == 0) {
+    execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_GT(sleeper, 0);
+  const std::string base = first->dir() + "/yoke-trainer-";
+  const std::string stale = absl::StrCat(base, dead, "-7");
+  const std::string busy = absl::StrCat(base, dead, "-8");     // a trainer outlived it
+  const std::string alive = absl::StrCat(base, 1, "-7");       // pid 1 runs
+  const std::string other = first->dir() + "/yoke-trainer-x";  // not a worker's
+  for (const std::string& d : {stale, busy, alive, other})
+    ASSERT_EQ(::mkdir(d.c_str(), 0755), 0) << d;
+  std::ofstream(busy + "/cgroup.procs") << sleeper << "\n";
+  ASSERT_THAT(Read(busy + "/cgroup.procs"), HasSubstr(absl::StrCat(sleeper)));
+
+  auto second = MemoryCgroups::Open();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*second)->stale_removed(), 1);
+  EXPECT_FALSE(Exists(stale));
+  EXPECT_TRUE(Exists(busy));
+  EXPECT_TRUE(Exists(alive));
+  EXPECT_TRUE(Exists(other));
+
+  kill(sleeper, SIGKILL);
+  waitpid(sleeper, nullptr, 0);
+  EXPECT_TRUE(WaitFor([&] { return ::rmdir(busy.c_str()) == 0; }, absl::Seconds(5))) << busy;
+  for (const std::string& d : {stale, alive, other}) ::rmdir(d.c_str());
 }
 
 TEST(MemoryCgroupTest, ACgroupThatCannotBeMadeFailsTheStart) {

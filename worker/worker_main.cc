@@ -163,6 +163,10 @@ std::unique_ptr<yoke::worker::MemoryCgroups> OpenMemoryCgroups(const yoke::v1::W
   }
   spdlog::info("memory: {} for trainers, {} per replica, each trainer in its own cgroup ({})",
                FormatBytes(limit), FormatBytes(share), (*cgroups)->Describe());
+  if ((*cgroups)->stale_removed() > 0) {
+    spdlog::info("removed {} empty trainer cgroups left by a worker that is gone",
+                 (*cgroups)->stale_removed());
+  }
   return *std::move(cgroups);
 }
 
