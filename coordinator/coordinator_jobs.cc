@@ -156,7 +156,19 @@ absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t
   Bump(aj, "submitted");
   if (options_.metrics) options_.metrics->OnSubmit();
   schedule_needed_ = true;
-  RunScheduler();
+  // A pass over every pending job costs as much as there are: run one now
+  // only when this job could start on the free devices, were it alone.
+  // Otherwise it cannot start now, nor change where others start (but for
+  // the rare hold it takes over), so it gets the reason it has alone, and
+  // the next tick's pass (within half a second) the final word; a flood of
+  // jobs that wait then costs a pass a tick, not a pass a job.
+  ScheduleResult alone =
+      Schedule({{id, shape, priority, 0, owner}}, Capacities(/*alive_only=*/true));
+  if (!alone.placed.empty()) {
+    RunScheduler();
+  } else if (auto r = alone.pending.find(id); r != alone.pending.end()) {
+    aj.job.set_reason(r->second);
+  }
   return id;
 }
 
