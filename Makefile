@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
 .PHONY: all deps build test demo bench bazel-test bazel-ci docker-test k8s-validate fuzz test-asan \
-        san-build clean
+        san-build gpu-bundle gpu-check clean
 
 all: build
 
@@ -152,6 +152,19 @@ test-asan: $(SAN_BUILD)/build.ninja
 	    ctest --output-on-failure -j $(JOBS) $(SAN_CTEST_ARGS) \
 	      --output-junit $$PWD/test-results/ctest.junit.xml; rc=$$?; \
 	    python3 $(CURDIR)/scripts/test_summary.py .; exit $$rc; }
+
+# The checks that need a GPU (docs/build.md, "GPU checks"). Here: build the
+# CUDA test binaries and pack them with the libraries a lent GPU machine lacks
+# (gpu-bundle/yoke-gpu.tar.gz). There, from the repository root with the
+# bundle carried: run the stages (STAGES=1,2 by default) and write their JSON
+# to $$OUT, or gpu-check-out/.
+GPU_STAGES ?= 1,2
+gpu-bundle: build
+	@ninja -C $(BUILD) $$(cd $(BUILD) && ctest -N -L '^gpu$$' | sed -n 's/^ *Test *#[0-9]*: *//p')
+	@scripts/gpu_bundle.sh $(BUILD) gpu-bundle/yoke-gpu.tar.gz
+
+gpu-check:
+	@python3 scripts/gpu_check.py --stages $(GPU_STAGES) --bundle gpu-bundle/yoke-gpu.tar.gz
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""`make gpu-check`: the checks that need a GPU, run on a lent GPU machine.
+
+Runs from the repository root there, on the bundle that scripts/gpu_bundle.sh
+made on the development machine (`make gpu-bundle`), and writes one JSON file
+per stage and a summary under --out ($OUT on the device machine), printing a
+one-line verdict per stage last.
+
+Stages, in this order (--stages picks some, e.g. 1,2):
+  1 env      the card, its driver and compute capability, and the versions of
+             CUDA, cuDNN, cuBLAS and NCCL the binaries will load;
+  2 smoke    every CUDA test binary of the bundle under compute-sanitizer
+             memcheck; a test that skips on a GPU machine fails the stage;
+  3 ops      per-op parity against the CPU engine;
+  4 model    model parity (ResNet-20 against the CPU engine, checkpoints);
+  5 speed    ResNet-50 throughput against PyTorch.
+Stages 3 to 5 need the GPU engine, which is not built yet: they report
+NOT_BUILT, and a run that asks for them fails.
+
+Verdicts: PASS, FAIL, NO_GPU (stage 1 found no usable GPU: the later stages
+are SKIPPED), NOT_BUILT. Exit status: 0 when every stage asked for passed,
+3 when there is no GPU, 1 otherwise.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+
+STAGES = {1: "env", 2: "smoke", 3: "ops", 4: "model", 5: "speed"}
+NOT_BUILT = {
+    3: "per-op parity needs the GPU engine's layers (not built yet)",
+    4: "model parity needs the GPU engine (not built yet)",
+    5: "the ResNet-50 speed run needs the GPU engine (not built yet)",
+}
+
+
+def run(cmd, timeout=60, env=None):
+    """(exit status, stdout+stderr); status 127 when the program is missing."""
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=timeout, env=env, check=False)
+        return p.returncode, p.stdout
+    except FileNotFoundError:
+        return 127, f"{cmd[0]}: not found"
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return 124, out + f"\n(timed out after {timeout} s)"
+
+
+def library_dirs():
+    """Where NVIDIA's libraries are: the toolkit's, and those of the Python
+    packages (nvidia-cudnn-cu13, nvidia-nccl-cu13, ...) beside PyTorch."""
+    dirs = [d for d in ("/usr/local/cuda/lib64", "/usr/local/cuda/lib") if os.path.isdir(d)]
+    code, out = run([sys.executable, "-c",
+                     "import nvidia, os; print('\\n'.join(os.path.join(p, d, 'lib') "
+                     "for p in nvidia.__path__ for d in sorted(os.listdir(p))))"])
+    if code == 0:
+        dirs += [d for d in out.split() if os.path.isdir(d)]
+    return dirs
+
+
+def find_library(prefix, dirs):
+    """The newest file named PREFIX.so.N[.M...] in `dirs` or the loader's cache."""
+    found = []
+    for d in dirs:
+        found += glob.glob(os.path.join(d, prefix + ".so.*"))
+    code, out = run(["ldconfig", "-p"])
+    if code == 0:
+        found += re.findall(r"=> (\S*/" + re.escape(prefix) + r"\.so\.\S+)", out)
+    if not found:
+        return None
+
+    def version(path):
+        return [int(x) for x in re.findall(r"\d+", path.rsplit(".so.", 1)[1])]
+    return max(found, key=version)
+
+
+def stage_env(args, dirs):
+    r = {"library_dirs": dirs}
+    code, smi = run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,compute_cap,uuid",
+                     "--format=csv,noheader"])
+    gpus = [dict(zip(("name", "driver", "memory", "compute_capability", "uuid"),
+                     (f.strip() for f in line.split(","))))
+            for line in smi.splitlines() if code == 0 and line.count(",") == 4]
+    r["gpus"] = gpus
+    code, out = run(["nvcc", "--version"])
+    m = re.search(r"release ([\d.]+)", out)
+    r["cuda_toolkit"] = m.group(1) if m else None
+    for lib, key in (("libcudart", "cudart"), ("libcudnn", "cudnn"), ("libcublas", "cublas"),
+                     ("libcublasLt", "cublaslt"), ("libnccl", "nccl")):
+        path = find_library(lib, dirs)
+        r[key] = {"path": path, "version": path.rsplit(".so.", 1)[1] if path else None}
+    r["compute_sanitizer"] = shutil.which("compute-sanitizer") or next(
+        iter(glob.glob("/usr/local/cuda*/compute-sanitizer/compute-sanitizer")), None)
+    if not gpus:
+        r["verdict"] = "NO_GPU"
+        r["why"] = "nvidia-smi lists no GPU: " + (smi.strip()[-300:] or f"exit status {code}")
+        return r
+    g = gpus[0]
+    r["verdict"] = "PASS"
+    r["line"] = (f"{g['name']}, driver {g['driver']}, sm {g['compute_capability']}, CUDA "
+                 f"{r['cuda_toolkit']}, cuDNN {r['cudnn']['version']}, cuBLAS "
+                 f"{r['cublas']['version']}, NCCL {r['nccl']['version']}")
+    return r
+
+
+def stage_smoke(args, dirs, env_result):
+    bundle = unpack(args)
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = ":".join([os.path.join(bundle, "lib")] + dirs)
+    sanitizer = env_result.get("compute_sanitizer")
+    binaries = sorted(glob.glob(os.path.join(bundle, "bin", "*")))
+    results, ok = [], bool(binaries)
+    for b in binaries:
+        cmd = [b, "--gtest_brief=0"]
+        if sanitizer:
+            cmd = [sanitizer, "--tool", "memcheck", "--error-exitcode", "99",
+                   "--print-limit", "20"] + cmd
+        t0 = time.monotonic()
+        code, out = run(cmd, timeout=args.test_timeout, env=env)
+        skipped = len(re.findall(r"^\[  SKIPPED \]", out, re.M))
+        passed = code == 0 and skipped == 0
+        ok = ok and passed
+        name = os.path.basename(b)
+        with open(os.path.join(args.out, f"smoke_{name}.log"), "w") as f:
+            f.write(out)
+        results.append({"binary": name, "exit": code, "skipped": skipped, "passed": passed,
+                        "seconds": round(time.monotonic() - t0, 2)})
+    r = {"binaries": results, "sanitizer": sanitizer}
+    if not sanitizer:
+        ok = False
+        r["why"] = "compute-sanitizer not found: the binaries ran without memcheck"
+    r["verdict"] = "PASS" if ok else "FAIL"
+    r["line"] = ", ".join(f"{x['binary']} {'ok' if x['passed'] else 'FAILED'}" for x in results) \
+        or "the bundle has no binaries"
+    return r
+
+
+def unpack(args):
+    dest = os.path.join(args.work, "bundle")
+    if not os.path.isdir(dest):
+        if not os.path.isfile(args.bundle):
+            raise SystemExit(f"gpu_check: no bundle at {args.bundle} (make gpu-bundle, and carry it)")
+        os.makedirs(dest)
+        with tarfile.open(args.bundle) as t:
+            t.extractall(dest)
+    return dest
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--stages", default="1,2,3,4", help="comma-separated stage numbers")
+    p.add_argument("--bundle", default="gpu-bundle/yoke-gpu.tar.gz")
+    p.add_argument("--out", default=os.environ.get("OUT") or "gpu-check-out")
+    p.add_argument("--work", default="/tmp/yoke-gpu-check")
+    p.add_argument("--test-timeout", type=int, default=240)
+    args = p.parse_args()
+    try:
+        stages = sorted({int(s) for s in args.stages.split(",") if s})
+    except ValueError:
+        p.error(f"--stages: expected numbers 1-5, got {args.stages!r}")
+    if not stages or any(s not in STAGES for s in stages):
+        p.error(f"--stages: expected numbers 1-5, got {args.stages!r}")
+    os.makedirs(args.out, exist_ok=True)
+    shutil.rmtree(args.work, ignore_errors=True)
+    dirs = library_dirs()
+    env_result = stage_env(args, dirs)  # every stage needs to know the machine
+    summary = {}
+    for s in stages:
+        if s == 1:
+            r = env_result
+        elif env_result["verdict"] == "NO_GPU":
+            r = {"verdict": "SKIPPED", "why": "no GPU (stage 1)"}
+        elif s == 2:
+            r = stage_smoke(args, dirs, env_result)
+        else:
+            r = {"verdict": "NOT_BUILT", "why": NOT_BUILT[s]}
+        r["stage"] = s
+        with open(os.path.join(args.out, f"stage{s}_{STAGES[s]}.json"), "w") as f:
+            json.dump(r, f, indent=2)
+        summary[s] = r["verdict"]
+    with open(os.path.join(args.out, "gpu_check.json"), "w") as f:
+        json.dump({"stages": {f"{s} {STAGES[s]}": v for s, v in summary.items()},
+                   "env": env_result}, f, indent=2)
+    for s in stages:
+        r = json.load(open(os.path.join(args.out, f"stage{s}_{STAGES[s]}.json")))
+        print(f"stage {s} {STAGES[s]}: {r['verdict']}: {r.get('line') or r.get('why', '')}")
+    if env_result["verdict"] == "NO_GPU":
+        return 3
+    return 0 if all(v == "PASS" for v in summary.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
