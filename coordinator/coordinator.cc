@@ -66,30 +66,34 @@ Coordinator::~Coordinator() {
 }
 
 absl::Status Coordinator::Reload() {
-  ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, store_->ListNonTerminal());
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
-  for (v1::Job& job : jobs) {
+  // One job parsed at a time: each is held serialized before the next.
+  RETURN_IF_ERROR(store_->ForEachNonTerminal([&](v1::Job job) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     ActiveJob& aj = active_[job.id()];
     v1::JobSpec spec;
     spec.Swap(job.mutable_spec());
-    Hold(aj, std::move(job), spec, spec.SerializeAsString());
+    std::string serialized = spec.SerializeAsString();
+    Hold(aj, std::move(job), spec, std::move(serialized));
     aj.version = ++version_;
     aj.last_persist = now;
-    ASSIGN_OR_RETURN(aj.last_log_seq, store_->LastLogSeq(aj.job.id()));
+    return absl::OkStatus();
+  }));
+  for (auto& [id, aj] : active_) {
+    ASSIGN_OR_RETURN(aj.last_log_seq, store_->LastLogSeq(id));
     v1::Attempt* a = CurrentAttempt(aj);
     if (aj.job.state() == v1::JOB_PENDING || a == nullptr) {
       aj.job.set_state(v1::JOB_PENDING);
-      pending_.insert(aj.job.id());
+      pending_.insert(id);
       continue;
     }
     for (const v1::Assignment& s : a->assignments()) {
-      by_worker_[s.worker_id()].insert(aj.job.id());
+      by_worker_[s.worker_id()].insert(id);
       registry_.Expect(s.worker_id());
       // A RUNNING job had every share report in before the restart.
       if (aj.job.state() == v1::JOB_RUNNING) aj.reported.insert(s.worker_id());
     }
-    rendezvous_.Open(aj.job.id(), a->number());
+    rendezvous_.Open(id, a->number());
   }
   if (!active_.empty()) {
     spdlog::info("reloaded {} unfinished jobs; {} workers have one deadline to register again",

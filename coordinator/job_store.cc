@@ -206,7 +206,8 @@ absl::StatusOr<int64_t> InMemoryJobStore::LastLogSeq(const std::string& id) {
   return static_cast<int64_t>(it->second.logs.size());
 }
 
-absl::StatusOr<std::vector<v1::Job>> InMemoryJobStore::ListNonTerminal() {
+absl::Status InMemoryJobStore::ForEachNonTerminal(
+    const std::function<absl::Status(v1::Job)>& visit) {
   absl::MutexLock lock(&mu_);
   std::vector<const Entry*> hits;
   for (const auto& [id, e] : jobs_) {
@@ -214,9 +215,10 @@ absl::StatusOr<std::vector<v1::Job>> InMemoryJobStore::ListNonTerminal() {
   }
   std::sort(hits.begin(), hits.end(),
             [](const Entry* a, const Entry* b) { return a->seq < b->seq; });
-  std::vector<v1::Job> out;
-  for (const Entry* e : hits) out.push_back(e->job);
-  return out;
+  for (const Entry* e : hits) {
+    if (absl::Status s = visit(e->job); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::map<v1::JobState, int64_t>> InMemoryJobStore::CountByState() {

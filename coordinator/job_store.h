@@ -103,9 +103,12 @@ class JobStore {
   // The highest seq appended to the job's log (0 if none).
   virtual absl::StatusOr<int64_t> LastLogSeq(const std::string& id) = 0;
 
-  // Every job that is not SUCCEEDED, FAILED or CANCELLED, oldest first: what
-  // the coordinator reloads after a restart.
-  virtual absl::StatusOr<std::vector<v1::Job>> ListNonTerminal() = 0;
+  // Calls `visit` with every job that is not SUCCEEDED, FAILED or CANCELLED,
+  // oldest first: what the coordinator reloads after a restart. One job is
+  // parsed at a time, so a store of large waiting specs is never held parsed
+  // all at once. Stops at visit's first error and returns it. `visit` must
+  // not call the store.
+  virtual absl::Status ForEachNonTerminal(const std::function<absl::Status(v1::Job)>& visit) = 0;
   // How many jobs are in each state (states with none are absent).
   virtual absl::StatusOr<std::map<v1::JobState, int64_t>> CountByState() = 0;
 };
@@ -139,7 +142,7 @@ class InMemoryJobStore final : public JobStore {
   absl::StatusOr<std::vector<v1::LogLine>> ReadLogs(const std::string& id, int64_t since_seq,
                                                     int limit) override;
   absl::StatusOr<int64_t> LastLogSeq(const std::string& id) override;
-  absl::StatusOr<std::vector<v1::Job>> ListNonTerminal() override;
+  absl::Status ForEachNonTerminal(const std::function<absl::Status(v1::Job)>& visit) override;
   absl::StatusOr<std::map<v1::JobState, int64_t>> CountByState() override;
 
   // Number of Put/Update/Create calls so far: lets tests check that the

@@ -199,17 +199,28 @@ TEST_P(JobStoreTest, LogsGetPerJobSequenceNumbers) {
   EXPECT_EQ(store_->AppendLogs("job-404", &more).code(), absl::StatusCode::kNotFound);
 }
 
-TEST_P(JobStoreTest, ListNonTerminalSkipsFinishedJobs) {
+TEST_P(JobStoreTest, ForEachNonTerminalSkipsFinishedJobsOldestFirst) {
   ASSERT_TRUE(store_->Create(NewJob("a", v1::JOB_SUCCEEDED)).ok());
   ASSERT_TRUE(store_->Create(NewJob("b", v1::JOB_RUNNING)).ok());
   ASSERT_TRUE(store_->Create(NewJob("c", v1::JOB_CANCELLED)).ok());
   ASSERT_TRUE(store_->Create(NewJob("d", v1::JOB_PENDING)).ok());
   ASSERT_TRUE(store_->Create(NewJob("e", v1::JOB_FAILED)).ok());
-  auto live = store_->ListNonTerminal();
-  ASSERT_TRUE(live.ok());
-  ASSERT_EQ(live->size(), 2u);
-  EXPECT_EQ((*live)[0].spec().name(), "b");
-  EXPECT_EQ((*live)[1].spec().name(), "d");
+  std::vector<std::string> live;
+  auto names = [&](v1::Job j) {
+    live.push_back(j.spec().name());
+    return absl::OkStatus();
+  };
+  ASSERT_TRUE(store_->ForEachNonTerminal(names).ok());
+  EXPECT_EQ(live, (std::vector<std::string>{"b", "d"}));
+  // The visitor's first error ends the walk and is returned.
+  live.clear();
+  const absl::Status stop = absl::AbortedError("enough");
+  EXPECT_EQ(store_->ForEachNonTerminal([&](v1::Job j) {
+    live.push_back(j.spec().name());
+    return stop;
+  }),
+            stop);
+  EXPECT_EQ(live, (std::vector<std::string>{"b"}));
 }
 
 TEST_P(JobStoreTest, SpecGivenSerializedIsStoredWholeAndSummariesCarryItsName) {

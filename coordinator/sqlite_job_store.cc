@@ -377,13 +377,12 @@ absl::StatusOr<int64_t> SqliteJobStore::LastLogSeq(const std::string& id) {
   return LastLogSeqLocked(id);
 }
 
-absl::StatusOr<std::vector<v1::Job>> SqliteJobStore::ListNonTerminal() {
+absl::Status SqliteJobStore::ForEachNonTerminal(const std::function<absl::Status(v1::Job)>& visit) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(sqlite3_stmt * st,
                    Prepare("SELECT seq, job FROM jobs WHERE state NOT IN (4, 5, 6) ORDER BY seq"));
   static_assert(v1::JOB_SUCCEEDED == 4 && v1::JOB_FAILED == 5 && v1::JOB_CANCELLED == 6,
                 "the query above lists the terminal states by number");
-  std::vector<v1::Job> out;
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     v1::Job job;
@@ -393,11 +392,14 @@ absl::StatusOr<std::vector<v1::Job>> SqliteJobStore::ListNonTerminal() {
       return absl::DataLossError(absl::StrCat("job store '", path_, "': record seq ", seq,
                                               " is unreadable (corrupt record)"));
     }
-    out.push_back(std::move(job));
+    if (absl::Status s = visit(std::move(job)); !s.ok()) {
+      sqlite3_reset(st);
+      return s;
+    }
   }
   sqlite3_reset(st);
   if (rc != SQLITE_DONE) return Error("listing unfinished jobs");
-  return out;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::map<v1::JobState, int64_t>> SqliteJobStore::CountByState() {

@@ -65,7 +65,7 @@ class SqliteJobStore final : public JobStore {
   absl::StatusOr<std::vector<v1::LogLine>> ReadLogs(const std::string& id, int64_t since_seq,
                                                     int limit) override;
   absl::StatusOr<int64_t> LastLogSeq(const std::string& id) override;
-  absl::StatusOr<std::vector<v1::Job>> ListNonTerminal() override;
+  absl::Status ForEachNonTerminal(const std::function<absl::Status(v1::Job)>& visit) override;
   absl::StatusOr<std::map<v1::JobState, int64_t>> CountByState() override;
 
  private:

@@ -90,12 +90,15 @@ inline bool Alive(pid_t pid) {
   return !(paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z');
 }
 
-// VmRSS of `pid` in bytes; -1 when it cannot be read.
-inline int64_t RssBytes(pid_t pid) {
+// VmRSS of `pid` in bytes (or another kB field of /proc/PID/status, such as
+// "VmHWM:", the peak); -1 when it cannot be read.
+inline int64_t RssBytes(pid_t pid, const std::string& field = "VmRSS:") {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtoll(line.c_str() + 6, nullptr, 10) << 10;
+    if (line.rfind(field, 0) == 0) {
+      return std::strtoll(line.c_str() + field.size(), nullptr, 10) << 10;
+    }
   }
   return -1;
 }
