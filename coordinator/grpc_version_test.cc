@@ -8,9 +8,9 @@
 #include "common/version.h"
 #include "config/config.h"
 #include "coordinator/grpc_service.h"
-#include "jobspec/job_validate.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "jobspec/job_validate.h"
 
 namespace yoke::server {
 namespace {
@@ -114,8 +114,7 @@ TEST_F(GrpcVersionTest, BadYamlIsInvalidArgumentNamingTheFieldAndTheSource) {
   // Parsed fine, then validated as any submitted spec is.
   s = Submit(YamlRequest(kYaml, {"training.batch_size=-8"}));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(s.error_message().find("training.batch_size"), std::string::npos)
-      << s.error_message();
+  EXPECT_NE(s.error_message().find("training.batch_size"), std::string::npos) << s.error_message();
 
   v1::SubmitJobRequest both = YamlRequest(kYaml, {});
   both.mutable_spec()->set_name("x");
