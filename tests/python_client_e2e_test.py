@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""The Python client package against a real cluster: `yoke up --detach` with
+mutual TLS (a coordinator config raising the per-submitter quotas), then,
+through yoke_client:
+  * Client() finds the cluster from its state file, as the CLI does;
+  * a job submitted as a dict with overrides is watched to SUCCEEDED, with
+    progress events, and its logs and the workers are read;
+  * the same file submitted by the CLI with --set and by submit() with
+    overrides gives the same stored spec;
+  * 1,500 jobs wait behind a running one and list() pages through them all
+    (they never train: the cluster is torn down with them pending);
+  * a waiting job and a running one are cancelled;
+  * errors carry the code and the server's message: a bad spec names its
+    field, a viewer's submit and a revoked token are refused, saying why.
+The cluster is always torn down (`yoke down`, then SIGKILL for stragglers).
+
+  tests/python_client_e2e_test.py --bin build/bin   (re-runs itself with $YOKE_VENV's python)
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from concurrent import futures
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import python_client_util as util  # noqa: E402
+
+util.use_venv()
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+FLOOD = 1500
+
+TINY = {"name": "py-tiny", "model": {"zoo": "mlp", "hidden": [8]},
+        "data": {"train": {"format": "synthetic", "shape": [4, 4, 1], "num_classes": 2,
+                           "num_examples": 64}},
+        "training": {"epochs": 3, "batch_size": 8, "threads": 1,
+                     "optimizer": {"type": "sgd", "lr": 0.1}}}
+C = util.Checks()
+
+
+class Cluster:
+    def __init__(self, bin_dir, scratch):
+        self.bin, self.dir = bin_dir, os.path.join(scratch, "cluster")
+        self.env = dict(os.environ, YOKE_STATE_DIR=os.path.join(self.dir, "state"))
+        for k in ("YOKE_COORDINATOR", "YOKE_TLS_DIR", "YOKE_TOKEN", "YOKE_INSECURE"):
+            self.env.pop(k, None)
+        cfg = os.path.join(scratch, "coordinator.yaml")
+        with open(cfg, "w", encoding="utf-8") as f:
+            f.write("max_pending_jobs_per_submitter: -1\n"
+                    "max_submits_per_minute_per_submitter: -1\n"
+                    "max_pending_spec_bytes_per_submitter: -1\n")
+        self.state = {}
+        r = self.yoke("up", "--detach", "--workers", "1", "--dir", self.dir,
+                      "--coordinator-config", cfg)
+        if r.returncode != 0:
+            raise SystemExit(f"yoke up failed:\n{r.stdout}{r.stderr}")
+        with open(os.path.join(self.env["YOKE_STATE_DIR"], "cluster.json"), encoding="utf-8") as f:
+            self.state = json.load(f)
+
+    def yoke(self, *args):
+        return subprocess.run([os.path.join(self.bin, "yoke"), *args], env=self.env,
+                              capture_output=True, text=True, timeout=120)
+
+    def down(self):
+        self.yoke("down", "--grace", "5", "--dir", self.dir)
+        for pid in [self.state.get("coordinator_pid", 0)] + self.state.get("worker_pids", []):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, OSError):
+                pass
+
+
+def expect_error(fn, cls, code, *needles):
+    try:
+        fn()
+    except yc.YokeError as e:
+        C.check(isinstance(e, cls) and e.code == code,
+                f"expected {cls.__name__} {code.name}, got {e!r}")
+        C.check(all(n in e.message for n in needles), f"{e.message!r} should say {needles}")
+        return e
+    C.check(False, f"expected {cls.__name__}, the call succeeded")
+    return None
+
+
+def test_submit_watch_logs(c):
+    job_id = c.submit(TINY, overrides={"training.epochs": 1, "name": "py-watched"})
+    events = list(c.watch(job_id))
+    states = [e.state for e in events]
+    C.check(states and states[-1] == "SUCCEEDED", f"watch ends SUCCEEDED: {states}")
+    C.check(all(e.job.id == job_id for e in events), "every event is of the watched job")
+    job = c.get(job_id)
+    C.check(job.spec.training.epochs == 1 and job.spec.name == "py-watched",
+            f"the overrides reached the stored spec: {job.spec.training.epochs} {job.spec.name}")
+    C.check(job.result.epochs == 1 and job.result.steps == 8, f"the result: {job.result}")
+    lines = [line.text for line in c.logs(job_id)]
+    C.check(any(t.startswith("finished:") for t in lines), f"logs end with the summary: {lines}")
+    ws = c.workers()
+    C.check(len(ws) == 1 and ws[0].alive, f"one live worker: {ws}")
+
+
+def test_cli_parity(c, cluster, scratch):
+    """The same file with the same overrides, by the CLI and by the client."""
+    path = os.path.join(scratch, "job.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(TINY, f)  # JSON is YAML
+    sets = {"training.epochs": 2, "model.hidden": [16, 4], "training.optimizer.lr": "0.05",
+            "name": "parity"}
+    r = cluster.yoke("submit", path, *[a for k, v in sets.items()
+                                       for a in ("--set", f"{k}={json.dumps(v) if not isinstance(v, str) else v}")])
+    if not C.check(r.returncode == 0, f"yoke submit: {r.stderr}"):
+        return []
+    cli_id = r.stdout.strip()
+    py_id = c.submit(path, overrides=sets)
+    a, b = c.get(cli_id).spec, c.get(py_id).spec
+    C.check(a == b and abs(a.training.optimizer.lr - 0.05) < 1e-6,
+            f"CLI --set and overrides give the same spec:\n{a}\nvs\n{b}")
+    return [cli_id, py_id]
+
+
+def test_flood_and_cancel(c):
+    blocker = c.submit(TINY, overrides={"training.epochs": 1000000, "name": "py-blocker"})
+    for ev in c.watch(blocker):
+        if ev.state == "RUNNING" or ev.terminal:
+            break
+    C.check(yc.state_name(c.get(blocker).state) == "RUNNING", "the blocker runs")
+    before = {j.id for j in c.list(summary=True)}
+    t0 = time.monotonic()
+    with futures.ThreadPoolExecutor(max_workers=4) as pool:
+        ids = list(pool.map(lambda i: c.submit(TINY, overrides={"name": f"flood-{i}"}),
+                            range(FLOOD)))
+    print(f"submitted {FLOOD} jobs in {time.monotonic() - t0:.1f}s", flush=True)
+    t0 = time.monotonic()
+    listed = c.list()
+    print(f"listed {len(listed)} jobs in {time.monotonic() - t0:.2f}s", flush=True)
+    got = [j.id for j in listed]
+    C.check(len(got) == len(set(got)), "list() has no job twice")
+    C.check(set(ids) <= set(got) and len(got) == len(before) + FLOOD,
+            f"list() has all {FLOOD} new jobs and the {len(before)} older: {len(got)} listed")
+    C.check([j.create_time_ms for j in listed] == sorted((j.create_time_ms for j in listed),
+                                                        reverse=True), "newest first")
+    small = c.list(states=["pending"], summary=True, page_size=128)
+    C.check({j.id for j in small} >= set(ids) and all(yc.state_name(j.state) == "PENDING" for j in small),
+            f"12 pages of pending jobs hold every flood job: {len(small)}")
+    cancelled = c.cancel(ids[FLOOD // 2])
+    C.check(yc.state_name(cancelled.state) == "CANCELLED", f"a waiting job cancelled: {cancelled}")
+    c.cancel(blocker)
+    final = list(c.watch(blocker))[-1]
+    C.check(final.state == "CANCELLED", f"the running job cancelled: {final.state}")
+    return ids
+
+
+def test_errors(c, cluster, scratch):
+    expect_error(lambda: c.submit(TINY, overrides={"training.batch_size": -8}),
+                 yc.InvalidArgumentError, grpc.StatusCode.INVALID_ARGUMENT, "training.batch_size")
+    bad = dict(TINY, trainig={"epochs": 1})
+    expect_error(lambda: c.submit(bad), yc.InvalidArgumentError,
+                 grpc.StatusCode.INVALID_ARGUMENT, "trainig: unknown field")
+    expect_error(lambda: c.get("no-such-job"), yc.NotFoundError, grpc.StatusCode.NOT_FOUND)
+
+    # Token holders with only the cluster's CA: no client certificate.
+    ca_only = os.path.join(scratch, "ca-only")
+    os.makedirs(ca_only)
+    shutil.copy(os.path.join(cluster.state["tls_dir"], "ca.crt"), ca_only)
+    r = cluster.yoke("token", "create", "--role", "viewer", "--name", "py-viewer")
+    viewer_token = r.stdout.strip()
+    if C.check(r.returncode == 0 and viewer_token, f"yoke token create: {r.stderr}"):
+        v = yc.Client(tls_dir=ca_only, token=viewer_token)
+        C.check(viewer_token not in repr(v), f"no token in the repr: {v!r}")
+        C.check(len(v.list(summary=True)) > 0, "a viewer lists jobs")
+        e = expect_error(lambda: v.submit(TINY), yc.PermissionDeniedError,
+                         grpc.StatusCode.PERMISSION_DENIED, "SubmitJob", "viewer 'py-viewer'")
+        C.check(e is None or viewer_token not in str(e), "no token in the error")
+    r = cluster.yoke("token", "create", "--role", "submitter", "--name", "py-revoked")
+    token = r.stdout.strip()
+    if C.check(r.returncode == 0 and token, f"yoke token create: {r.stderr}"):
+        s = yc.Client(tls_dir=ca_only, token=token)
+        C.check(s.get(s.submit(TINY, overrides={"name": "by-token"})).owner == "py-revoked",
+                "a submitter token submits as its name")
+        r = cluster.yoke("token", "revoke", token)
+        C.check(r.returncode == 0, f"yoke token revoke: {r.stderr}")
+        e = expect_error(lambda: yc.Client(tls_dir=ca_only, token=token).list(),
+                         yc.UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED, "revoked")
+        C.check(e is None or token.split(".")[-1] not in str(e), "no secret in the error")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="the folder of yoke and the daemons")
+    args = ap.parse_args()
+    scratch = util.scratch_dir("yoke_pyclient_e2e_")
+    t_all = time.monotonic()
+    util.install_package(scratch)
+    global yc, grpc
+    import grpc  # noqa: F401
+    import yoke_client as yc
+    cluster = None
+    try:
+        cluster = Cluster(os.path.abspath(args.bin), scratch)
+        os.environ["YOKE_STATE_DIR"] = cluster.env["YOKE_STATE_DIR"]
+        for k in ("YOKE_COORDINATOR", "YOKE_TLS_DIR", "YOKE_TOKEN", "YOKE_INSECURE"):
+            os.environ.pop(k, None)
+        c = yc.Client()  # from the state file, as the CLI
+        C.check(c.address == cluster.state["address"], f"the state file's address: {c!r}")
+        C.check(c.server_version() == yc.VERSION, "the coordinator's version is ours")
+        for name, test in (("submit_watch_logs", lambda: test_submit_watch_logs(c)),
+                           ("cli_parity", lambda: test_cli_parity(c, cluster, scratch)),
+                           ("flood_and_cancel", lambda: test_flood_and_cancel(c)),
+                           ("errors", lambda: test_errors(c, cluster, scratch))):
+            t = time.monotonic()
+            test()
+            print(f"{name}: {time.monotonic() - t:.1f}s", flush=True)
+    finally:
+        if cluster is not None:
+            t = time.monotonic()
+            cluster.down()
+            print(f"down: {time.monotonic() - t:.1f}s")
+        if not C.failures:
+            shutil.rmtree(scratch, ignore_errors=True)
+        else:
+            print(f"kept for inspection: {scratch}")
+    print(f"total {time.monotonic() - t_all:.1f}s")
+    return C.finish("python_client_e2e_test")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
