@@ -109,8 +109,9 @@ def test_cli_parity(c, cluster, scratch):
         json.dump(TINY, f)  # JSON is YAML
     sets = {"training.epochs": 2, "model.hidden": [16, 4], "training.optimizer.lr": "0.05",
             "name": "parity"}
-    r = cluster.yoke("submit", path, *[a for k, v in sets.items()
-                                       for a in ("--set", f"{k}={json.dumps(v) if not isinstance(v, str) else v}")])
+    cli_sets = ["training.epochs=2", "model.hidden=[16,4]", "training.optimizer.lr=0.05",
+                "name=parity"]  # as typed on a command line
+    r = cluster.yoke("submit", path, *[a for s in cli_sets for a in ("--set", s)])
     if not C.check(r.returncode == 0, f"yoke submit: {r.stderr}"):
         return []
     cli_id = r.stdout.strip()

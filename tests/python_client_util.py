@@ -55,13 +55,14 @@ def install_package(scratch):
     return site
 
 
-def run_mypy(site, extra_files=()):
+def run_mypy(site, extra_files=(), cache_dir=None):
     """mypy (strict, python/pyproject.toml's settings) over the installed
-    package and `extra_files`; returns (ok, output)."""
+    package and `extra_files`; returns (ok, output). A lasting `cache_dir`
+    keeps the typeshed and stub packages' analysis between runs."""
     cfg = os.path.join(REPO, "python", "pyproject.toml")
     env = dict(os.environ, MYPYPATH=site)
     r = subprocess.run([sys.executable, "-m", "mypy", "--config-file", cfg,
-                        "--cache-dir", os.path.join(os.path.dirname(site), "mypy-cache"),
+                        "--cache-dir", cache_dir or os.path.join(os.path.dirname(site), "mypy-cache"),
                         os.path.join(site, "yoke_client"), *extra_files],
                        capture_output=True, text=True, cwd=site, env=env)
     return r.returncode == 0, r.stdout + r.stderr
