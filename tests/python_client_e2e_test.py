@@ -19,12 +19,14 @@ The cluster is always torn down (`yoke down`, then SIGKILL for stragglers).
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import traceback
 from concurrent import futures
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -65,6 +67,29 @@ class Cluster:
         return subprocess.run([os.path.join(self.bin, "yoke"), *args], env=self.env,
                               capture_output=True, text=True, timeout=120)
 
+    def restart_coordinator(self):
+        """SIGKILL, then the same command line (the same store and port, as
+        coordinator/recorded_port.h keeps it); the state files get the new pid."""
+        pid = self.state["coordinator_pid"]
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode() for a in f.read().split(b"\0") if a]
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+        os.kill(pid, signal.SIGKILL)
+        while os.path.exists(f"/proc/{pid}") and "Z" not in _proc_state(pid):
+            time.sleep(0.05)
+        with open(os.path.join(self.dir, "coordinator.log"), "ab") as log:
+            p = subprocess.Popen(argv, cwd=cwd, stdout=log, stderr=log, start_new_session=True)
+        self.state["coordinator_pid"] = p.pid
+        for path in (os.path.join(self.dir, "cluster.json"),
+                     os.path.join(self.env["YOKE_STATE_DIR"], "cluster.json")):
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as f:
+                    st = json.load(f)
+                st["coordinator_pid"] = p.pid
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump(st, f)
+        return p
+
     def down(self):
         self.yoke("down", "--grace", "5", "--dir", self.dir)
         for pid in [self.state.get("coordinator_pid", 0)] + self.state.get("worker_pids", []):
@@ -72,6 +97,43 @@ class Cluster:
                 os.killpg(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError, OSError):
                 pass
+
+
+def _proc_state(pid):
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
+
+
+class Captured(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def test_watch_across_restart(c, cluster):
+    """`yoke watch`'s promise, through the client: a coordinator killed and
+    restarted mid-job does not end the watch."""
+    captured = Captured()
+    logging.getLogger("yoke_client").addHandler(captured)
+    # A few seconds of training: the worker trains on while the coordinator
+    # is away; the job's end (or the rest of it) comes after the restart.
+    job_id = c.submit(TINY, overrides={"training.epochs": 300, "name": "py-restart"})
+    states, restarted = [], None
+    for ev in c.watch(job_id):
+        states.append(ev.state)
+        if not ev.terminal and restarted is None:
+            restarted = cluster.restart_coordinator()
+    logging.getLogger("yoke_client").removeHandler(captured)
+    C.check(restarted is not None, f"the job ran: {states}")
+    C.check(states[-1:] == ["SUCCEEDED"], f"the watch went on to SUCCEEDED: {states}")
+    C.check(any("lost the coordinator" in m for m in captured.messages),
+            f"the watch saw the coordinator go: {captured.messages}")
 
 
 def expect_error(fn, cls, code, *needles):
@@ -100,6 +162,19 @@ def test_submit_watch_logs(c):
     C.check(any(t.startswith("finished:") for t in lines), f"logs end with the summary: {lines}")
     ws = c.workers()
     C.check(len(ws) == 1 and ws[0].alive, f"one live worker: {ws}")
+
+
+def test_example(cluster, scratch):
+    """examples/python/submit_and_watch.py runs a job to the end (exit 0)."""
+    path = os.path.join(scratch, "example.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(TINY, f)
+    example = os.path.join(util.REPO, "examples", "python", "submit_and_watch.py")
+    env = dict(cluster.env, PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, example, path, "--set", "training.epochs=1"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    C.check(r.returncode == 0 and "SUCCEEDED" in r.stdout and "test accuracy" in r.stdout,
+            f"the example: exit {r.returncode}\n{r.stdout}{r.stderr}")
 
 
 def test_cli_parity(c, cluster, scratch):
@@ -208,11 +283,16 @@ def main():
         C.check(c.address == cluster.state["address"], f"the state file's address: {c!r}")
         C.check(c.server_version() == yc.VERSION, "the coordinator's version is ours")
         for name, test in (("submit_watch_logs", lambda: test_submit_watch_logs(c)),
+                           ("watch_across_restart", lambda: test_watch_across_restart(c, cluster)),
+                           ("example", lambda: test_example(cluster, scratch)),
                            ("cli_parity", lambda: test_cli_parity(c, cluster, scratch)),
                            ("flood_and_cancel", lambda: test_flood_and_cancel(c)),
                            ("errors", lambda: test_errors(c, cluster, scratch))):
             t = time.monotonic()
-            test()
+            try:
+                test()
+            except Exception:  # noqa: BLE001  (a failed check; the others still run)
+                C.check(False, f"{name} raised:\n{traceback.format_exc()}")
             print(f"{name}: {time.monotonic() - t:.1f}s", flush=True)
     finally:
         if cluster is not None:

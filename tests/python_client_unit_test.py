@@ -19,6 +19,7 @@ import shutil
 import sys
 import threading
 import time
+import traceback
 from concurrent import futures
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -201,7 +202,10 @@ def main():
         for test in (test_overrides_text, test_resolution_and_secrets, test_version_skew,
                      test_watch_reconnects, test_mypy):
             t = time.monotonic()
-            test()
+            try:
+                test()
+            except Exception:  # noqa: BLE001  (a failed check; the others still run)
+                C.check(False, f"{test.__name__} raised:\n{traceback.format_exc()}")
             print(f"{test.__name__}: {time.monotonic() - t:.1f}s", flush=True)
     finally:
         shutil.rmtree(SCRATCH, ignore_errors=True)
