@@ -137,10 +137,10 @@ grpc::Status Stopping() {
 // ------------------------------------------------------------------ Coordinator
 
 absl::StatusOr<v1::JobSpec> SpecFromYaml(const v1::SubmitJobRequest& req) {
-  if (req.spec_yaml().size() > common::kMaxSubmitSpecBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("spec_yaml: ", req.spec_yaml().size(), " bytes, more than the ",
-                     common::kMaxSubmitSpecBytes, " a submitted spec may have"));
+  if (req.spec_yaml().size() > kMaxSubmitYamlBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("spec_yaml: ", req.spec_yaml().size(),
+                                                   " bytes of YAML, more than the ",
+                                                   kMaxSubmitYamlBytes, " a submission may have"));
   }
   const std::string name = req.spec_yaml_name().empty()
                                ? std::string("spec_yaml")

@@ -44,6 +44,12 @@
 
 namespace yoke::server {
 
+// The most YAML text a SubmitJobRequest may carry. yaml-cpp's tree costs
+// about a hundred times the text (a 1 MB job file: 115 MB and 2.5 s), and
+// any submitter may send it, so this is well under kMaxSubmitSpecBytes; a
+// hand-written job file is a few KiB.
+inline constexpr size_t kMaxSubmitYamlBytes = 256 << 10;
+
 // A SubmitJobRequest's spec_yaml and overrides as a JobSpec, parsed as the CLI
 // parses a job file (not validated: Coordinator::Submit does that).
 absl::StatusOr<v1::JobSpec> SpecFromYaml(const v1::SubmitJobRequest& req);

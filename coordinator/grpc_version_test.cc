@@ -123,7 +123,7 @@ TEST_F(GrpcVersionTest, BadYamlIsInvalidArgumentNamingTheFieldAndTheSource) {
   loose.add_overrides("training.epochs=2");
   EXPECT_EQ(Submit(loose).error_message(),
             "overrides: only with spec_yaml (apply them to the spec you send)");
-  s = Submit(YamlRequest(std::string(common::kMaxSubmitSpecBytes + 1, '#'), {}));
+  s = Submit(YamlRequest(std::string(kMaxSubmitYamlBytes + 1, '#'), {}));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("spec_yaml: "), std::string::npos) << s.error_message();
 }
