@@ -14,7 +14,8 @@ through yoke_client:
     field, a viewer's submit and a revoked token are refused, saying why.
 The cluster is always torn down (`yoke down`, then SIGKILL for stragglers).
 
-  tests/python_client_e2e_test.py --bin build/bin   (re-runs itself with $YOKE_VENV's python)
+  tests/python_client_e2e_test.py build/bin/yoke build/bin/yoke-coordinator \
+      build/bin/yoke-worker build/bin/yoke-trainer   (re-runs itself with $YOKE_VENV's python)
 """
 
 import argparse
@@ -265,8 +266,13 @@ def test_errors(c, cluster, scratch):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True, help="the folder of yoke and the daemons")
+    ap.add_argument("binaries", nargs="+", metavar="BIN",
+                    help="yoke, then the daemons it starts (all in one folder)")
     args = ap.parse_args()
+    bin_dir = os.path.dirname(os.path.abspath(args.binaries[0]))
+    for b in args.binaries:
+        if not os.access(b, os.X_OK):
+            raise SystemExit(f"{b}: not an executable (build it first)")
     scratch = util.scratch_dir("yoke_pyclient_e2e_")
     t_all = time.monotonic()
     util.install_package(scratch)
@@ -275,7 +281,7 @@ def main():
     import yoke_client as yc
     cluster = None
     try:
-        cluster = Cluster(os.path.abspath(args.bin), scratch)
+        cluster = Cluster(bin_dir, scratch)
         os.environ["YOKE_STATE_DIR"] = cluster.env["YOKE_STATE_DIR"]
         for k in ("YOKE_COORDINATOR", "YOKE_TLS_DIR", "YOKE_TOKEN", "YOKE_INSECURE"):
             os.environ.pop(k, None)

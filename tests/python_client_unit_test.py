@@ -10,7 +10,8 @@ coordinators (in-process gRPC servers) it
   * turns overrides into the CLI's `--set` text.
 The cluster tests are tests/python_client_e2e_test.py.
 
-  tests/python_client_unit_test.py [--mypy-cache DIR]   (re-runs itself with $YOKE_VENV's python)
+  tests/python_client_unit_test.py   (re-runs itself with $YOKE_VENV's python;
+                                      $YOKE_MYPY_CACHE: a lasting mypy cache)
 """
 
 import json
@@ -189,10 +190,7 @@ def test_overrides_text():
 
 def test_mypy():
     example = os.path.join(util.REPO, "examples", "python", "submit_and_watch.py")
-    cache = None
-    if "--mypy-cache" in sys.argv:
-        cache = sys.argv[sys.argv.index("--mypy-cache") + 1]
-    ok, out = util.run_mypy(SITE, [example], cache)
+    ok, out = util.run_mypy(SITE, [example], os.environ.get("YOKE_MYPY_CACHE"))
     C.check(ok, "mypy --strict over yoke_client and the example:\n" + out)
 
 
