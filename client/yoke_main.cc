@@ -25,6 +25,7 @@
 #include "common/flags.h"
 #include "common/omp_env.h"
 #include "common/self_dir.h"
+#include "common/version.h"
 #include "config/config.h"
 #include "jobspec/job_data_check.h"
 #include "jobspec/job_validate.h"
@@ -145,7 +146,7 @@ int main(int argc, char** argv) {
   if (cmd == "certs") return yoke::client::RunCerts(rest, stdout, stderr);
   if (cmd == "token") return yoke::client::RunToken(rest, stdout, stderr);
   if (cmd == "version" || cmd == "--version") {
-    std::puts("yoke 0.1.0");
+    std::printf("yoke %s\n", yoke::common::kYokeVersion);
     return 0;
   }
   if (cmd == "help" || cmd == "-h" || cmd == "--help") {

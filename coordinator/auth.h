@@ -13,7 +13,7 @@
 // With --insecure every caller is an anonymous admin.
 //
 // Roles per method (Allow()):
-//   viewer     GetJob, ListJobs, WatchJob, GetJobLogs, ListWorkers
+//   viewer     GetJob, ListJobs, WatchJob, GetJobLogs, ListWorkers, GetVersion
 //   submitter  a viewer's, plus SubmitJob and CancelJob of its own jobs
 //   admin      everything
 //   worker     RegisterWorker and Heartbeat, as the worker id that is its

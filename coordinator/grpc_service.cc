@@ -11,10 +11,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/quote.h"
+#include "common/version.h"
+#include "config/config.h"
 #include "coordinator/coordinator_metrics.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/server_builder_option.h"
+#include "jobspec/job_validate.h"
 #include "net/grpc_status.h"
 #include "security/tls_credentials.h"
 #include "spdlog/spdlog.h"
@@ -133,6 +136,27 @@ grpc::Status Stopping() {
 
 // ------------------------------------------------------------------ Coordinator
 
+absl::StatusOr<v1::JobSpec> SpecFromYaml(const v1::SubmitJobRequest& req) {
+  if (req.spec_yaml().size() > kMaxSubmitYamlBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("spec_yaml: ", req.spec_yaml().size(),
+                                                   " bytes of YAML, more than the ",
+                                                   kMaxSubmitYamlBytes, " a submission may have"));
+  }
+  const std::string name = req.spec_yaml_name().empty()
+                               ? std::string("spec_yaml")
+                               : common::EscapeControl(req.spec_yaml_name().substr(0, 256));
+  std::vector<std::string> overrides(req.overrides().begin(), req.overrides().end());
+  return common::LoadJobSpecString(req.spec_yaml(), overrides, name);
+}
+
+grpc::Status CoordinatorService::GetVersion(grpc::ServerContext* ctx, const v1::GetVersionRequest*,
+                                            v1::GetVersionResponse* resp) {
+  YOKE_AUTHORIZE(kViewers, "GetVersion");
+  resp->set_version(common::kYokeVersion);
+  resp->set_min_client_version(common::kMinClientVersion);
+  return grpc::Status::OK;
+}
+
 grpc::Status CoordinatorService::SubmitJob(grpc::ServerContext* ctx,
                                            const v1::SubmitJobRequest* req,
                                            v1::SubmitJobResponse* resp) {
@@ -149,8 +173,19 @@ grpc::Status CoordinatorService::SubmitJob(grpc::ServerContext* ctx,
         absl::StrCat("priority: only an admin may raise a job above the default 0; ",
                      RoleName(caller.role), " '", caller.name, "' asked for ", req->priority()));
   }
-  if (!req->has_spec()) return Invalid("spec: required");
-  auto id = c_->Submit(req->spec(), req->priority(), caller.name);
+  v1::JobSpec parsed;
+  if (!req->spec_yaml().empty()) {
+    if (req->has_spec()) return Invalid("spec, spec_yaml: set one of them, not both");
+    auto spec = SpecFromYaml(*req);
+    if (!spec.ok()) return ToGrpcStatus(spec.status());
+    parsed = *std::move(spec);
+  } else if (req->overrides_size() > 0) {
+    return Invalid("overrides: only with spec_yaml (apply them to the spec you send)");
+  } else if (!req->has_spec()) {
+    return Invalid("spec: required");
+  }
+  auto id =
+      c_->Submit(req->spec_yaml().empty() ? req->spec() : parsed, req->priority(), caller.name);
   if (!id.ok()) return ToGrpcStatus(id.status());
   resp->set_job_id(*id);
   return grpc::Status::OK;

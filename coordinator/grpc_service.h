@@ -44,6 +44,16 @@
 
 namespace yoke::server {
 
+// The most YAML text a SubmitJobRequest may carry. yaml-cpp's tree costs
+// about a hundred times the text (a 1 MB job file: 115 MB and 2.5 s), and
+// any submitter may send it, so this is well under kMaxSubmitSpecBytes; a
+// hand-written job file is a few KiB.
+inline constexpr size_t kMaxSubmitYamlBytes = 256 << 10;
+
+// A SubmitJobRequest's spec_yaml and overrides as a JobSpec, parsed as the CLI
+// parses a job file (not validated: Coordinator::Submit does that).
+absl::StatusOr<v1::JobSpec> SpecFromYaml(const v1::SubmitJobRequest& req);
+
 class CoordinatorService final : public v1::Coordinator::Service {
  public:
   // `tokens` may be null (an --insecure coordinator has no tokens).
@@ -67,6 +77,8 @@ class CoordinatorService final : public v1::Coordinator::Service {
                            v1::CreateTokenResponse* resp) override;
   grpc::Status RevokeToken(grpc::ServerContext* ctx, const v1::RevokeTokenRequest* req,
                            v1::RevokeTokenResponse* resp) override;
+  grpc::Status GetVersion(grpc::ServerContext* ctx, const v1::GetVersionRequest* req,
+                          v1::GetVersionResponse* resp) override;
 
   // Ends open streams (UNAVAILABLE) within one poll interval; for shutdown.
   void StopStreams() { stopping_ = true; }

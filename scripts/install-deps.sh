@@ -12,7 +12,8 @@
 #   scripts/install-deps.sh docker   also dockerd and debootstrap (make docker-test)
 # The tests also need kubectl (Debian's kubernetes-client, unless a kubectl is
 # already installed) and the Python packages kubernetes-validate and
-# tensorboard, which pip installs into their own virtual environment,
+# tensorboard, and what builds and checks the Python client (grpcio-tools,
+# setuptools, mypy), which pip installs into their own virtual environment,
 # $YOKE_VENV (/opt/yoke/venv).
 set -euo pipefail
 
@@ -31,6 +32,15 @@ KUBERNETES_VALIDATE=kubernetes-validate==1.37.0
 # (tests/tensorboard_read_test.py); pinned so the test reads with one known
 # parser.
 TENSORBOARD=tensorboard==2.21.0
+# The Python client package (python/; tests/python_client_*_test.py):
+# grpcio-tools generates its stubs when it is built, setuptools builds it,
+# mypy and the stub packages check its types. grpcio and protobuf come with
+# tensorboard.
+GRPCIO_TOOLS=grpcio-tools==1.85.1
+SETUPTOOLS=setuptools==84.2.1
+MYPY=mypy==1.19.1
+TYPES_PROTOBUF=types-protobuf==7.35.1.20260906
+TYPES_GRPCIO=types-grpcio==1.85.0.20261028
 
 build_pkgs=(
   build-essential cmake ninja-build pkg-config
@@ -93,7 +103,8 @@ if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
 install_venv() {
   [ "$want_venv" = 1 ] || return 0
   local want=() spec
-  for spec in "$KUBERNETES_VALIDATE" "$TENSORBOARD"; do
+  for spec in "$KUBERNETES_VALIDATE" "$TENSORBOARD" \
+              "$GRPCIO_TOOLS" "$SETUPTOOLS" "$MYPY" "$TYPES_PROTOBUF" "$TYPES_GRPCIO"; do
     [ "$("$YOKE_VENV/bin/python3" -m pip show "${spec%%==*}" 2>/dev/null |
          sed -n 's/^Version: //p')" = "${spec#*==}" ] || want+=("$spec")
   done
