@@ -156,6 +156,12 @@ class Coordinator {
   // submitter's identity ("" when unauthenticated).
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec, int32_t priority,
                                      const std::string& owner = "");
+  // The same, for a spec that must first be made from the caller's input
+  // (the YAML of SubmitJobRequest.spec_yaml): the submit rate is charged
+  // before `make_spec` runs, so a flood of costly input is refused before
+  // it is parsed.
+  absl::StatusOr<std::string> Submit(const std::function<absl::StatusOr<v1::JobSpec>()>& make_spec,
+                                     int32_t priority, const std::string& owner);
   // NOT_FOUND for an unknown id.
   absl::StatusOr<v1::Job> Get(const std::string& id);
   absl::StatusOr<JobListPage> List(const JobListQuery& query);
@@ -261,6 +267,9 @@ class Coordinator {
   // RESOURCE_EXHAUSTED, naming max_submits_per_minute_per_submitter, when
   // `owner` has no SubmitJob call left in its bucket; else takes one.
   absl::Status TakeSubmitToken(const std::string& owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Submit after the token is taken.
+  absl::StatusOr<std::string> SubmitAdmitted(const v1::JobSpec& spec, int32_t priority,
+                                             const std::string& owner);
   // Fails every scheduled or running job that has run longer than its
   // max_run_seconds (or the coordinator's default), without a retry.
   void StopOverdueJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

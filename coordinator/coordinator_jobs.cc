@@ -112,6 +112,22 @@ absl::StatusOr<std::string> Coordinator::Submit(const v1::JobSpec& spec, int32_t
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(TakeSubmitToken(owner));
   }
+  return SubmitAdmitted(spec, priority, owner);
+}
+
+absl::StatusOr<std::string> Coordinator::Submit(
+    const std::function<absl::StatusOr<v1::JobSpec>()>& make_spec, int32_t priority,
+    const std::string& owner) {
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(TakeSubmitToken(owner));
+  }
+  ASSIGN_OR_RETURN(v1::JobSpec spec, make_spec());
+  return SubmitAdmitted(spec, priority, owner);
+}
+
+absl::StatusOr<std::string> Coordinator::SubmitAdmitted(const v1::JobSpec& spec, int32_t priority,
+                                                        const std::string& owner) {
   RETURN_IF_ERROR(common::ValidateJobSpec(spec));
   RETURN_IF_ERROR(common::ValidateJobPaths(spec, options_.data_roots, options_.checkpoint_roots));
   // An image folder this machine can see (a shared file system, or a local

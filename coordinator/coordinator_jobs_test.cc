@@ -75,6 +75,32 @@ TEST_F(CoordinatorTest, PendingSpecBytesQuotaCountsTheSerializedSpecs) {
 // The submit rate (issue 30): a bucket of a minute's worth per submitter,
 // refilled evenly; refused calls count too, so a flood of bad specs is
 // limited like a flood of good ones.
+// A spec made from the caller's input (SubmitJobRequest.spec_yaml) is made
+// only once the call is within the submit rate: a flood of costly YAML is
+// refused unparsed.
+TEST_F(CoordinatorTest, SubmitRateIsChargedBeforeTheSpecIsMade) {
+  max_submits_per_minute_ = 1;
+  Restart();
+  int made = 0;
+  auto make = [&]() -> absl::StatusOr<v1::JobSpec> {
+    ++made;
+    return Spec();
+  };
+  ASSERT_TRUE(coord_->Submit(make, 0, "alice").ok());
+  EXPECT_EQ(made, 1);
+  EXPECT_EQ(coord_->Submit(make, 0, "alice").status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(made, 1);
+  // A spec that cannot be made spends the call too, with its own error.
+  clock_.Advance(absl::Minutes(1));
+  auto bad = [&]() -> absl::StatusOr<v1::JobSpec> {
+    ++made;
+    return absl::InvalidArgumentError("spec_yaml:1:1: not YAML");
+  };
+  EXPECT_EQ(coord_->Submit(bad, 0, "alice").status().message(), "spec_yaml:1:1: not YAML");
+  EXPECT_EQ(coord_->Submit(make, 0, "alice").status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(made, 2);
+}
+
 TEST_F(CoordinatorTest, SubmitRateIsPerSubmitterAndRefillsEvenly) {
   max_submits_per_minute_ = 3;
   Restart();

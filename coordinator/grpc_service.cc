@@ -173,19 +173,18 @@ grpc::Status CoordinatorService::SubmitJob(grpc::ServerContext* ctx,
         absl::StrCat("priority: only an admin may raise a job above the default 0; ",
                      RoleName(caller.role), " '", caller.name, "' asked for ", req->priority()));
   }
-  v1::JobSpec parsed;
+  absl::StatusOr<std::string> id;
   if (!req->spec_yaml().empty()) {
     if (req->has_spec()) return Invalid("spec, spec_yaml: set one of them, not both");
-    auto spec = SpecFromYaml(*req);
-    if (!spec.ok()) return ToGrpcStatus(spec.status());
-    parsed = *std::move(spec);
+    // Charged to the submit rate before the YAML is parsed.
+    id = c_->Submit([req] { return SpecFromYaml(*req); }, req->priority(), caller.name);
   } else if (req->overrides_size() > 0) {
     return Invalid("overrides: only with spec_yaml (apply them to the spec you send)");
   } else if (!req->has_spec()) {
     return Invalid("spec: required");
+  } else {
+    id = c_->Submit(req->spec(), req->priority(), caller.name);
   }
-  auto id =
-      c_->Submit(req->spec_yaml().empty() ? req->spec() : parsed, req->priority(), caller.name);
   if (!id.ok()) return ToGrpcStatus(id.status());
   resp->set_job_id(*id);
   return grpc::Status::OK;
