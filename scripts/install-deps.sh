@@ -31,6 +31,10 @@ KUBERNETES_VALIDATE=kubernetes-validate==1.37.0
 # (tests/tensorboard_read_test.py); pinned so the test reads with one known
 # parser.
 TENSORBOARD=tensorboard==2.21.0
+# The ONNX checker and runtime that tests/onnx_export_test.py checks `yoke export`
+# with (docs/export.md); onnx's release is the one third_party/onnx vendors.
+ONNX=onnx==1.23.1
+ONNXRUNTIME=onnxruntime==1.30.0
 
 build_pkgs=(
   build-essential cmake ninja-build pkg-config
@@ -93,7 +97,8 @@ if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
 install_venv() {
   [ "$want_venv" = 1 ] || return 0
   local want=() spec
-  for spec in "$KUBERNETES_VALIDATE" "$TENSORBOARD"; do
+  for spec in "$KUBERNETES_VALIDATE" "$TENSORBOARD" \
+              "$ONNX" "$ONNXRUNTIME"; do
     [ "$("$YOKE_VENV/bin/python3" -m pip show "${spec%%==*}" 2>/dev/null |
          sed -n 's/^Version: //p')" = "${spec#*==}" ] || want+=("$spec")
   done
