@@ -9,10 +9,9 @@ if(YOKE_BUILD_TESTS)
     foreach(t yoke_proto yoke_grpc_proto yoke_common yoke_config yoke_jobspec yoke_security
               yoke_grpc_util yoke_http yoke_telemetry yoke_image_folder_list yoke_data_names
               yoke_engine_names yoke_engine_zoo yoke_engine_lib
-              yoke_cuda_kernels yoke_data yoke_collective yoke_nccl yoke_trainer yoke_export
-              yoke_onnx_proto yoke_worker_daemon
+              yoke_cuda_kernels yoke_data yoke_collective yoke_nccl yoke_trainer yoke_worker_daemon
               yoke_coordinator
-              yoke_client yoke_api)
+              yoke_client yoke_api yoke_export yoke_onnx_proto)
       if(TARGET ${t})
         list(APPEND libs "$<TARGET_FILE:${t}>")
       endif()
