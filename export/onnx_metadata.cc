@@ -48,7 +48,9 @@ std::string ImageJson(const v1::DatasetSpec& d) {
                                ", \"crop\": ", JsonString(crop));
   if (crop != "none")
     absl::StrAppend(&s, ", \"crop_size\": [", absl::StrJoin(d.crop_size(), ", "), "]");
-  return s + ", \"resize\": \"antialiased bilinear\", \"channel_order\": \"RGB\"}";
+  const bool gray = d.channels() == 1;
+  return absl::StrCat(s, ", \"resize\": \"antialiased bilinear\", \"channel_order\": ",
+                      gray ? "\"gray\"" : "\"RGB\"", "}");
 }
 
 }  // namespace
