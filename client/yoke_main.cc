@@ -2,6 +2,8 @@
 //
 //   yoke train JOB.yaml [--set path=value ...] [--resume CKPT] [--output json]
 //   yoke validate JOB.yaml [--set path=value ...] [--data] [--output yaml]
+//   yoke export CHECKPOINT --format onnx -o MODEL.onnx   (runs yoke-model)
+//   yoke predict CHECKPOINT [--data JOB.yaml|FOLDER]      (runs yoke-model)
 //   yoke submit | jobs | get | watch | logs | cancel | workers   (commands.h)
 //   yoke up | down                                               (local_cluster.h)
 //   yoke version
@@ -9,8 +11,9 @@
 // The client depends only on proto/, common/ and the small rooms above it
 // (config, jobspec, security, net, telemetry; see docs/architecture.md), so
 // `train` runs the trainer binary `yoke-trainer`, found next to this one,
-// rather than linking the engine; likewise `up` runs yoke-coordinator and
-// yoke-worker from the same directory.
+// rather than linking the engine; `export` and `predict` run yoke-model the
+// same way; likewise `up` runs yoke-coordinator and yoke-worker from the same
+// directory.
 #include <unistd.h>
 
 #include <climits>
@@ -41,6 +44,10 @@ const char kUsage[] =
     "  validate JOB.yaml [--set path=value ...] [--data] [--output yaml]\n"
     "                      check a job file; --data also checks the data files it names\n"
     "                      on this machine; print the effective spec with --output yaml\n"
+    "  export CHECKPOINT --format onnx -o MODEL.onnx [--batch N] [--softmax]\n"
+    "                      write the checkpoint's model as ONNX (docs/export.md)\n"
+    "  predict CHECKPOINT [--data JOB.yaml|FOLDER] [--top-k K] [-o FILE.csv]\n"
+    "                      the model's top classes for a data set, and its accuracy\n"
     "  version             print the version\n"
     "\n"
     "cluster:\n";
@@ -56,23 +63,27 @@ void PrintUsage(FILE* f) {
 
 using yoke::common::SelfDir;
 
-int Train(int argc, char** argv) {
-  std::string trainer = SelfDir() + "/yoke-trainer";
-  if (::access(trainer.c_str(), X_OK) != 0) {
-    std::fprintf(stderr, "yoke train: cannot find the trainer binary at %s\n", trainer.c_str());
+// Replaces this process with `binary`, found beside this one, given
+// `first` (when not empty) and then argv[2..]. Returns 2 when it cannot.
+int ExecBeside(const char* command, const std::string& binary, const char* first, int argc,
+               char** argv) {
+  std::string path = SelfDir() + "/" + binary;
+  if (::access(path.c_str(), X_OK) != 0) {
+    std::fprintf(stderr, "yoke %s: cannot find %s at %s\n", command, binary.c_str(), path.c_str());
     return 2;
   }
   std::vector<char*> args;
-  args.push_back(const_cast<char*>(trainer.c_str()));
+  args.push_back(const_cast<char*>(path.c_str()));
+  if (first != nullptr) args.push_back(const_cast<char*>(first));
   for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
-  // Before exec: libgomp reads its wait policy when the trainer loads.
+  // Before exec: libgomp reads its wait policy when the program loads.
   if (std::optional<std::string> spin = yoke::common::TrainerOmpSpinEnv()) {
     const size_t eq = spin->find('=');
     ::setenv(spin->substr(0, eq).c_str(), spin->substr(eq + 1).c_str(), 1);
   }
-  ::execv(trainer.c_str(), args.data());
-  std::fprintf(stderr, "yoke train: cannot run %s: %s\n", trainer.c_str(), std::strerror(errno));
+  ::execv(path.c_str(), args.data());
+  std::fprintf(stderr, "yoke %s: cannot run %s: %s\n", command, path.c_str(), std::strerror(errno));
   return 2;
 }
 
@@ -136,7 +147,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string cmd = argv[1];
-  if (cmd == "train") return Train(argc, argv);
+  if (cmd == "train") return ExecBeside("train", "yoke-trainer", nullptr, argc, argv);
+  // Export and prediction need the engine, which yoke-model links.
+  if (cmd == "export") return ExecBeside("export", "yoke-model", "export", argc, argv);
+  if (cmd == "predict") return ExecBeside("predict", "yoke-model", "predict", argc, argv);
   if (cmd == "validate") return Validate(argc, argv);
   std::vector<std::string> rest(argv + 2, argv + argc);
   if (yoke::client::IsClusterCommand(cmd))

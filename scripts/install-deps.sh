@@ -41,6 +41,10 @@ SETUPTOOLS=setuptools==84.2.1
 MYPY=mypy==1.19.1
 TYPES_PROTOBUF=types-protobuf==7.35.1.20260906
 TYPES_GRPCIO=types-grpcio==1.85.0.20261028
+# The ONNX checker and runtime that tests/onnx_export_test.py checks `yoke export`
+# with (docs/export.md); onnx's release is the one third_party/onnx vendors.
+ONNX=onnx==1.23.1
+ONNXRUNTIME=onnxruntime==1.30.0
 
 build_pkgs=(
   build-essential cmake ninja-build pkg-config
@@ -102,11 +106,15 @@ if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
 # Only what is missing, or present at another version, is installed.
 install_venv() {
   [ "$want_venv" = 1 ] || return 0
-  local want=() spec
+  local want=() spec have
+  # What the venv holds, as NAME==VERSION lines (one pip call, not one per
+  # package); names compared in lower case.
+  have=$("$YOKE_VENV/bin/python3" -m pip list --format=freeze --disable-pip-version-check \
+           2>/dev/null | tr 'A-Z_' 'a-z-')
   for spec in "$KUBERNETES_VALIDATE" "$TENSORBOARD" \
-              "$GRPCIO_TOOLS" "$SETUPTOOLS" "$MYPY" "$TYPES_PROTOBUF" "$TYPES_GRPCIO"; do
-    [ "$("$YOKE_VENV/bin/python3" -m pip show "${spec%%==*}" 2>/dev/null |
-         sed -n 's/^Version: //p')" = "${spec#*==}" ] || want+=("$spec")
+              "$GRPCIO_TOOLS" "$SETUPTOOLS" "$MYPY" "$TYPES_PROTOBUF" "$TYPES_GRPCIO" \
+              "$ONNX" "$ONNXRUNTIME"; do
+    grep -qxF "$(echo "$spec" | tr 'A-Z_' 'a-z-')" <<<"$have" || want+=("$spec")
   done
   [ ${#want[@]} -eq 0 ] && return 0
   echo "install-deps: installing ${want[*]} into $YOKE_VENV" >&2

@@ -24,6 +24,9 @@ const Program kPrograms[] = {
     {"yoke", "down", "yoke down"},
     {"yoke-coordinator", "", "yoke-coordinator"},
     {"yoke-worker", "", "yoke-worker"},
+    // Run by yoke-model, which `yoke` execs.
+    {"yoke", "export", "yoke export"},
+    {"yoke", "predict", "yoke predict"},
 };
 
 std::string Command(const Program& p, const std::string& rest) {

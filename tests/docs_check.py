@@ -62,12 +62,14 @@ CODE_NAMES = ("CMakeLists.txt", "BUILD.bazel", "BUILD", "Makefile", "WORKSPACE",
 CODE_EXTRA_SUFFIXES = (".service",)
 
 YOKE_SUBCOMMANDS = ("train", "validate", "submit", "jobs", "get", "watch", "logs", "cancel",
-                    "workers", "up", "down", "certs", "token", "version", "help")
+                    "workers", "up", "down", "certs", "token", "version", "help", "export",
+                    "predict")
 
 # Where each binary's flags are declared (folders, non-test *.cc). `yoke
-# train` executes yoke-trainer with its own arguments.
+# train` executes yoke-trainer with its own arguments, and `yoke export` and
+# `yoke predict` execute yoke-model (export/).
 BINARY_SOURCES = {
-    "yoke": ["client", "trainer"],
+    "yoke": ["client", "trainer", "export"],
     "yoke-coordinator": ["coordinator"],
     "yoke-worker": ["worker"],
     "yoke-trainer": ["trainer"],

@@ -12,7 +12,7 @@ if(YOKE_BUILD_TESTS)
               yoke_cuda_kernels yoke_data yoke_collective yoke_nccl yoke_pipeline yoke_ps yoke_trainer
               yoke_worker_daemon
               yoke_coordinator
-              yoke_client yoke_api)
+              yoke_client yoke_api yoke_export yoke_onnx_proto)
       if(TARGET ${t})
         list(APPEND libs "$<TARGET_FILE:${t}>")
       endif()

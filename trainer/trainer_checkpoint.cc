@@ -28,6 +28,8 @@ absl::Status Trainer::SaveCheckpoint(const std::string& path) {
   h.set_samples_seen(samples_seen_);
   *h.mutable_history() = {history_.begin(), history_.end()};
   for (const std::string& name : train_->class_names()) h.add_class_names(name);
+  for (int64_t d : r.model->input_shape()) h.add_input_shape(d);
+  h.set_num_classes(static_cast<int32_t>(r.model->output_shape().at(0)));
   engine::NamedTensors tensors = {{"params", r.model->params().flat_values()},
                                   {"state", r.model->params().flat_state()}};
   for (auto& [name, t] : r.optimizer->State()) tensors.emplace_back("optim/" + name, t);

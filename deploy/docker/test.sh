@@ -129,7 +129,7 @@ log "docker build -f deploy/docker/Dockerfile (log $CACHE/build.log)"
   tar -c --null -T -) >"$TMP/context.tar"
 start=$(date +%s)
 DOCKERFILE=deploy/docker/Dockerfile
-BINARIES=(yoke yoke-coordinator yoke-worker yoke-trainer)
+BINARIES=(yoke yoke-coordinator yoke-worker yoke-trainer yoke-model)
 if [ -n "${YOKE_DOCKER_BINARIES:-}" ]; then
   # The build stage becomes a copy of the prebuilt binaries (stripped, as the
   # Dockerfile strips its own), and COPY --from=build reads them from there.
