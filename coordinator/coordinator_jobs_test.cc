@@ -213,7 +213,7 @@ TEST_F(CoordinatorTest, AJobNoWorkerHasTheMemoryForIsRefusedNamingTheLayer) {
   // Each CPU device is one replica's share of its worker's limit, so a job
   // that fits one share fits with a replica on each device...
   const std::string half =
-      "model={layers: [flatten, {dense: {units: 60000000}}, {dense: {units: 2}}]}";
+      "model={layers: [flatten, {dense: {units: 30000000}}, {dense: {units: 2}}]}";
   EXPECT_TRUE(coord_->Submit(Spec({half, "distribution.devices_per_worker=2"}), 0).ok());
   // ...and one that needs more than a share does not, however many it asks for.
   auto over = coord_->Submit(Spec({half, "training.batch_size=4096"}), 0);

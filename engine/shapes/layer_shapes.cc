@@ -330,7 +330,7 @@ absl::StatusOr<LayerPlan> PlanLayers(const std::vector<v1::LayerSpec>& layers,
                        "): its output is never used; only the last layer may be unconsumed"));
     }
   }
-  if (input.has_value()) {
+  if (input.has_value() && num_classes >= 0) {
     const LayerShape& out = plan.shapes.back();
     if (out.size() != 1 || out[0] != num_classes) {
       return absl::InvalidArgumentError(

@@ -119,6 +119,8 @@ struct LayerPlan {
 //
 // With no input shape (a dataset the caller cannot see), the rules that need
 // shapes are skipped and `shapes` stays empty: what is left is the graph.
+// A negative num_classes skips the logits rule alone (for callers that want
+// the shapes whatever the class count, like the memory estimate).
 absl::StatusOr<LayerPlan> PlanLayers(const std::vector<v1::LayerSpec>& layers,
                                      const std::string& path,
                                      const std::optional<LayerShape>& input, int num_classes);
