@@ -52,8 +52,8 @@ struct LayerCost {
   double params = 0;
   double outputs = 0;
 };
-std::vector<LayerCost> ExactCosts(const v1::JobSpec& spec,
-                                  const std::vector<v1::LayerSpec>& layers) {
+template <typename List>  // a std::vector or a RepeatedPtrField of LayerSpec
+std::vector<LayerCost> ExactCosts(const v1::JobSpec& spec, const List& layers) {
   const v1::DatasetSpec& train = spec.data().train();
   if (train.format() != "synthetic" || train.shape_size() == 0) return {};
   const engine::shapes::LayerShape input(train.shape().begin(), train.shape().end());
@@ -61,7 +61,7 @@ std::vector<LayerCost> ExactCosts(const v1::JobSpec& spec,
   auto plan = engine::shapes::PlanLayers(layers, "model.layers", input, /*num_classes=*/-1);
   if (!plan.ok()) return {};
   std::vector<LayerCost> costs;
-  for (size_t i = 0; i < layers.size(); ++i) {
+  for (int i = 0; i < static_cast<int>(layers.size()); ++i) {
     const v1::LayerSpec& l = layers[i];
     const int first = plan->inputs[i].empty() ? -1 : plan->inputs[i][0];
     const engine::shapes::LayerShape& in = first < 0 ? input : plan->shapes[first];
@@ -118,7 +118,7 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
   // Exact shapes where the input is known; else the lower bound below.
   std::vector<LayerCost> exact;
   if (m.zoo().empty()) {
-    exact = ExactCosts(spec, std::vector<v1::LayerSpec>(m.layers().begin(), m.layers().end()));
+    exact = ExactCosts(spec, m.layers());
   } else {
     exact = ExactCosts(spec, zoo);
   }

@@ -18,8 +18,7 @@ absl::Status CheckModelForKnownInput(const v1::JobSpec& spec) {
   if (train.format() != "synthetic") {
     // The input's shape is the dataset's: only the graph can be checked.
     if (model.zoo().empty()) {
-      const std::vector<v1::LayerSpec> layers(model.layers().begin(), model.layers().end());
-      return engine::shapes::PlanLayers(layers, "model.layers", std::nullopt, 0).status();
+      return engine::shapes::PlanLayers(model.layers(), "model.layers", std::nullopt, 0).status();
     }
     return absl::OkStatus();
   }
@@ -37,20 +36,20 @@ absl::Status CheckModelForKnownInput(const v1::JobSpec& spec) {
     classes = std::max(classes, test.num_classes());
   }
   const engine::shapes::LayerShape input(train.shape().begin(), train.shape().end());
-  std::vector<v1::LayerSpec> layers(model.layers().begin(), model.layers().end());
-  std::string path = "model.layers";
-  if (!model.zoo().empty()) {
+  // The list's rules, as Model::Create applies them in the trainer.
+  absl::StatusOr<engine::shapes::LayerPlan> plan;
+  if (model.zoo().empty()) {
+    plan = engine::shapes::PlanLayers(model.layers(), "model.layers", input, classes);
+  } else {
     auto zoo = engine::ExpandZoo(model, input, classes);
     // The zoo's message names model.zoo already.
     if (!zoo.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat(zoo.status().message(), " (", shape_text, ")"));
     }
-    layers = *std::move(zoo);
-    path = absl::StrCat("model.zoo(", model.zoo(), ").layers");
+    plan = engine::shapes::PlanLayers(*zoo, absl::StrCat("model.zoo(", model.zoo(), ").layers"),
+                                      input, classes);
   }
-  // The list's rules, as Model::Create applies them in the trainer.
-  auto plan = engine::shapes::PlanLayers(layers, path, input, classes);
   if (plan.ok()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(plan.status().message(), " (", shape_text, ")"));
 }

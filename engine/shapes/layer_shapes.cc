@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "common/quote.h"
 
 namespace yoke::engine::shapes {
@@ -264,30 +265,39 @@ absl::StatusOr<LayerShape> OutputShape(const v1::LayerSpec& spec, const Shapes& 
   }
 }
 
-absl::StatusOr<LayerPlan> PlanLayers(const std::vector<v1::LayerSpec>& layers,
-                                     const std::string& path,
-                                     const std::optional<LayerShape>& input, int num_classes) {
+namespace {
+
+// A std::vector or a RepeatedPtrField of LayerSpec.
+template <typename List>
+absl::StatusOr<LayerPlan> Plan(const List& layers, const std::string& path,
+                               const std::optional<LayerShape>& input, int num_classes) {
   if (layers.empty()) {
     return absl::InvalidArgumentError("model: needs a zoo entry or a non-empty layers list");
   }
   LayerPlan plan;
-  std::map<std::string, int> by_name;
-  std::vector<int> consumers(layers.size(), 0);
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const v1::LayerSpec& ls = layers[i];
-    const std::string where = absl::StrCat(path, "[", i, "]");
+  const size_t n = static_cast<size_t>(layers.size());
+  plan.names.reserve(n);  // by_name's keys point into it: it must not move
+  plan.inputs.reserve(n);
+  if (input.has_value()) plan.shapes.reserve(n);
+  absl::flat_hash_map<absl::string_view, int> by_name;
+  by_name.reserve(n);
+  std::vector<int> consumers(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const v1::LayerSpec& ls = layers[static_cast<int>(i)];
+    // Built only for a message: a list may hold hundreds of thousands of layers.
+    auto where = [&] { return absl::StrCat(path, "[", i, "]"); };
     const std::string kind = KindName(ls);
     if (kind.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ": layer has no type (known: ", KindNames(), ")"));
+          absl::StrCat(where(), ": layer has no type (known: ", KindNames(), ")"));
     }
     if (const std::vector<std::string> bad = ArgumentErrors(ls); !bad.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": ", bad[0]));
+      return absl::InvalidArgumentError(absl::StrCat(where(), ": ", bad[0]));
     }
-    const std::string name = ls.name().empty() ? absl::StrCat(kind, "_", i) : ls.name();
+    std::string name = ls.name().empty() ? absl::StrCat(kind, "_", i) : ls.name();
     if (name == "input" || by_name.count(name)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ".name: ", common::Quote(name), " is already taken"));
+          absl::StrCat(where(), ".name: ", common::Quote(name), " is already taken"));
     }
     std::vector<int> inputs;
     if (ls.inputs().empty()) {
@@ -301,7 +311,7 @@ absl::StatusOr<LayerPlan> PlanLayers(const std::vector<v1::LayerSpec>& layers,
           inputs.push_back(it->second);
         } else {
           return absl::InvalidArgumentError(
-              absl::StrCat(where, ".inputs[", j, "]: no earlier layer named ", common::Quote(in),
+              absl::StrCat(where(), ".inputs[", j, "]: no earlier layer named ", common::Quote(in),
                            " (a layer may read 'input' or layers listed before it)"));
         }
       }
@@ -315,15 +325,15 @@ absl::StatusOr<LayerPlan> PlanLayers(const std::vector<v1::LayerSpec>& layers,
       auto shape = OutputShape(ls, in_shapes);
       if (!shape.ok()) {
         return absl::InvalidArgumentError(
-            absl::StrCat(where, " (", name, "): ", shape.status().message()));
+            absl::StrCat(where(), " (", name, "): ", shape.status().message()));
       }
       plan.shapes.push_back(*std::move(shape));
     }
-    by_name[name] = static_cast<int>(i);
-    plan.names.push_back(name);
+    plan.names.push_back(std::move(name));
+    by_name[plan.names.back()] = static_cast<int>(i);
     plan.inputs.push_back(std::move(inputs));
   }
-  for (size_t i = 0; i + 1 < layers.size(); ++i) {
+  for (size_t i = 0; i + 1 < n; ++i) {
     if (consumers[i] == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, "[", i, "] (", plan.names[i],
@@ -339,6 +349,20 @@ absl::StatusOr<LayerPlan> PlanLayers(const std::vector<v1::LayerSpec>& layers,
     }
   }
   return plan;
+}
+
+}  // namespace
+
+absl::StatusOr<LayerPlan> PlanLayers(const std::vector<v1::LayerSpec>& layers,
+                                     const std::string& path,
+                                     const std::optional<LayerShape>& input, int num_classes) {
+  return Plan(layers, path, input, num_classes);
+}
+
+absl::StatusOr<LayerPlan> PlanLayers(
+    const google::protobuf::RepeatedPtrField<v1::LayerSpec>& layers, const std::string& path,
+    const std::optional<LayerShape>& input, int num_classes) {
+  return Plan(layers, path, input, num_classes);
 }
 
 }  // namespace yoke::engine::shapes

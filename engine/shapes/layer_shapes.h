@@ -124,6 +124,11 @@ struct LayerPlan {
 absl::StatusOr<LayerPlan> PlanLayers(const std::vector<v1::LayerSpec>& layers,
                                      const std::string& path,
                                      const std::optional<LayerShape>& input, int num_classes);
+// The same for a spec's own list, without copying it (a list may hold
+// hundreds of thousands of layers).
+absl::StatusOr<LayerPlan> PlanLayers(
+    const google::protobuf::RepeatedPtrField<v1::LayerSpec>& layers, const std::string& path,
+    const std::optional<LayerShape>& input, int num_classes);
 
 }  // namespace yoke::engine::shapes
 
