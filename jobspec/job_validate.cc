@@ -331,6 +331,19 @@ void CheckData(Checker& c, const v1::JobSpec& spec) {
         "data.validation_split: cannot be combined with data.train.validation_split (the "
         "image_folder's own split, chosen with data.train.subset); set only one of them");
   }
+  // A synthetic set's size is known: the split data/validation_split.cc makes
+  // must leave examples on both sides.
+  const int64_t n = d.train().format() == "synthetic" ? d.train().num_examples() : 0;
+  const double fraction = d.validation_split();
+  if (fraction > 0 && fraction < 1 && n > 0) {
+    const auto held = static_cast<int64_t>(std::floor(fraction * static_cast<double>(n)));
+    if (held < 1 || held >= n) {
+      c.Add(absl::StrCat("data.validation_split: ", fraction, " of the ", n,
+                         " training examples holds out ", held, ", leaving ",
+                         held < 1 ? "no validation" : "no training", " examples; use a ",
+                         held < 1 ? "larger" : "smaller", " fraction or more data"));
+    }
+  }
 }
 
 void CheckOptimizer(Checker& c, const v1::TrainingSpec& t) {

@@ -94,5 +94,14 @@ TEST(ModelInputCheckTest, ArgumentRulesAreTheEnginesToo) {
               HasSubstr("model.layers[0].max_pool2d.padding: unknown padding 'a\\x1b[2J'"));
 }
 
+// Found by job_spec_yaml_fuzz: a split that holds out nothing of a small
+// synthetic set, which the trainer refused.
+TEST(ModelInputCheckTest, AValidationSplitOfASyntheticSetMustHoldOutSomething) {
+  EXPECT_EQ(Refusal({"data.train.num_examples=3", "data.validation_split=0.25"}),
+            "data.validation_split: 0.25 of the 3 training examples holds out 0, leaving no "
+            "validation examples; use a larger fraction or more data");
+  EXPECT_EQ(Refusal({"data.train.num_examples=4", "data.validation_split=0.25"}), "accepted");
+}
+
 }  // namespace
 }  // namespace yoke::common
