@@ -226,7 +226,8 @@ TEST_F(CoordinatorTest, AJobNoWorkerHasTheMemoryForIsRefusedNamingTheLayer) {
   for (v1::Device& d : *reg.mutable_devices()) d.set_memory_bytes(int64_t{8} << 30);
   ASSERT_TRUE(coord_->RegisterWorker(reg).ok());
   auto huge = coord_->Submit(
-      Spec({"model={layers: [{dense: {units: 1000000000}}, {dense: {units: 100}, name: out}]}"}),
+      Spec({"model={layers: [flatten, {dense: {units: 1000000}}, {dense: {units: 100000}, name: "
+            "wide}, {dense: {units: 2}}]}"}),
       0);
   ASSERT_EQ(huge.status().code(), absl::StatusCode::kFailedPrecondition) << huge.status();
   const std::string msg(huge.status().message());
@@ -234,10 +235,11 @@ TEST_F(CoordinatorTest, AJobNoWorkerHasTheMemoryForIsRefusedNamingTheLayer) {
                      "replicas)"),
             std::string::npos)
       << msg;
-  EXPECT_NE(msg.find("model.layers[1] (out) alone needs"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.layers[2] (wide) alone needs"), std::string::npos) << msg;
   // Each CPU device is one replica's share of its worker's limit, so a job
   // that fits one share fits with a replica on each device...
-  const std::string half = "model={layers: [{dense: {units: 60000000}}]}";
+  const std::string half =
+      "model={layers: [flatten, {dense: {units: 30000000}}, {dense: {units: 2}}]}";
   EXPECT_TRUE(coord_->Submit(Spec({half, "distribution.devices_per_worker=2"}), 0).ok());
   // ...and one that needs more than a share does not, however many it asks for.
   auto over = coord_->Submit(Spec({half, "training.batch_size=4096"}), 0);

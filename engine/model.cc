@@ -4,12 +4,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
 #include "engine/registry.h"
+#include "engine/shapes/layer_shapes.h"
 #include "engine/zoo/model_zoo.h"
 
 namespace yoke::engine {
@@ -27,77 +27,41 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
   } else {
     layers.assign(spec.layers().begin(), spec.layers().end());
   }
-  if (layers.empty()) {
-    return absl::InvalidArgumentError("model: needs a zoo entry or a non-empty layers list");
-  }
+  // Every rule of the list (arguments, names, inputs, each layer's shape,
+  // outputs nobody reads, the logits) is checked here first, by the code job
+  // validation runs at submit (engine/shapes/), so the two cannot disagree.
+  ASSIGN_OR_RETURN(const shapes::LayerPlan plan,
+                   shapes::PlanLayers(layers, path, input_shape, num_classes));
 
   std::unique_ptr<Model> m(new Model());
   m->input_shape_ = input_shape;
-  std::map<std::string, int> by_name;
   for (size_t i = 0; i < layers.size(); ++i) {
-    const v1::LayerSpec& ls = layers[i];
-    std::string where = absl::StrCat(path, "[", i, "]");
-    auto layer_or = LayerRegistry::Global().Create(ls);
+    const std::string where = absl::StrCat(path, "[", i, "] (", plan.names[i], ")");
+    auto layer_or = LayerRegistry::Global().Create(layers[i]);
     if (!layer_or.ok()) return common::Annotate(layer_or.status(), where);
     Node node;
     node.layer = std::move(layer_or).value();
-    std::string name = ls.name().empty() ? absl::StrCat(node.layer->type(), "_", i) : ls.name();
-    if (name == "input" || by_name.count(name)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ".name: '", name, "' is already taken"));
-    }
-    node.layer->set_name(name);
+    node.layer->set_name(plan.names[i]);
     node.layer->set_index(static_cast<int>(i));
+    node.inputs = plan.inputs[i];
     std::vector<Shape> in_shapes;
-    if (ls.inputs().empty()) {
-      node.inputs.push_back(static_cast<int>(i) - 1);
-    } else {
-      for (int j = 0; j < ls.inputs_size(); ++j) {
-        const std::string& in = ls.inputs(j);
-        if (in == "input") {
-          node.inputs.push_back(-1);
-        } else if (auto it = by_name.find(in); it != by_name.end()) {
-          node.inputs.push_back(it->second);
-        } else {
-          return absl::InvalidArgumentError(
-              absl::StrCat(where, ".inputs[", j, "]: no earlier layer named '", in,
-                           "' (a layer may read 'input' or layers listed before it)"));
-        }
-      }
-    }
     for (int src : node.inputs) {
       in_shapes.push_back(src < 0 ? input_shape : m->nodes_[src].shape);
       if (src >= 0) m->nodes_[src].consumers++;
     }
     const size_t params_before = m->params_.entries().size();
     auto shape_or = node.layer->Build(in_shapes, &m->params_);
+    if (!shape_or.ok()) return common::Annotate(shape_or.status(), where);
     node.needs_grad = m->params_.entries().size() > params_before;
     node.param_begin = static_cast<int>(params_before);
     node.param_end = static_cast<int>(m->params_.entries().size());
     for (int src : node.inputs) {
       if (src >= 0 && m->nodes_[src].needs_grad) node.needs_grad = true;
     }
-    if (!shape_or.ok()) {
-      return common::Annotate(shape_or.status(), absl::StrCat(where, " (", name, ")"));
-    }
     node.shape = *shape_or;
-    by_name[name] = static_cast<int>(i);
     m->nodes_.push_back(std::move(node));
   }
-  for (size_t i = 0; i + 1 < m->nodes_.size(); ++i) {
-    if (m->nodes_[i].consumers == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, "[", i, "] (", m->nodes_[i].layer->name(),
-                       "): its output is never used; only the last layer may be unconsumed"));
-    }
-  }
   m->FuseActivations();
-  const Shape& out = m->nodes_.back().shape;
-  if (out.size() != 1 || out[0] != num_classes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": the last layer must output (", num_classes,
-                     ") logits, one per class; it outputs ", ShapeString(out)));
-  }
   RETURN_IF_ERROR(m->params_.Finalize(device));
   return m;
 }

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
+#include "engine/shapes/layer_shapes.h"
 
 namespace yoke::engine {
 
@@ -25,10 +26,11 @@ std::vector<std::string> LayerRegistry::Names() const {
   return names;
 }
 
-std::string LayerKindName(const v1::LayerSpec& spec) {
-  if (spec.kind_case() == v1::LayerSpec::KIND_NOT_SET) return "";
-  const auto* field = v1::LayerSpec::descriptor()->FindFieldByNumber(spec.kind_case());
-  return field == nullptr ? "" : field->name();
+std::string LayerKindName(const v1::LayerSpec& spec) { return shapes::KindName(spec); }
+
+absl::Status CheckArguments(const v1::LayerSpec& spec) {
+  const std::vector<std::string> errors = shapes::ArgumentErrors(spec);
+  return errors.empty() ? absl::OkStatus() : absl::InvalidArgumentError(errors[0]);
 }
 
 absl::StatusOr<std::unique_ptr<Layer>> LayerRegistry::Create(const v1::LayerSpec& spec) const {

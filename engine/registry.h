@@ -45,6 +45,11 @@ class LayerRegistry {
 // The name of the kind a LayerSpec holds ("" when none).
 std::string LayerKindName(const v1::LayerSpec& spec);
 
+// OK, or INVALID_ARGUMENT with the first argument rule the spec breaks
+// ("conv2d.kernel: must be > 0, got 0"): the rules of engine/shapes/, which
+// job validation applies too. Each layer's factory calls it first.
+absl::Status CheckArguments(const v1::LayerSpec& spec);
+
 }  // namespace yoke::engine
 
 #define YOKE_REGISTER_LAYER(name, factory)                          \

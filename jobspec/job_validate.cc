@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "data/names/format_names.h"
 #include "engine/names/engine_names.h"
+#include "engine/shapes/layer_shapes.h"
 #include "engine/zoo/model_zoo.h"
 #include "jobspec/model_input_check.h"
 #include "jobspec/path_confinement.h"
@@ -76,11 +77,6 @@ class Checker {
   std::vector<std::string> errors_;
 };
 
-std::string KindName(const v1::LayerSpec& l) {
-  if (l.kind_case() == v1::LayerSpec::KIND_NOT_SET) return "";
-  return v1::LayerSpec::descriptor()->FindFieldByNumber(l.kind_case())->name();
-}
-
 std::string KindNames() {
   const auto* o = v1::LayerSpec::descriptor()->FindOneofByName("kind");
   std::vector<std::string> names;
@@ -88,52 +84,13 @@ std::string KindNames() {
   return absl::StrJoin(names, ", ");
 }
 
-void CheckPadding(Checker& c, const std::string& path, const std::string& padding) {
-  c.OneOf(path, padding, {"same", "valid"}, "padding", /*empty_ok=*/true);
-}
-
-void CheckPool(Checker& c, const std::string& p, const v1::Pool2dSpec& s) {
-  c.NonNegative(p + ".size", s.size());
-  c.NonNegative(p + ".stride", s.stride());
-  CheckPadding(c, p + ".padding", s.padding());
-}
-
+// A layer's argument rules are the engine's own (engine/shapes/), so a
+// value its factory would refuse is refused here first.
 void CheckLayer(Checker& c, const std::string& p, const v1::LayerSpec& l) {
-  using L = v1::LayerSpec;
-  switch (l.kind_case()) {
-    case L::KIND_NOT_SET:
-      c.Add(absl::StrCat(p, ": no layer kind set (one of ", KindNames(), ")"));
-      break;
-    case L::kDense:
-      c.Positive(p + ".dense.units", l.dense().units());
-      break;
-    case L::kConv2D:
-      c.Positive(p + ".conv2d.filters", l.conv2d().filters());
-      c.Positive(p + ".conv2d.kernel", l.conv2d().kernel());
-      c.NonNegative(p + ".conv2d.stride", l.conv2d().stride());
-      CheckPadding(c, p + ".conv2d.padding", l.conv2d().padding());
-      break;
-    case L::kMaxPool2D:
-      CheckPool(c, p + ".max_pool2d", l.max_pool2d());
-      break;
-    case L::kAvgPool2D:
-      CheckPool(c, p + ".avg_pool2d", l.avg_pool2d());
-      break;
-    case L::kBatchNorm:
-      c.UnitClosed(p + ".batch_norm.momentum", l.batch_norm().momentum());
-      c.NonNegativeFinite(p + ".batch_norm.epsilon", l.batch_norm().epsilon());
-      break;
-    case L::kDropout:
-      c.UnitHalfOpen(p + ".dropout.rate", l.dropout().rate());
-      break;
-    case L::kLeakyRelu:
-      if (!std::isfinite(l.leaky_relu().alpha())) {
-        c.Add(absl::StrCat(p, ".leaky_relu.alpha: must be finite, got ", l.leaky_relu().alpha()));
-      }
-      break;
-    default:
-      break;  // the parameterless kinds
+  if (l.kind_case() == v1::LayerSpec::KIND_NOT_SET) {
+    c.Add(absl::StrCat(p, ": no layer kind set (one of ", KindNames(), ")"));
   }
+  for (const std::string& e : engine::shapes::ArgumentErrors(l)) c.Add(absl::StrCat(p, ".", e));
 }
 
 void CheckLayers(Checker& c, const v1::ModelSpec& m) {
@@ -142,7 +99,7 @@ void CheckLayers(Checker& c, const v1::ModelSpec& m) {
     const v1::LayerSpec& l = m.layers(i);
     const std::string p = absl::StrCat("model.layers[", i, "]");
     CheckLayer(c, p, l);
-    const std::string kind = KindName(l);
+    const std::string kind = engine::shapes::KindName(l);
     // The model names an unnamed layer "<kind>_<index>", which an explicit
     // name elsewhere could collide with.
     const std::string name = l.name().empty() ? absl::StrCat(kind, "_", i) : l.name();
@@ -373,6 +330,19 @@ void CheckData(Checker& c, const v1::JobSpec& spec) {
     c.Add(
         "data.validation_split: cannot be combined with data.train.validation_split (the "
         "image_folder's own split, chosen with data.train.subset); set only one of them");
+  }
+  // A synthetic set's size is known: the split data/validation_split.cc makes
+  // must leave examples on both sides.
+  const int64_t n = d.train().format() == "synthetic" ? d.train().num_examples() : 0;
+  const double fraction = d.validation_split();
+  if (fraction > 0 && fraction < 1 && n > 0) {
+    const auto held = static_cast<int64_t>(std::floor(fraction * static_cast<double>(n)));
+    if (held < 1 || held >= n) {
+      c.Add(absl::StrCat("data.validation_split: ", fraction, " of the ", n,
+                         " training examples holds out ", held, ", leaving ",
+                         held < 1 ? "no validation" : "no training", " examples; use a ",
+                         held < 1 ? "larger" : "smaller", " fraction or more data"));
+    }
   }
 }
 

@@ -6,9 +6,11 @@
 // engine/names/, dataset formats from data/names/, the lists the factories
 // themselves are checked against; padding, crop, ... from here), the
 // fields each dataset format needs, and the layer graph's names and inputs.
-// Shape compatibility between layers needs the engine and is checked when the
-// model is built (engine/model.h). Which directories a spec's paths may
-// name is path_confinement.h's job.
+// A layer's arguments, and its shape against its input's where the spec gives
+// the input's shape (synthetic data), are checked by the engine's own rules
+// (engine/shapes/layer_shapes.h, through model_input_check.h), which the
+// trainer applies again when it builds the model. Which directories a spec's
+// paths may name is path_confinement.h's job.
 //
 // Errors are INVALID_ARGUMENT. Every problem found is reported, joined with
 // "; ", each naming the field path, the value and what was expected, e.g.

@@ -493,14 +493,19 @@ TEST(ValidateJobSpecTest, ValidJobsPass) {
     EXPECT_TRUE(s.ok()) << testing::PrintToString(o) << ": " << s;
   }
   const std::vector<std::vector<std::string>> ok_layers = {
-      {"model.layers[0]={conv2d: {filters: 8, kernel: 3, stride: 0, padding: valid}}"},
-      {"model.layers[0]={conv2d: {filters: 8, kernel: 1, padding: same}}"},
-      {"model.layers[0]={max_pool2d: {size: 0, stride: 0, padding: same}}"},
-      {"model.layers[0]={batch_norm: {momentum: 1, epsilon: 0}}"},
-      {"model.layers[0]={batch_norm: {momentum: 0}}"},
-      {"model.layers[0]={leaky_relu: {alpha: -0.5}}"},
-      {"model.layers[0]={dropout: {rate: 0}}"},
-      {"model.layers[3].inputs=[input]"},
+      // Image layers before the flatten; the others where the relu `sum` reads was.
+      {"model.layers=[{conv2d: {filters: 8, kernel: 3, stride: 0, padding: valid}}, flatten, "
+       "{dense: {units: 10}}]"},
+      {"model.layers=[{conv2d: {filters: 8, kernel: 1, padding: same}}, flatten, "
+       "{dense: {units: 10}}]"},
+      {"model.layers=[{max_pool2d: {size: 0, stride: 0, padding: same}}, flatten, "
+       "{dense: {units: 10}}]"},
+      {"model.layers[2]={name: relu_2, batch_norm: {momentum: 1, epsilon: 0}}"},
+      {"model.layers[2]={name: relu_2, batch_norm: {momentum: 0}}"},
+      {"model.layers[2]={name: relu_2, leaky_relu: {alpha: -0.5}}"},
+      {"model.layers[2]={name: relu_2, dropout: {rate: 0}}"},
+      {"model.layers[0]={flatten: {}, inputs: [input]}"},
+      {"model.layers[3].inputs=[flatten_0]"},
       {"model.layers[4].inputs=[d2, d1, relu_2]"},
   };
   for (const auto& o : ok_layers) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/shapes/layer_shapes.h"
 #include "engine/zoo/model_zoo.h"
 
 namespace yoke::common {
@@ -43,6 +44,45 @@ std::vector<v1::LayerSpec> ZooLayers(const v1::JobSpec& spec) {
   return {};
 }
 
+// Each layer's parameters and output elements per example from the exact
+// shapes engine/shapes resolves for a known input (synthetic data), or
+// nothing when the list does not resolve (validation says why) or the input
+// is unknown.
+struct LayerCost {
+  double params = 0;
+  double outputs = 0;
+};
+template <typename List>  // a std::vector or a RepeatedPtrField of LayerSpec
+std::vector<LayerCost> ExactCosts(const v1::JobSpec& spec, const List& layers) {
+  const v1::DatasetSpec& train = spec.data().train();
+  if (train.format() != "synthetic" || train.shape_size() == 0) return {};
+  const engine::shapes::LayerShape input(train.shape().begin(), train.shape().end());
+  // Any class count: the shapes do not depend on it.
+  auto plan = engine::shapes::PlanLayers(layers, "model.layers", input, /*num_classes=*/-1);
+  if (!plan.ok()) return {};
+  std::vector<LayerCost> costs;
+  for (int i = 0; i < static_cast<int>(layers.size()); ++i) {
+    const v1::LayerSpec& l = layers[i];
+    const int first = plan->inputs[i].empty() ? -1 : plan->inputs[i][0];
+    const engine::shapes::LayerShape& in = first < 0 ? input : plan->shapes[first];
+    LayerCost c;
+    c.outputs = static_cast<double>(engine::shapes::Elements(plan->shapes[i]));
+    const double channels = in.empty() ? 1.0 : static_cast<double>(in.back());
+    if (l.has_dense()) {
+      const double units = l.dense().units();
+      c.params = units * static_cast<double>(engine::shapes::Elements(in)) +
+                 (l.dense().no_bias() ? 0 : units);
+    } else if (l.has_conv2d()) {
+      const double filters = l.conv2d().filters(), k = l.conv2d().kernel();
+      c.params = filters * channels * k * k + (l.conv2d().no_bias() ? 0 : filters);
+    } else if (l.has_batch_norm()) {
+      c.params = 2 * channels;  // plus running statistics, not trained
+    }
+    costs.push_back(c);
+  }
+  return costs;
+}
+
 }  // namespace
 
 MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
@@ -74,6 +114,14 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
   const double per_param = 4.0 * (2 + OptimizerCopies(spec.training().optimizer()));
   // Activations are kept for backward and have a gradient of their own.
   const double per_activation = 4.0 * 2 * batch;
+
+  // Exact shapes where the input is known; else the lower bound below.
+  std::vector<LayerCost> exact;
+  if (m.zoo().empty()) {
+    exact = ExactCosts(spec, m.layers());
+  } else {
+    exact = ExactCosts(spec, zoo);
+  }
 
   std::map<std::string, Dims> outputs;  // by layer name, for explicit inputs
   Dims cur;                             // the previous layer's output
@@ -122,7 +170,12 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
       default:  // elementwise layers keep the shape
         break;
     }
-    const double bytes = params * per_param + out.channels * out.spatial * per_activation;
+    double out_elements = out.channels * out.spatial;
+    if (!exact.empty()) {
+      params = exact[i].params;
+      out_elements = exact[i].outputs;
+    }
+    const double bytes = params * per_param + out_elements * per_activation;
     est.bytes += bytes;
     if (bytes > est.largest_layer_bytes) {
       est.largest_layer_bytes = bytes;

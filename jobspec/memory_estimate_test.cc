@@ -28,6 +28,20 @@ training: {batch_size: 8, optimizer: {type: sgd, lr: 0.1}}
   EXPECT_DOUBLE_EQ(e.largest_layer_bytes, 8720);
 }
 
+// A synthetic set says the input's shape: each layer is counted at its real
+// size (engine/shapes), not from a 1x1x1 input.
+TEST(MemoryEstimateTest, AKnownInputCountsEachLayerAtItsShape) {
+  const MemoryEstimate e = EstimateReplicaMemory(Spec(R"(
+model: {layers: [flatten, {dense: {units: 10}}]}
+data: {train: {format: synthetic, shape: [4, 4, 3], num_classes: 10, num_examples: 1}}
+training: {batch_size: 8, optimizer: {type: sgd, lr: 0.1}}
+)"));
+  // sampler: 8; flatten: 48 x 8 examples x 8 = 3072;
+  // dense: (10 x 48 + 10) x 8 + 10 x 8 x 8 = 3920 + 640
+  EXPECT_DOUBLE_EQ(e.bytes, 8 + 3072 + 4560);
+  EXPECT_EQ(e.largest_layer, "model.layers[1]");
+}
+
 TEST(MemoryEstimateTest, AdamKeepsTwoMoreCopiesAndReplicasSplitTheBatch) {
   const std::string model = "model: {layers: [{dense: {units: 10}}, {dense: {units: 10}}]}\n";
   const double sgd = EstimateReplicaMemory(

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "engine/registry.h"
+#include "engine/shapes/layer_shapes.h"
 
 namespace yoke::engine {
 namespace {
@@ -49,11 +50,8 @@ const char* ActivationLayer::type() const {
 }
 
 absl::StatusOr<Shape> ActivationLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
-  if (inputs.size() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(type(), " expects 1 input, got ", inputs.size()));
-  }
-  return inputs[0];
+  // The shape rules are shared with job validation (engine/shapes/).
+  return shapes::ElementwiseOutput(type(), inputs);
 }
 
 absl::Status ActivationLayer::Forward(const std::vector<const Tensor*>& in, Tensor* out,
@@ -129,15 +127,11 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeSimple(const v1::LayerSpec&) {
 }
 
 absl::StatusOr<std::unique_ptr<Layer>> MakeLeakyRelu(const v1::LayerSpec& spec) {
-  float alpha = spec.leaky_relu().alpha();
-  if (!std::isfinite(alpha)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("leaky_relu.alpha: must be finite, got ", alpha));
-  }
+  RETURN_IF_ERROR(CheckArguments(spec));
   // proto3 cannot tell "unset" from 0; 0 would be plain relu, which has its
   // own layer, so 0 means the default.
-  if (alpha == 0.0f) alpha = 0.01f;
-  return std::unique_ptr<Layer>(new ActivationLayer(ActivationLayer::Kind::kLeakyRelu, alpha));
+  return std::unique_ptr<Layer>(new ActivationLayer(ActivationLayer::Kind::kLeakyRelu,
+                                                    shapes::LeakyReluAlpha(spec.leaky_relu())));
 }
 
 }  // namespace

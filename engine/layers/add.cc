@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/registry.h"
+#include "engine/shapes/layer_shapes.h"
 
 namespace yoke::engine {
 namespace {
@@ -11,18 +12,8 @@ constexpr int64_t kParallelThreshold = 32768;  // elements
 }  // namespace
 
 absl::StatusOr<Shape> AddLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
-  if (inputs.size() < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("add expects 2 or more inputs, got ", inputs.size()));
-  }
-  for (size_t i = 1; i < inputs.size(); ++i) {
-    if (inputs[i] != inputs[0]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("add expects inputs of identical shape: input 0 is ", ShapeString(inputs[0]),
-                       " but input ", i, " is ", ShapeString(inputs[i])));
-    }
-  }
-  return inputs[0];
+  // The shape rules are shared with job validation (engine/shapes/).
+  return shapes::AddOutput(inputs);
 }
 
 absl::Status AddLayer::Forward(const std::vector<const Tensor*>& in, Tensor* out,

@@ -6,16 +6,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "engine/registry.h"
+#include "engine/shapes/layer_shapes.h"
 
 namespace yoke::engine {
 
 absl::StatusOr<Shape> BatchNormLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
-  if (inputs.size() != 1 || inputs[0].empty() || NumElements(inputs[0]) == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("batch_norm expects 1 input with a channel (last) dimension, e.g. (H, W, C) "
-                     "or (C), got ",
-                     inputs.empty() ? std::string("none") : ShapeString(inputs[0])));
-  }
+  // The shape rules are shared with job validation (engine/shapes/).
+  RETURN_IF_ERROR(shapes::BatchNormOutput(inputs).status());
   params_ = params;
   channels_ = inputs[0].back();
   per_example_ = NumElements(inputs[0]);
@@ -192,17 +189,9 @@ namespace {
 
 absl::StatusOr<std::unique_ptr<Layer>> MakeBatchNorm(const v1::LayerSpec& spec) {
   const v1::BatchNormSpec& b = spec.batch_norm();
-  if (b.momentum() < 0 || b.momentum() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "batch_norm.momentum: must be in (0, 1] (or unset for 0.1), got ", b.momentum()));
-  }
-  if (b.epsilon() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("batch_norm.epsilon: must be > 0 (or unset for 1e-5), got ", b.epsilon()));
-  }
-  const float momentum = b.momentum() == 0 ? 0.1f : b.momentum();
-  const float epsilon = b.epsilon() == 0 ? 1e-5f : b.epsilon();
-  return std::unique_ptr<Layer>(new BatchNormLayer(momentum, epsilon));
+  RETURN_IF_ERROR(CheckArguments(spec));
+  return std::unique_ptr<Layer>(
+      new BatchNormLayer(shapes::BatchNormMomentum(b), shapes::BatchNormEpsilon(b)));
 }
 
 }  // namespace

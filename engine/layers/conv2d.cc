@@ -7,25 +7,16 @@
 #include "engine/kernels/cpu/conv_c1.h"
 #include "engine/kernels/cpu/padding.h"
 #include "engine/registry.h"
+#include "engine/shapes/layer_shapes.h"
 
 namespace yoke::engine {
 
 absl::StatusOr<Shape> Conv2dLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
-  if (inputs.size() != 1 || inputs[0].size() != 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("conv2d expects 1 input of rank 3 (H, W, C), got ",
-                     inputs.empty() ? std::string("none") : ShapeString(inputs[0])));
-  }
+  // The shape rules are shared with job validation (engine/shapes/).
+  RETURN_IF_ERROR(shapes::Conv2dOutput(inputs, filters_, {kernel_, stride_, same_}).status());
   const Shape& s = inputs[0];
   cpu::Padding1d ph = cpu::ComputePadding(s[0], kernel_, stride_, same_);
   cpu::Padding1d pw = cpu::ComputePadding(s[1], kernel_, stride_, same_);
-  if (ph.out <= 0 || pw.out <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("conv2d: a ", kernel_, "x", kernel_,
-                                                   " window with padding 'valid' does not fit "
-                                                   "input ",
-                                                   ShapeString(s),
-                                                   "; use padding 'same' or a smaller kernel"));
-  }
   geom_.h = s[0];
   geom_.w = s[1];
   geom_.c = s[2];
@@ -108,25 +99,10 @@ namespace {
 
 absl::StatusOr<std::unique_ptr<Layer>> MakeConv2d(const v1::LayerSpec& spec) {
   const v1::Conv2dSpec& c = spec.conv2d();
-  if (c.filters() <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("conv2d.filters: must be > 0, got ", c.filters()));
-  }
-  if (c.kernel() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("conv2d.kernel: must be > 0, got ", c.kernel()));
-  }
-  if (c.stride() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("conv2d.stride: must be > 0 (or unset for 1), got ", c.stride()));
-  }
-  const std::string& pad = c.padding();
-  if (!pad.empty() && pad != "same" && pad != "valid") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("conv2d.padding: unknown value '", pad, "' (known: same, valid)"));
-  }
-  const int64_t stride = c.stride() == 0 ? 1 : c.stride();
+  RETURN_IF_ERROR(CheckArguments(spec));
+  const shapes::Window w = shapes::Conv2dWindow(c);
   return std::unique_ptr<Layer>(
-      new Conv2dLayer(c.filters(), c.kernel(), stride, pad != "valid", !c.no_bias()));
+      new Conv2dLayer(c.filters(), w.size, w.stride, w.same, !c.no_bias()));
 }
 
 }  // namespace

@@ -177,7 +177,7 @@ TEST(Conv2dTest, RejectsBadSpecsAndShapes) {
   expect(make(8, -1, 1, "same"), "conv2d.kernel: must be > 0, got -1");
   expect(make(0, 3, 1, "same"), "conv2d.filters");
   expect(make(8, 3, -2, "same"), "conv2d.stride");
-  expect(make(8, 3, 1, "full"), "conv2d.padding: unknown value 'full' (known: same, valid)");
+  expect(make(8, 3, 1, "full"), "conv2d.padding: unknown padding 'full' (known: same, valid)");
   auto ok = make(8, 3, 0, "");  // defaults: stride 1, same
   ASSERT_TRUE(ok.ok());
   ParamSet p;

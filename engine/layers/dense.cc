@@ -6,6 +6,7 @@
 #include "common/status.h"
 #include "engine/kernels/cpu/gemm.h"
 #include "engine/registry.h"
+#include "engine/shapes/layer_shapes.h"
 
 namespace yoke::engine {
 
@@ -25,12 +26,8 @@ bool TransposedBackwardData(int64_t n, int64_t units) { return units >= 256 && 4
 }  // namespace
 
 absl::StatusOr<Shape> DenseLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
-  if (inputs.size() != 1 || inputs[0].size() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dense expects 1 input of rank 1 (features), got ",
-                     inputs.empty() ? std::string("none") : ShapeString(inputs[0]),
-                     "; add a flatten layer before it"));
-  }
+  // The shape rules are shared with job validation (engine/shapes/).
+  RETURN_IF_ERROR(shapes::DenseOutput(inputs, units_).status());
   params_ = params;
   in_dim_ = inputs[0][0];
   float bound = 1.0f / std::sqrt(static_cast<float>(in_dim_));
@@ -108,9 +105,7 @@ absl::Status DenseLayer::Backward(const std::vector<const Tensor*>& in, const Te
 namespace {
 absl::StatusOr<std::unique_ptr<Layer>> MakeDense(const v1::LayerSpec& spec) {
   const auto& d = spec.dense();
-  if (d.units() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("dense.units: must be > 0, got ", d.units()));
-  }
+  RETURN_IF_ERROR(CheckArguments(spec));
   return std::unique_ptr<Layer>(new DenseLayer(d.units(), !d.no_bias()));
 }
 }  // namespace

@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "engine/registry.h"
 #include "engine/rng.h"
+#include "engine/shapes/layer_shapes.h"
 
 namespace yoke::engine {
 namespace {
@@ -23,10 +24,8 @@ constexpr uint64_t kDropoutKey = 0x44524F504F555421ull;  // "DROPOUT!"
 }  // namespace
 
 absl::StatusOr<Shape> DropoutLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
-  if (inputs.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("dropout expects 1 input, got ", inputs.size()));
-  }
-  return inputs[0];
+  // The shape rules are shared with job validation (engine/shapes/).
+  return shapes::ElementwiseOutput(type(), inputs);
 }
 
 absl::Status DropoutLayer::Forward(const std::vector<const Tensor*>& in, Tensor* out,
@@ -109,11 +108,8 @@ absl::Status DropoutLayer::Backward(const std::vector<const Tensor*>& in, const 
 
 namespace {
 absl::StatusOr<std::unique_ptr<Layer>> MakeDropout(const v1::LayerSpec& spec) {
-  const float rate = spec.dropout().rate();
-  if (!(rate >= 0.0f && rate < 1.0f)) {
-    return absl::InvalidArgumentError(absl::StrCat("dropout.rate: must be in [0, 1), got ", rate));
-  }
-  return std::unique_ptr<Layer>(new DropoutLayer(rate));
+  RETURN_IF_ERROR(CheckArguments(spec));
+  return std::unique_ptr<Layer>(new DropoutLayer(spec.dropout().rate()));
 }
 }  // namespace
 

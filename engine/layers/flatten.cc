@@ -4,14 +4,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/registry.h"
+#include "engine/shapes/layer_shapes.h"
 
 namespace yoke::engine {
 
 absl::StatusOr<Shape> FlattenLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
-  if (inputs.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("flatten expects 1 input, got ", inputs.size()));
-  }
-  return Shape{NumElements(inputs[0])};
+  // The shape rules are shared with job validation (engine/shapes/).
+  return shapes::FlattenOutput(inputs);
 }
 
 // The model owns a separate output buffer per node, so flatten is a copy

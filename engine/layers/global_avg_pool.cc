@@ -1,17 +1,16 @@
 #include "engine/layers/global_avg_pool.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "engine/registry.h"
+#include "engine/shapes/layer_shapes.h"
 
 namespace yoke::engine {
 
 absl::StatusOr<Shape> GlobalAvgPoolLayer::Build(const std::vector<Shape>& inputs,
                                                 ParamSet* params) {
-  if (inputs.size() != 1 || inputs[0].size() != 3 || inputs[0][0] * inputs[0][1] == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("global_avg_pool expects 1 input of rank 3 (H, W, C), got ",
-                     inputs.empty() ? std::string("none") : ShapeString(inputs[0])));
-  }
+  // The shape rules are shared with job validation (engine/shapes/).
+  RETURN_IF_ERROR(shapes::GlobalAvgPoolOutput(inputs).status());
   hw_ = inputs[0][0] * inputs[0][1];
   c_ = inputs[0][2];
   return Shape{c_};

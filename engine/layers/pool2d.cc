@@ -4,25 +4,16 @@
 #include "common/status.h"
 #include "engine/kernels/cpu/padding.h"
 #include "engine/registry.h"
+#include "engine/shapes/layer_shapes.h"
 
 namespace yoke::engine {
 
 absl::StatusOr<Shape> Pool2dLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
-  if (inputs.size() != 1 || inputs[0].size() != 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(type(), " expects 1 input of rank 3 (H, W, C), got ",
-                     inputs.empty() ? std::string("none") : ShapeString(inputs[0])));
-  }
+  // The shape rules are shared with job validation (engine/shapes/).
+  RETURN_IF_ERROR(shapes::Pool2dOutput(type(), inputs, {size_, stride_, same_}).status());
   const Shape& s = inputs[0];
   cpu::Padding1d ph = cpu::ComputePadding(s[0], size_, stride_, same_);
   cpu::Padding1d pw = cpu::ComputePadding(s[1], size_, stride_, same_);
-  if (ph.out <= 0 || pw.out <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(type(), ": a ", size_, "x", size_,
-                                                   " window with padding 'valid' does not fit "
-                                                   "input ",
-                                                   ShapeString(s),
-                                                   "; use padding 'same' or a smaller size"));
-  }
   geom_.max = max_;
   geom_.h = s[0];
   geom_.w = s[1];
@@ -78,31 +69,18 @@ absl::Status Pool2dLayer::Backward(const std::vector<const Tensor*>& in, const T
 
 namespace {
 
-absl::StatusOr<std::unique_ptr<Layer>> MakePool(const std::string& kind, bool max,
+absl::StatusOr<std::unique_ptr<Layer>> MakePool(const v1::LayerSpec& spec, bool max,
                                                 const v1::Pool2dSpec& p) {
-  if (p.size() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kind, ".size: must be > 0 (or unset for 2), got ", p.size()));
-  }
-  if (p.stride() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kind, ".stride: must be > 0 (or unset for the window size), got ", p.stride()));
-  }
-  const std::string& pad = p.padding();
-  if (!pad.empty() && pad != "same" && pad != "valid") {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kind, ".padding: unknown value '", pad, "' (known: valid, same)"));
-  }
-  const int64_t size = p.size() == 0 ? 2 : p.size();
-  const int64_t stride = p.stride() == 0 ? size : p.stride();
-  return std::unique_ptr<Layer>(new Pool2dLayer(max, size, stride, pad == "same"));
+  RETURN_IF_ERROR(CheckArguments(spec));
+  const shapes::Window w = shapes::Pool2dWindow(p);
+  return std::unique_ptr<Layer>(new Pool2dLayer(max, w.size, w.stride, w.same));
 }
 
 absl::StatusOr<std::unique_ptr<Layer>> MakeMaxPool(const v1::LayerSpec& spec) {
-  return MakePool("max_pool2d", true, spec.max_pool2d());
+  return MakePool(spec, true, spec.max_pool2d());
 }
 absl::StatusOr<std::unique_ptr<Layer>> MakeAvgPool(const v1::LayerSpec& spec) {
-  return MakePool("avg_pool2d", false, spec.avg_pool2d());
+  return MakePool(spec, false, spec.avg_pool2d());
 }
 
 }  // namespace

@@ -158,7 +158,7 @@ TEST(Pool2dTest, SpecDefaultsAndErrors) {
   l = LayerRegistry::Global().Create(s);
   ASSERT_FALSE(l.ok());
   EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(l.status().message().find("avg_pool2d.padding: unknown value 'full'"),
+  EXPECT_NE(l.status().message().find("avg_pool2d.padding: unknown padding 'full'"),
             std::string::npos)
       << l.status();
   s.mutable_max_pool2d()->set_size(-2);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/registry.h"
+#include "engine/shapes/layer_shapes.h"
 
 namespace yoke::engine {
 namespace {
@@ -11,12 +12,8 @@ constexpr int64_t kParallelThreshold = 32768;  // elements
 }  // namespace
 
 absl::StatusOr<Shape> SoftmaxLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
-  if (inputs.size() != 1 || inputs[0].empty() || inputs[0].back() <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("softmax expects 1 input of rank >= 1 with a non-empty last dimension, got ",
-                     inputs.empty() ? std::string("none") : ShapeString(inputs[0])));
-  }
-  return inputs[0];
+  // The shape rules are shared with job validation (engine/shapes/).
+  return shapes::SoftmaxOutput(inputs);
 }
 
 absl::Status SoftmaxLayer::Forward(const std::vector<const Tensor*>& in, Tensor* out,

@@ -11,12 +11,10 @@
 // smaller than 64 MiB by the coordinator's own estimate, so no input makes
 // the fuzzer allocate much. Running out of memory is not a refusal (exit 1).
 //
-// Zoo models only, for now: a written-out `layers:` list is checked for
-// shapes (a kernel larger than its input, a last layer that does not output
-// one logit per class) only by the engine's layers as they are built, which
-// the control plane does not link. This target found such specs within a
-// minute; sharing the engine's shape rules with the validator is what makes
-// them part of the invariant.
+// Zoo models and written-out `layers:` lists alike: the shape rules of a list
+// (a kernel larger than its input, a last layer that does not output one
+// logit per class, an output no layer reads) live in engine/shapes/, which
+// both the validator and the engine's layers run.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -32,7 +30,7 @@ namespace {
 bool Synthetic(const yoke::v1::DatasetSpec& d) { return d.format() == "synthetic"; }
 
 void CheckTheTrainerAgrees(yoke::v1::JobSpec spec) {
-  if (spec.distribution().device() == "cuda" || spec.model().layers_size() > 0) return;
+  if (spec.distribution().device() == "cuda") return;
   if (!Synthetic(spec.data().train())) return;
   if (spec.data().has_test() && !Synthetic(spec.data().test())) return;
   if (yoke::common::EstimateReplicaMemory(spec).bytes > 64.0 * (1 << 20)) return;
