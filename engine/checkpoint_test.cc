@@ -5,15 +5,11 @@
 #include <cstdio>
 #include <fstream>
 
+#include "common/testing/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace yoke::engine {
 namespace {
-
-std::string TempDir() {
-  char tmpl[] = "/tmp/yoke_ckpt_XXXXXX";
-  return mkdtemp(tmpl);
-}
 
 NamedTensors Sample() {
   Tensor a = Tensor::Empty({3, 5});
@@ -33,7 +29,8 @@ void WriteBytes(const std::string& p, const std::string& s) {
 }
 
 TEST(CheckpointTest, RoundTrip) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_ckpt");  // removed with its files at the end
+  const std::string dir = tmp.path();
   v1::CheckpointHeader h;
   h.set_step(42);
   h.set_epoch(2);
@@ -61,7 +58,8 @@ TEST(CheckpointTest, RoundTrip) {
 }
 
 TEST(CheckpointTest, RejectsCorruptFiles) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_ckpt");  // removed with its files at the end
+  const std::string dir = tmp.path();
   std::string p = dir + "/c.yoke";
   ASSERT_TRUE(WriteCheckpoint(p, {}, Sample()).ok());
   std::string good = ReadBytes(p);
@@ -96,7 +94,8 @@ TEST(CheckpointTest, RejectsCorruptFiles) {
 }
 
 TEST(CheckpointTest, LatestAndPrune) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_ckpt");  // removed with its files at the end
+  const std::string dir = tmp.path();
   EXPECT_EQ(LatestCheckpoint(dir).status().code(), absl::StatusCode::kNotFound);
   for (int64_t step : {5, 100, 20, 7}) {
     ASSERT_TRUE(WriteCheckpoint(CheckpointPath(dir, step), {}, Sample()).ok());
