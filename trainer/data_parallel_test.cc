@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collective/store.h"
+#include "common/testing/temp_dir.h"
 #include "config/config.h"
 #include "data/open_dataset.h"
 #include "data/pipeline.h"
@@ -301,8 +302,8 @@ class StopAt final : public ProgressSink {
 // the same step, and rank 0 checkpoints there with world_size 2; every rank
 // resumes from that checkpoint, and the result equals an uninterrupted run.
 TEST(DataParallelTest, StopIsAgreedAndResumeOnAllRanksContinuesExactly) {
-  char tmpl[] = "/tmp/yoke_dp_XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const common::TempDir tmp("yoke_dp");  // removed with its checkpoints at the end
+  const std::string dir = tmp.path();
   v1::JobSpec spec = MlpJob(64, 12);
   spec.mutable_training()->set_log_every_steps(1);
   spec.mutable_checkpoint()->set_dir(dir);

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "common/read_file.h"
+#include "common/testing/temp_dir.h"
 #include "config/config.h"
 #include "engine/checkpoint.h"
 #include "gtest/gtest.h"
@@ -15,11 +16,6 @@
 
 namespace yoke::worker {
 namespace {
-
-std::string TempDir() {
-  char tmpl[] = "/tmp/yoke_trainer_XXXXXX";
-  return mkdtemp(tmpl);
-}
 
 // A small CNN with dropout and batch norm on 2,000 real Fashion-MNIST
 // images: it exercises every piece of state a resume must restore
@@ -94,7 +90,8 @@ TEST(TrainerTest, ResumeIsBitIdentical) {
   ASSERT_TRUE(r0.ok()) << r0.status();
   EXPECT_EQ(r0->steps(), total);
 
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_trainer");  // removed with its files at the end
+  std::string dir = tmp.path();
   StopAt stopper(n);
   TrainerOptions stop_opts;
   stop_opts.progress = &stopper;
@@ -141,7 +138,8 @@ class EpochLog final : public ProgressSink {
 // crashed worker still reaches the job's history. 42 steps per epoch: the
 // first run stops in epoch 2, after epoch 1's result.
 TEST(TrainerTest, CheckpointCarriesTheEpochHistoryAndResumeReportsIt) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_trainer");  // removed with its files at the end
+  std::string dir = tmp.path();
   StopAt stopper(50);
   EpochLog first_log;
   TeeProgress tee(&stopper, &first_log);
@@ -179,7 +177,8 @@ TEST(TrainerTest, CheckpointCarriesTheEpochHistoryAndResumeReportsIt) {
 }
 
 TEST(TrainerTest, ResumeRejectsAMismatchedModel) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_trainer");  // removed with its files at the end
+  std::string dir = tmp.path();
   auto first = Trainer::Create(SmallJob(dir, 5), {});
   ASSERT_TRUE(first.ok());
   auto r = (*first)->Run();
@@ -209,7 +208,8 @@ TEST(TrainerTest, CreateFailsCleanlyOnBadInput) {
 }
 
 TEST(TrainerTest, LearnsAndCheckpointsKeepLastK) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_trainer");  // removed with its files at the end
+  std::string dir = tmp.path();
   v1::JobSpec spec = SmallJob(dir, 0, 2);
   spec.mutable_checkpoint()->set_every_steps(10);
   spec.mutable_checkpoint()->set_keep(2);
@@ -236,7 +236,8 @@ TEST(TrainerTest, LearnsAndCheckpointsKeepLastK) {
 // step's training scalars and every epoch's test accuracy, equal to what the
 // run reports, and the spec as text.
 TEST(TrainerTest, WritesTensorBoardEventsBesideTheCheckpoints) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_trainer");  // removed with its files at the end
+  std::string dir = tmp.path();
   v1::JobSpec spec = SmallJob(dir, 0, 2);
   spec.mutable_training()->set_log_every_steps(10);
   auto t = Trainer::Create(spec, {});
@@ -282,7 +283,8 @@ TEST(TrainerTest, WritesTensorBoardEventsBesideTheCheckpoints) {
   EXPECT_EQ(scalars["train/learning_rate"].size(), 10u);
 
   // "off" writes none.
-  std::string dir2 = TempDir();
+  common::TempDir tmp2("yoke_trainer");
+  std::string dir2 = tmp2.path();
   v1::JobSpec off = SmallJob(dir2, 5, 1);
   off.mutable_logging()->set_tensorboard_dir("off");
   auto t2 = Trainer::Create(off, {});

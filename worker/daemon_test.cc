@@ -14,17 +14,13 @@
 #include <sstream>
 #include <thread>
 
+#include "common/testing/temp_dir.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "jobspec/job_spec_binary.h"
 
 namespace yoke::worker {
 namespace {
-
-std::string TempDir() {
-  char tmpl[] = "/tmp/yoke_daemon_XXXXXX";
-  return mkdtemp(tmpl);
-}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream f(path);
@@ -157,7 +153,7 @@ v1::DesiredAttempt Desired(const std::string& job, int attempt, const std::strin
 class DaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = TempDir();
+    dir_ = tmp_.path();
     trainer_ = dir_ + "/fake-trainer.sh";
     std::ofstream(trainer_) << kFakeTrainer;
     chmod(trainer_.c_str(), 0755);
@@ -192,6 +188,7 @@ class DaemonTest : public ::testing::Test {
     return fake_.Last(key).phase() == v1::AttemptStatus::EXITED;
   }
 
+  common::TempDir tmp_{"yoke_daemon"};  // removed with its files after each test
   std::string dir_, trainer_;
   WorkerDaemonOptions options_;
   FakeCoordinator fake_;

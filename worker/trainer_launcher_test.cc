@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/testing/temp_dir.h"
 #include "config/config.h"
 #include "gtest/gtest.h"
 #include "jobspec/job_spec_binary.h"
@@ -33,11 +34,6 @@ std::string BinDir() {
 std::string SourceDir() {
   const char* d = std::getenv("YOKE_SOURCE_DIR");
   return d ? d : ".";
-}
-
-std::string TempDir() {
-  char tmpl[] = "/tmp/yoke_trainer_launcher_XXXXXX";
-  return mkdtemp(tmpl);
 }
 
 // Writes the MLP example job with `overrides` as a binary spec file, the way
@@ -80,7 +76,8 @@ bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout) {
 }
 
 TEST(TrainerLauncherTest, RealTrainerRunsTinyJobToTheEnd) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_trainer_launcher");  // removed with its files at the end
+  std::string dir = tmp.path();
   // 640 examples at batch 64: 10 steps per epoch, 2 epochs.
   std::string spec = WriteMlpSpec(
       dir, {"data.train.num_examples=640", "data.test.num_examples=500", "training.epochs=2"});
@@ -116,7 +113,8 @@ TEST(TrainerLauncherTest, RealTrainerRunsTinyJobToTheEnd) {
 }
 
 TEST(TrainerLauncherTest, StopEndsARunningTrainerWithinTheGrace) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_trainer_launcher");  // removed with its files at the end
+  std::string dir = tmp.path();
   std::string spec = WriteMlpSpec(dir, {"training.epochs=100"});
   TrainerLauncherOptions o;
   o.binary = BinDir() + "/yoke-trainer";
@@ -141,7 +139,8 @@ TEST(TrainerLauncherTest, StopEndsARunningTrainerWithinTheGrace) {
 }
 
 TEST(TrainerLauncherTest, BadSpecExitsTwoWithTheReason) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_trainer_launcher");  // removed with its files at the end
+  std::string dir = tmp.path();
   std::string spec = dir + "/bad.yaml";
   std::ofstream(spec) << "model: {zoo: mlp}\ntraining: {epochs: 1, batch_size: -4}\n";
   TrainerLauncherOptions o;
@@ -160,7 +159,8 @@ TEST(TrainerLauncherTest, BadSpecExitsTwoWithTheReason) {
 // A binary spec is read within bounds: anything but a regular file holding
 // a JobSpec is refused before training, with exit 2 and the file's name.
 TEST(TrainerLauncherTest, SpecFileThatIsNoJobSpecExitsTwoNamingTheFile) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_trainer_launcher");  // removed with its files at the end
+  std::string dir = tmp.path();
   const std::string fifo = dir + "/fifo.pb";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   const std::string big = dir + "/big.pb";
@@ -198,7 +198,8 @@ TEST(TrainerLauncherTest, SpecFileThatIsNoJobSpecExitsTwoNamingTheFile) {
 
 // `--spec-file -` reads the spec from stdin, with the same bound.
 TEST(TrainerLauncherTest, SpecFromStdinIsReadWithinTheBound) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_trainer_launcher");  // removed with its files at the end
+  std::string dir = tmp.path();
   std::string spec = WriteMlpSpec(dir, {"data.train.images=/nonexistent/images.gz"});
   const std::string trainer = BinDir() + "/yoke-trainer";
   // The spec parsed: what fails is the dataset it names, on this machine.
@@ -224,7 +225,8 @@ TEST(TrainerLauncherTest, SpecFromStdinIsReadWithinTheBound) {
 // A multi-rank world needs a rendezvous; without one the trainer refuses to
 // start and says what is missing, rather than waiting for peers forever.
 TEST(TrainerLauncherTest, MultiRankWorldWithoutRendezvousIsRefusedClearly) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_trainer_launcher");  // removed with its files at the end
+  std::string dir = tmp.path();
   std::string spec = WriteMlpSpec(dir, {});
   TrainerLauncherOptions o;
   o.binary = BinDir() + "/yoke-trainer";
@@ -329,7 +331,8 @@ TEST(TrainerLauncherTest, ExitReasons) {
 }
 
 TEST(TrainerLauncherTest, RunsInTheWorkDirWithExtraEnvironment) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_trainer_launcher");  // removed with its files at the end
+  std::string dir = tmp.path();
   TrainerLauncherOptions o = Shell("pwd; echo \"$YOKE_TEST_VAR\"");
   o.work_dir = dir;
   o.env = {"YOKE_TEST_VAR=hello"};

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/testing/temp_dir.h"
 #include "config/config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -38,8 +39,8 @@ TEST(TrainerOomTest, ActivationsThatDoNotFitExitOneWithTheLayer) {
   if (Overcommit() == "1")
     GTEST_SKIP() << "vm.overcommit_memory is 1: a 3.4 TB allocation "
                     "would succeed, and the test would exhaust memory";
-  char tmpl[] = "/tmp/yoke_trainer_oom_XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const common::TempDir tmp("yoke_trainer_oom");  // removed with its files at the end
+  const std::string dir = tmp.path();
   const char* source_dir = std::getenv("YOKE_SOURCE_DIR");
   auto spec = common::LoadJobSpecFile(
       std::string(source_dir ? source_dir : ".") + "/configs/fashion_mnist_mlp.yaml",
@@ -93,8 +94,8 @@ TEST(TrainerOomTest, DataPastTheMemoryShareIsKilledAndReportedAsOutOfMemory) {
         << cgroups.status();
     GTEST_SKIP() << "no usable memory controller: " << cgroups.status();
   }
-  char tmpl[] = "/tmp/yoke_trainer_share_XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const common::TempDir tmp("yoke_trainer_share");  // removed with its files at the end
+  const std::string dir = tmp.path();
   // 10^8 synthetic examples: the shuffle order alone is 800 MB (8 bytes an
   // example), past a 128 MiB share within the first second; unlimited,
   // the job would train for minutes.
@@ -143,7 +144,6 @@ TEST(TrainerOomTest, DataPastTheMemoryShareIsKilledAndReportedAsOutOfMemory) {
   }
   EXPECT_TRUE(s.cgroup_removed);
   EXPECT_FALSE(std::filesystem::exists(s.memory_cgroup)) << s.memory_cgroup;
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
