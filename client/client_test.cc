@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
 #include "common/testing/file_contents.h"
+#include "common/testing/temp_dir.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 
@@ -304,8 +305,8 @@ TEST_F(ClientTest, SubmitCommandParsesLocallyAndLeavesValidationToTheCoordinator
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("training.batch_size"), std::string::npos) << r.err;
   // A typo in the file: the error names file:line and the field path.
-  char tmpl[] = "/tmp/yoke_client_test_XXXXXX";
-  std::string bad = std::string(mkdtemp(tmpl)) + "/bad.yaml";
+  common::TempDir tmp("yoke_client_test");  // removed with its files at the end
+  std::string bad = tmp.File("bad.yaml");
   FILE* f = std::fopen(bad.c_str(), "w");
   std::fputs("model: {zoo: mlp}\ntraining:\n  epochs: 1\n  optimzer: {type: sgd}\n", f);
   std::fclose(f);

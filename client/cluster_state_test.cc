@@ -6,18 +6,15 @@
 
 #include <fstream>
 
+#include "common/testing/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace yoke::client {
 namespace {
 
-std::string TempDir() {
-  char tmpl[] = "/tmp/yoke_state_test_XXXXXX";
-  return mkdtemp(tmpl);
-}
-
 TEST(ClusterStateTest, RoundTripsThroughTheFileAndCreatesTheDirectory) {
-  std::string path = TempDir() + "/nested/dir/cluster.json";
+  common::TempDir tmp("yoke_state_test");  // removed with its files at the end
+  std::string path = tmp.path() + "/nested/dir/cluster.json";
   ClusterState st;
   st.address = "127.0.0.1:41234";
   st.dir = "/tmp/somewhere";
@@ -37,13 +34,15 @@ TEST(ClusterStateTest, RoundTripsThroughTheFileAndCreatesTheDirectory) {
 TEST(ClusterStateTest, TheDirectoryItCreatesIsPrivate) {
   ClusterState state;
   state.address = "127.0.0.1:1";
-  std::string dir = TempDir() + "/state";
+  common::TempDir tmp("yoke_state_test");  // removed with its files at the end
+  std::string dir = tmp.path() + "/state";
   ASSERT_TRUE(WriteClusterState(state, dir + "/cluster.json").ok());
   struct stat st;
   ASSERT_EQ(::stat(dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700);
   // An existing directory keeps its mode.
-  std::string open_dir = TempDir();
+  common::TempDir open_tmp("yoke_state_test");
+  std::string open_dir = open_tmp.path();
   ASSERT_EQ(::chmod(open_dir.c_str(), 0755), 0);
   ASSERT_TRUE(WriteClusterState(state, open_dir + "/cluster.json").ok());
   ASSERT_EQ(::stat(open_dir.c_str(), &st), 0);
@@ -51,7 +50,8 @@ TEST(ClusterStateTest, TheDirectoryItCreatesIsPrivate) {
 }
 
 TEST(ClusterStateTest, MissingFileIsNotFoundAndGarbageNamesTheProblem) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_state_test");  // removed with its files at the end
+  std::string dir = tmp.path();
   EXPECT_EQ(ReadClusterState(dir + "/none.json").status().code(), absl::StatusCode::kNotFound);
 
   std::ofstream(dir + "/garbage.json") << "this is not json";
@@ -70,7 +70,8 @@ TEST(ClusterStateTest, MissingFileIsNotFoundAndGarbageNamesTheProblem) {
 }
 
 TEST(ClusterStateTest, StateDirEnvironmentVariableWins) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_state_test");  // removed with its files at the end
+  std::string dir = tmp.path();
   setenv("YOKE_STATE_DIR", dir.c_str(), 1);
   EXPECT_EQ(DefaultClusterStatePath(), dir + "/cluster.json");
   unsetenv("YOKE_STATE_DIR");

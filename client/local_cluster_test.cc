@@ -16,15 +16,11 @@
 
 #include "client/cluster_state.h"
 #include "common/testing/file_contents.h"
+#include "common/testing/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace yoke::client {
 namespace {
-
-std::string TempDir() {
-  char tmpl[] = "/tmp/yoke_up_test_XXXXXX";
-  return mkdtemp(tmpl);
-}
 
 bool Alive(pid_t pid) {
   if (kill(pid, 0) != 0) return false;
@@ -46,7 +42,8 @@ void CopyFile(const std::string& from, const std::string& to) {
 using common::FileContents;
 
 TEST(LocalClusterTest, SpawnedDaemonWritesItsLogInItsOwnSession) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_up_test");  // removed with its files at the end
+  std::string dir = tmp.path();
   auto pid = SpawnDaemon({"/bin/sh", "-c", "echo out; echo err >&2; sleep 30"}, dir + "/d.log");
   ASSERT_TRUE(pid.ok()) << pid.status();
   // The child's setsid and exec race with this thread; once the shell has
@@ -67,7 +64,8 @@ TEST(LocalClusterTest, SpawnedDaemonWritesItsLogInItsOwnSession) {
 }
 
 TEST(LocalClusterTest, StopEscalatesToSigkillAfterTheGrace) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_up_test");  // removed with its files at the end
+  std::string dir = tmp.path();
   auto pid = SpawnDaemon(
       {"/bin/sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"}, dir + "/d.log");
   ASSERT_TRUE(pid.ok());
@@ -83,14 +81,16 @@ TEST(LocalClusterTest, StopEscalatesToSigkillAfterTheGrace) {
 }
 
 TEST(LocalClusterTest, LogTailKeepsTheLastLines) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_up_test");  // removed with its files at the end
+  std::string dir = tmp.path();
   std::ofstream(dir + "/l.log") << "a\nb\nc\nd\n";
   EXPECT_EQ(LogTail(dir + "/l.log", 2), "  | c\n  | d\n");
   EXPECT_EQ(LogTail(dir + "/none.log"), "");
 }
 
 TEST(LocalClusterTest, DownStopsTheRecordedDaemonsAndNothingElse) {
-  std::string dir = TempDir();
+  common::TempDir tmp("yoke_up_test");  // removed with its files at the end
+  std::string dir = tmp.path();
   setenv("YOKE_STATE_DIR", (dir + "/state").c_str(), 1);
   CopyFile("/bin/sleep", dir + "/yoke-worker");
   CopyFile("/bin/sleep", dir + "/yoke-coordinator");

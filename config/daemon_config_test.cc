@@ -1,11 +1,13 @@
 #include "config/daemon_config.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <string>
 
+#include "common/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/yoke/v1/config.pb.h"
@@ -17,17 +19,20 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-std::string WriteTemp(const std::string& text) {
-  char tmpl[] = "/tmp/yoke_daemon_config_test_XXXXXX";
-  int fd = ::mkstemp(tmpl);
+// Writes `text` to `name` in `dir` and returns its path.
+std::string WriteTemp(const TempDir& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir.File(name);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   EXPECT_GE(fd, 0);
   EXPECT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
   ::close(fd);
-  return tmpl;
+  return path;
 }
 
 TEST(LoadDaemonConfigTest, ReadsTheFieldsAndKeepsTheOthers) {
-  std::string path = WriteTemp("listen: 0.0.0.0:7000\ndata_roots: [/data, /more]\n");
+  const TempDir tmp("yoke_daemon_config_test");  // removed with its files at the end
+  std::string path =
+      WriteTemp(tmp, "coordinator.yaml", "listen: 0.0.0.0:7000\ndata_roots: [/data, /more]\n");
   v1::CoordinatorConfig cfg;
   cfg.set_store_path("kept.db");
   ASSERT_TRUE(LoadDaemonConfig(path, &cfg).ok());
@@ -35,7 +40,6 @@ TEST(LoadDaemonConfigTest, ReadsTheFieldsAndKeepsTheOthers) {
   ASSERT_EQ(cfg.data_roots_size(), 2);
   EXPECT_EQ(cfg.data_roots(1), "/more");
   EXPECT_EQ(cfg.store_path(), "kept.db");
-  ::unlink(path.c_str());
 }
 
 TEST(LoadDaemonConfigTest, ErrorsNameTheFile) {
@@ -45,19 +49,18 @@ TEST(LoadDaemonConfigTest, ErrorsNameTheFile) {
   EXPECT_EQ(s.message(),
             "/nonexistent/worker.yaml: cannot open config file: No such file or directory");
 
-  std::string path = WriteTemp("coordinator: a:1\ncpu_replica: 2\n");
+  const TempDir tmp("yoke_daemon_config_test");  // removed with its files at the end
+  std::string path = WriteTemp(tmp, "unknown_field.yaml", "coordinator: a:1\ncpu_replica: 2\n");
   s = LoadDaemonConfig(path, &cfg);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), StartsWith(path + ": "));
   EXPECT_THAT(std::string(s.message()), HasSubstr("cpu_replica: unknown field"));
-  ::unlink(path.c_str());
 
-  path = WriteTemp("coordinator: [a\n");
+  path = WriteTemp(tmp, "bad_syntax.yaml", "coordinator: [a\n");
   s = LoadDaemonConfig(path, &cfg);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), StartsWith(path + ":"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("YAML syntax error"));
-  ::unlink(path.c_str());
 }
 
 // A coordinator-like command line: the flags ConfigFlags binds.

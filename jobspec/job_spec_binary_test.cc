@@ -5,17 +5,13 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "common/testing/temp_dir.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "security/sha256.h"
 
 namespace yoke::common {
 namespace {
-
-std::string TempDir() {
-  char tmpl[] = "/tmp/yoke_job_spec_binary_XXXXXX";
-  return mkdtemp(tmpl);
-}
 
 v1::JobSpec Spec(const std::string& name) {
   v1::JobSpec s;
@@ -36,7 +32,8 @@ TEST(JobSpecBinaryTest, DigestIdentifiesTheSpec) {
 }
 
 TEST(JobSpecBinaryTest, WrittenFileReadsBack) {
-  const std::string path = TempDir() + "/job.pb";
+  const TempDir tmp("yoke_job_spec_binary");  // removed with its files at the end
+  const std::string path = tmp.File("job.pb");
   ASSERT_TRUE(WriteJobSpecFile(path, Spec("round-trip")).ok());
   auto back = ReadJobSpecFile(path);
   ASSERT_TRUE(back.ok()) << back.status();
@@ -44,7 +41,8 @@ TEST(JobSpecBinaryTest, WrittenFileReadsBack) {
 }
 
 TEST(JobSpecBinaryTest, RefusesWhatIsNoSpecNamingTheFile) {
-  const std::string dir = TempDir();
+  const TempDir tmp("yoke_job_spec_binary");  // removed with its files at the end
+  const std::string dir = tmp.path();
   const std::string path = dir + "/job.pb";
   ASSERT_TRUE(WriteJobSpecFile(path, Spec("x")).ok());
   const int64_t size = static_cast<int64_t>(SerializeJobSpec(Spec("x")).size());
