@@ -118,7 +118,9 @@ fuzz: $(SAN_BUILD)/build.ninja
 # multi-host ones (their timings assume an unsanitized build), the
 # PyTorch parity ones (minutes of training, the same math as the release
 # build's), the checks of the repository's files (tree, deploy), which
-# run no compiled code, and SAN_SKIP: the tests that train for minutes under
+# run no compiled code, the Python-driven ones (label python: the Python
+# client's and the ONNX export's checks against onnxruntime; the export
+# code's C++ tests, export/*_test.cc, do run here), and SAN_SKIP: the tests that train for minutes under
 # ASan (measured: coordinator_restart 369 s, worker_crash 302 s, train 177 s,
 # custom_loop_2rank 113 s, resnet50_image_folder 79 s, custom_loop_1rank
 # 64 s; 1,104 of the suite's 2,000 CPU-seconds). Their training runs the
@@ -136,7 +138,7 @@ fuzz: $(SAN_BUILD)/build.ninja
 SAN_SKIP := tests_coordinator_restart_e2e_test|tests_worker_crash_e2e_test|tests_train_e2e_test
 SAN_SKIP := $(SAN_SKIP)|examples_custom_loop_2rank_test|examples_custom_loop_1rank_test
 SAN_SKIP := $(SAN_SKIP)|tests_resnet50_image_folder_e2e_test|tests_coordinator_memory_e2e_test
-SAN_CTEST_ARGS ?= -LE "gpu|slow|multihost|parity|tree|deploy" -E "^($(SAN_SKIP))$$"
+SAN_CTEST_ARGS ?= -LE "gpu|slow|multihost|parity|tree|deploy|python" -E "^($(SAN_SKIP))$$"
 # It builds only what its selection runs (scripts/test_targets.py), not the
 # binaries of the tests it leaves out. san-build builds that and the fuzz
 # targets (CI runs it as a step of its own, before make fuzz).

@@ -43,7 +43,8 @@ def main(argv):
         for word in test.get("command", []):
             if word.startswith(build + os.sep):
                 rel = os.path.relpath(word, build)
-                if rel not in targets:
+                # A folder of the build tree (a test's --bin DIR) is no target.
+                if rel in known and rel not in targets:
                     targets.append(rel)
     if not targets:
         print(f"test_targets: the selection {argv[2:]} names no target of {build}",
