@@ -35,9 +35,12 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
 
   std::unique_ptr<Model> m(new Model());
   m->input_shape_ = input_shape;
+  m->device_ = device;
+  // A device the build has no backend for fails here, before any layer.
+  ASSIGN_OR_RETURN(m->backend_, BackendFor(device));
   for (size_t i = 0; i < layers.size(); ++i) {
     const std::string where = absl::StrCat(path, "[", i, "] (", plan.names[i], ")");
-    auto layer_or = LayerRegistry::Global().Create(layers[i]);
+    auto layer_or = LayerRegistry::Global().Create(layers[i], device);
     if (!layer_or.ok()) return common::Annotate(layer_or.status(), where);
     Node node;
     node.layer = std::move(layer_or).value();
@@ -67,6 +70,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
 }
 
 void Model::FuseActivations() {
+  // The device layers fuse nothing yet: each runs its own kernels.
+  if (!device_.is_cpu()) return;
   const char* env = std::getenv("YOKE_FUSE");
   if (env != nullptr && std::string(env) == "0") return;
   for (Node& node : nodes_) {
@@ -130,7 +135,7 @@ absl::Status Model::EnsureBuffers(int64_t n) {
       continue;
     }
     if (node.writes_into >= 0) continue;  // it writes the pool's buffer
-    ASSIGN_OR_RETURN(node.out, Tensor::Allocate(s, DType::kF32, Device::CPU(),
+    ASSIGN_OR_RETURN(node.out, Tensor::Allocate(s, DType::kF32, device_,
                                                 absl::StrCat("layer ", node.layer->name())));
   }
   batch_ = n;
@@ -143,6 +148,10 @@ absl::StatusOr<Tensor> Model::Forward(const Tensor& x, const LayerContext& ctx) 
     return absl::InvalidArgumentError(absl::StrCat("model input must be (N, ",
                                                    ShapeString(input_shape_).substr(1), ", got ",
                                                    ShapeString(x.shape())));
+  }
+  if (x.device() != device_) {
+    return absl::InvalidArgumentError(absl::StrCat("model input is on ", x.device().ToString(),
+                                                   ", the model on ", device_.ToString()));
   }
   RETURN_IF_ERROR(EnsureBuffers(x.dim(0)));
   input_ = x;
@@ -168,18 +177,22 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
     for (Node& node : nodes_) {
       // A producer that absorbed a pool reads the pool's gradient instead.
       if ((node.needs_grad && !node.backward_fused && node.writes_into < 0) || &node == &last) {
-        ASSIGN_OR_RETURN(node.grad, Tensor::Allocate(node.out.shape(), DType::kF32, Device::CPU(),
+        ASSIGN_OR_RETURN(node.grad, Tensor::Allocate(node.out.shape(), DType::kF32, device_,
                                                      absl::StrCat("the gradient of layer ",
                                                                   node.layer->name())));
       }
     }
+  }
+  if (dlogits.device() != device_) {
+    return absl::InvalidArgumentError(absl::StrCat("dlogits are on ", dlogits.device().ToString(),
+                                                   ", the model on ", device_.ToString()));
   }
   if (dlogits.numel() != last.out.numel()) {
     return absl::InvalidArgumentError(absl::StrCat("dlogits ", ShapeString(dlogits.shape()),
                                                    " does not match the logits ",
                                                    ShapeString(last.out.shape())));
   }
-  std::memcpy(last.grad.raw(), dlogits.raw(), dlogits.bytes());
+  RETURN_IF_ERROR(CopyTensor(last.grad, dlogits.Reshape(last.grad.shape())));
   for (Node& node : nodes_) node.grads_received = 0;
   last.grads_received = 1;
 
@@ -205,10 +218,9 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
       } else if (nodes_[src].grads_received == 0) {
         din.push_back(&nodes_[src].grad);
       } else {
-        ASSIGN_OR_RETURN(
-            Tensor t,
-            Tensor::Allocate(nodes_[src].grad.shape(), DType::kF32, Device::CPU(),
-                             absl::StrCat("the gradient of layer ", nodes_[src].layer->name())));
+        ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(nodes_[src].grad.shape(), DType::kF32, device_,
+                                                    absl::StrCat("the gradient of layer ",
+                                                                 nodes_[src].layer->name())));
         scratch.push_back(std::move(t));
         din.push_back(&scratch.back());
       }
@@ -230,8 +242,12 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
         float* dst = s.grad.data<float>();
         const float* add = scratch[k++].data<float>();
         const int64_t n = s.grad.numel();
+        if (backend_ != nullptr) {
+          RETURN_IF_ERROR(backend_->AddInPlace(dst, add, n, device_.index));
+        } else {
 #pragma omp parallel for simd if (n > 65536)
-        for (int64_t e = 0; e < n; ++e) dst[e] += add[e];
+          for (int64_t e = 0; e < n; ++e) dst[e] += add[e];
+        }
       }
       s.grads_received++;
     }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/device_backend.h"
 #include "engine/layer.h"
 #include "engine/param_set.h"
 #include "proto/yoke/v1/job.pb.h"
@@ -56,6 +57,9 @@ class Model {
                         const GradReadyFn& on_grad_ready = nullptr);
 
   const Shape& input_shape() const { return input_shape_; }
+  // Where the parameters, activations and gradients live; Forward's input
+  // and Backward's dlogits must be on it too.
+  Device device() const { return device_; }
   const Shape& output_shape() const { return nodes_.back().shape; }
   int64_t ForwardMacsPerExample() const;
 
@@ -122,6 +126,8 @@ class Model {
   absl::Status EnsureBuffers(int64_t n);
 
   Shape input_shape_;
+  Device device_;
+  DeviceBackend* backend_ = nullptr;  // null on the CPU
   std::vector<Node> nodes_;
   ParamSet params_;
   Tensor input_;  // the last Forward's input

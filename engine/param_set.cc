@@ -65,11 +65,20 @@ absl::Status ParamSet::Finalize(Device device) {
 }
 
 void ParamSet::Initialize(uint64_t seed) {
+  // On a device, the same values are drawn on the host and copied over, so
+  // a seed gives every device the same initial model.
+  const bool host = values_.device().is_cpu();
+  Tensor values = host ? values_ : Tensor::Zeros(values_.shape());
+  Tensor state = host || !state_.defined() ? state_ : Tensor::Zeros(state_.shape());
   for (size_t i = 0; i < entries_.size(); ++i) {
-    Fill(entries_[i], values_.data<float>() + entries_[i].offset, seed, 2 * i);
+    Fill(entries_[i], values.data<float>() + entries_[i].offset, seed, 2 * i);
   }
   for (size_t i = 0; i < state_entries_.size(); ++i) {
-    Fill(state_entries_[i], state_.data<float>() + state_entries_[i].offset, seed, 2 * i + 1);
+    Fill(state_entries_[i], state.data<float>() + state_entries_[i].offset, seed, 2 * i + 1);
+  }
+  if (!host) {
+    values_.CopyFrom(values);
+    if (state_.defined()) state_.CopyFrom(state);
   }
 }
 

@@ -14,14 +14,16 @@ LayerRegistry& LayerRegistry::Global() {
   return *r;
 }
 
-bool LayerRegistry::Register(const std::string& name, LayerFactory factory) {
-  factories_.emplace_back(name, std::move(factory));
+bool LayerRegistry::Register(const std::string& name, LayerFactory factory, Device::Kind kind) {
+  factories_.push_back(Entry{name, kind, std::move(factory)});
   return true;
 }
 
-std::vector<std::string> LayerRegistry::Names() const {
+std::vector<std::string> LayerRegistry::Names(Device::Kind kind) const {
   std::vector<std::string> names;
-  for (const auto& f : factories_) names.push_back(f.first);
+  for (const auto& f : factories_) {
+    if (f.kind == kind) names.push_back(f.name);
+  }
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -33,14 +35,23 @@ absl::Status CheckArguments(const v1::LayerSpec& spec) {
   return errors.empty() ? absl::OkStatus() : absl::InvalidArgumentError(errors[0]);
 }
 
-absl::StatusOr<std::unique_ptr<Layer>> LayerRegistry::Create(const v1::LayerSpec& spec) const {
+absl::StatusOr<std::unique_ptr<Layer>> LayerRegistry::Create(const v1::LayerSpec& spec,
+                                                             Device device) const {
   std::string kind = LayerKindName(spec);
   if (kind.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("layer has no type (known: ", absl::StrJoin(Names(), ", "), ")"));
   }
+  bool known = false;
   for (const auto& f : factories_) {
-    if (f.first == kind) return f.second(spec);
+    if (f.name != kind) continue;
+    if (f.kind == device.kind) return f.factory(spec);
+    known = true;
+  }
+  if (known) {
+    return absl::UnimplementedError(absl::StrCat("layer '", kind, "' has no ",
+                                                 device.is_cpu() ? "cpu" : "cuda",
+                                                 " implementation in this build"));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown layer type '", kind, "' (known: ", absl::StrJoin(Names(), ", "), ")"));

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/status.h"
+#include "engine/device.h"
 #include "engine/layer.h"
 #include "proto/yoke/v1/job.pb.h"
 
@@ -27,19 +28,30 @@ class LayerRegistry {
  public:
   static LayerRegistry& Global();
 
-  // Returns true (for use in static initialisers).
-  bool Register(const std::string& name, LayerFactory factory);
+  // Registers the implementation of layer `name` for devices of `kind`
+  // (the CPU engine's layers, or a device library's). Returns true (for use
+  // in static initialisers).
+  bool Register(const std::string& name, LayerFactory factory,
+                Device::Kind kind = Device::Kind::kCPU);
 
-  // Creates the layer the spec's `kind` names. Errors: INVALID_ARGUMENT when no
-  // kind is set or when no layer is registered under that name (the message
-  // lists the known names).
-  absl::StatusOr<std::unique_ptr<Layer>> Create(const v1::LayerSpec& spec) const;
+  // Creates the layer the spec's `kind` names, in its implementation for
+  // `device`'s kind. Errors: INVALID_ARGUMENT when no kind is set or when no
+  // layer is registered under that name (the message lists the known
+  // names); UNIMPLEMENTED when the layer exists but not for that device
+  // ("layer 'x' has no cuda implementation in this build").
+  absl::StatusOr<std::unique_ptr<Layer>> Create(const v1::LayerSpec& spec,
+                                                Device device = Device::CPU()) const;
 
-  // Sorted registered names.
-  std::vector<std::string> Names() const;
+  // Sorted names registered for `kind`.
+  std::vector<std::string> Names(Device::Kind kind = Device::Kind::kCPU) const;
 
  private:
-  std::vector<std::pair<std::string, LayerFactory>> factories_;
+  struct Entry {
+    std::string name;
+    Device::Kind kind;
+    LayerFactory factory;
+  };
+  std::vector<Entry> factories_;
 };
 
 // The name of the kind a LayerSpec holds ("" when none).
@@ -55,5 +67,10 @@ absl::Status CheckArguments(const v1::LayerSpec& spec);
 #define YOKE_REGISTER_LAYER(name, factory)                          \
   static const bool YOKE_CONCAT(yoke_layer_registered_, __LINE__) = \
       ::yoke::engine::LayerRegistry::Global().Register(name, factory)
+
+// The same for a device library's implementation of layer `name`.
+#define YOKE_REGISTER_DEVICE_LAYER(name, kind, factory)                    \
+  static const bool YOKE_CONCAT(yoke_device_layer_registered_, __LINE__) = \
+      ::yoke::engine::LayerRegistry::Global().Register(name, factory, kind)
 
 #endif  // YOKE_ENGINE_REGISTRY_H_

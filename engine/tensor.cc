@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status.h"
+#include "engine/device_backend.h"
 
 namespace yoke::engine {
 
@@ -66,6 +68,14 @@ Storage::~Storage() {
 absl::StatusOr<Tensor> Tensor::Allocate(const Shape& shape, DType dtype, Device device,
                                         const std::string& what) {
   Allocator* a = AllocatorFor(device);
+  if (a == nullptr && !device.is_cpu()) {
+    // The backend says why: no backend in this build, no usable device.
+    absl::StatusOr<DeviceBackend*> b = BackendFor(device);
+    if (!b.ok()) return common::Annotate(b.status(), absl::StrCat("allocating ", what));
+    absl::StatusOr<Allocator*> da = (*b)->allocator(device.index);
+    if (!da.ok()) return common::Annotate(da.status(), absl::StrCat("allocating ", what));
+    a = *da;
+  }
   if (a == nullptr) {
     return absl::UnimplementedError(absl::StrCat("no allocator for device ", device.ToString(),
                                                  " in this build (allocating ", what, ")"));
@@ -142,17 +152,27 @@ Tensor Tensor::Reshape(const Shape& shape) const {
 }
 
 void Tensor::SetZero() const {
-  if (defined() && device_.is_cpu()) std::memset(raw(), 0, bytes());
+  if (!defined()) return;
+  if (device_.is_cpu()) {
+    std::memset(raw(), 0, bytes());
+    return;
+  }
+  absl::StatusOr<DeviceBackend*> b = BackendFor(device_);
+  absl::Status s = b.ok() ? (*b)->Zero(raw(), bytes(), device_.index) : b.status();
+  if (!s.ok()) {
+    std::fprintf(stderr, "yoke: SetZero of %s failed: %s\n", DebugString().c_str(),
+                 s.ToString().c_str());
+    std::abort();
+  }
 }
 
 void Tensor::CopyFrom(const Tensor& src) const {
-  if (src.numel() != numel() || src.dtype() != dtype() || !device_.is_cpu() ||
-      !src.device().is_cpu()) {
-    std::fprintf(stderr, "yoke: CopyFrom mismatch %s <- %s\n", DebugString().c_str(),
-                 src.DebugString().c_str());
+  absl::Status s = CopyTensor(*this, src);
+  if (!s.ok()) {
+    std::fprintf(stderr, "yoke: CopyFrom %s <- %s failed: %s\n", DebugString().c_str(),
+                 src.DebugString().c_str(), s.ToString().c_str());
     std::abort();
   }
-  std::memcpy(raw(), src.raw(), bytes());
 }
 
 std::string Tensor::DebugString() const {

@@ -104,9 +104,13 @@ class Tensor {
   Tensor Reshape(const Shape& shape) const;
 
   // Sets every byte to zero. (Handles are shallow: const methods may write
-  // the elements, never the handle.)
+  // the elements, never the handle.) On a device, enqueued on its compute
+  // stream (engine/device_backend.h). A failure is fatal; code that can
+  // report one calls the backend itself.
   void SetZero() const;
-  // Copies the elements of `src` (same dtype and numel; CPU only here).
+  // Copies the elements of `src` (same dtype and numel), between any two
+  // devices, as CopyTensor (engine/device_backend.h) does; a mismatch or a
+  // device error is fatal.
   void CopyFrom(const Tensor& src) const;
   // True when both tensors alias the same storage.
   bool SharesStorageWith(const Tensor& o) const { return storage_ == o.storage_; }

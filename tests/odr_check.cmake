@@ -9,7 +9,7 @@ if(YOKE_BUILD_TESTS)
     foreach(t yoke_proto yoke_grpc_proto yoke_common yoke_config yoke_jobspec yoke_security
               yoke_grpc_util yoke_http yoke_telemetry yoke_image_folder_list yoke_data_names
               yoke_engine_names yoke_engine_zoo yoke_engine_lib
-              yoke_cuda_kernels yoke_data yoke_collective yoke_nccl yoke_pipeline yoke_ps yoke_trainer
+              yoke_engine_cuda_lib yoke_data yoke_collective yoke_nccl yoke_pipeline yoke_ps yoke_trainer
               yoke_worker_daemon
               yoke_coordinator
               yoke_client yoke_api yoke_export yoke_onnx_proto)

@@ -35,9 +35,12 @@ class Loss {
 
 // "softmax_cross_entropy" or "mse"; INVALID_ARGUMENT lists the known names.
 // `label_smoothing` (TrainingSpec.label_smoothing) must be in [0, 1) and is
-// only for softmax_cross_entropy: INVALID_ARGUMENT otherwise.
+// only for softmax_cross_entropy: INVALID_ARGUMENT otherwise. On a device,
+// the loss takes logits, labels and dlogits on that device (its
+// implementation comes from the device's backend, engine/device_backend.h).
 absl::StatusOr<std::unique_ptr<Loss>> CreateLoss(const std::string& name,
-                                                 float label_smoothing = 0.0f);
+                                                 float label_smoothing = 0.0f,
+                                                 Device device = Device::CPU());
 std::vector<std::string> KnownLosses();
 
 }  // namespace yoke::engine

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "common/name_list.h"
 #include "common/status.h"
+#include "engine/device_backend.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/sgd.h"
 
@@ -133,6 +134,11 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const v1::OptimizerSp
   }
   if (!(spec.weight_decay() >= 0.0f) || !std::isfinite(spec.weight_decay())) {
     return Field("weight_decay", "must be finite and >= 0", spec.weight_decay());
+  }
+  const Device device = params->flat_values().device();
+  if (!device.is_cpu()) {
+    ASSIGN_OR_RETURN(DeviceBackend * backend, BackendFor(device));
+    return backend->CreateOptimizer(spec, params);
   }
   return entry->make(spec, params);
 }
