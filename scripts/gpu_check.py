@@ -11,11 +11,18 @@ Stages, in this order (--stages picks some, e.g. 1,2):
              CUDA, cuDNN, cuBLAS and NCCL the binaries will load;
   2 smoke    every CUDA test binary of the bundle under compute-sanitizer
              memcheck; a test that skips on a GPU machine fails the stage;
-  3 ops      per-op parity against the CPU engine;
-  4 model    model parity (ResNet-20 against the CPU engine, checkpoints);
-  5 speed    ResNet-50 throughput against PyTorch.
-Stages 3 to 5 need the GPU engine, which is not built yet: they report
-NOT_BUILT, and a run that asks for them fails.
+  3 ops      per-op parity against the CPU engine: every layer case, loss
+             and optimizer of engine/cuda_parity/ (fp32, TF32 off; the
+             tf32, bf16 and fp16 precisions are not built yet);
+  4 model    model parity: ResNet-20 and the CNN trained against the CPU
+             engine, a GPU checkpoint resumed on CPU and GPU, a repeated
+             run bit for bit, and the steady-state counters;
+  5 speed    ResNet-50 throughput against PyTorch (not built yet: it
+             reports NOT_BUILT, and a run that asks for it fails).
+Stages 3 and 4 write every check of the parity binaries as a JSON line
+(stage3_ops.jsonl, stage4_model.jsonl) and sum them up in their JSON. A
+binary that dies (a device fault is sticky for the process) is rerun one
+test at a time, so one broken op does not hide the others.
 
 Verdicts: PASS, FAIL, NO_GPU (stage 1 found no usable GPU: the later stages
 are SKIPPED), NOT_BUILT. Exit status: 0 when every stage asked for passed,
@@ -34,10 +41,13 @@ import time
 
 STAGES = {1: "env", 2: "smoke", 3: "ops", 4: "model", 5: "speed"}
 NOT_BUILT = {
-    3: "per-op parity needs the GPU engine's layers (not built yet)",
-    4: "model parity needs the GPU engine (not built yet)",
-    5: "the ResNet-50 speed run needs the GPU engine (not built yet)",
+    5: "the ResNet-50 speed run needs the GPU trainer (not built yet)",
 }
+# The parity binaries of stages 3 and 4 (engine/cuda_parity/).
+PARITY = {3: ["engine_op_parity_test", "engine_loss_optim_parity_test"],
+          4: ["engine_model_parity_test"]}
+# Too slow under compute-sanitizer for stage 2; stage 4 runs it plainly.
+NOT_SMOKE = {"engine_model_parity_test"}
 
 
 def run(cmd, timeout=60, env=None):
@@ -115,7 +125,8 @@ def stage_smoke(args, dirs, env_result):
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = ":".join([os.path.join(bundle, "lib")] + dirs)
     sanitizer = env_result.get("compute_sanitizer")
-    binaries = sorted(glob.glob(os.path.join(bundle, "bin", "*")))
+    binaries = sorted(b for b in glob.glob(os.path.join(bundle, "bin", "*"))
+                      if os.path.basename(b) not in NOT_SMOKE)
     results, ok = [], bool(binaries)
     for b in binaries:
         cmd = [b, "--gtest_brief=0"]
@@ -142,6 +153,72 @@ def stage_smoke(args, dirs, env_result):
     return r
 
 
+def run_tests_of(binary, log, args, env):
+    """Runs a gtest binary with YOKE_PARITY_LOG=log; if it dies (not a
+    plain test failure), reruns it one test at a time. Returns a list of
+    {test, exit, skipped} for what ran."""
+    env = dict(env, YOKE_PARITY_LOG=log)
+    code, out = run([binary, "--gtest_brief=0"], timeout=args.test_timeout, env=env)
+    name = os.path.basename(binary)
+    with open(log.replace(".jsonl", f"_{name}.log"), "w") as f:
+        f.write(out)
+    skipped = len(re.findall(r"^\[  SKIPPED \]", out, re.M))
+    if code in (0, 1):
+        return [{"test": name, "exit": code, "skipped": skipped}]
+    # Died: start the log again and run each test in its own process.
+    open(log, "w").close()
+    _, listing = run([binary, "--gtest_list_tests"], env=env)
+    tests, suite = [], ""
+    for line in listing.splitlines():
+        if not line.startswith(" ") and line.endswith("."):
+            suite = line.strip()
+        elif line.startswith("  ") and suite:
+            tests.append(suite + line.split()[0])
+    results = []
+    for t in tests:
+        c, o = run([binary, f"--gtest_filter={t}"], timeout=args.test_timeout, env=env)
+        results.append({"test": f"{name} {t}", "exit": c,
+                        "skipped": len(re.findall(r"^\[  SKIPPED \]", o, re.M))})
+        if c not in (0, 1):
+            with open(log, "a") as f:
+                f.write(json.dumps({"op": t, "check": "process", "exit": c, "pass": False,
+                                    "output_tail": o[-2000:]}) + "\n")
+    return results
+
+
+def stage_parity(args, dirs, stage):
+    if args.bin_dir:
+        bin_dir, env = args.bin_dir, dict(os.environ)
+    else:
+        bundle = unpack(args)
+        bin_dir, env = os.path.join(bundle, "bin"), dict(os.environ)
+        env["LD_LIBRARY_PATH"] = ":".join([os.path.join(bundle, "lib")] + dirs)
+    if args.self_test:
+        env["YOKE_PARITY_SELF_TEST"] = "1"
+    log = os.path.abspath(os.path.join(args.out, f"stage{stage}_{STAGES[stage]}.jsonl"))
+    open(log, "w").close()
+    runs = []
+    for name in PARITY[stage]:
+        binary = os.path.join(bin_dir, name)
+        if not os.path.isfile(binary):
+            return {"verdict": "FAIL", "why": f"{name} is not in the bundle (make gpu-bundle)"}
+        runs += run_tests_of(binary, log, args, env)
+    checks = [json.loads(line) for line in open(log) if line.strip()]
+    failed = [c for c in checks if not c.get("pass")]
+    ok = (bool(checks) and not failed and all(r["exit"] == 0 and r["skipped"] == 0 for r in runs))
+    r = {"runs": runs, "checks": len(checks), "failed": failed,
+         "worst": sorted((c for c in checks if "rel_l2" in c),
+                         key=lambda c: -c["rel_l2"])[:10]}
+    if stage == 3:
+        r["precisions"] = {"fp32": "run", "tf32": "not built", "bf16": "not built",
+                           "fp16": "not built"}
+    r["verdict"] = "PASS" if ok else "FAIL"
+    bad = ", ".join(f"{c['op']}/{c['check']}" for c in failed[:6])
+    r["line"] = (f"{len(checks)} checks, {len(failed)} failed" + (f": {bad}" if bad else "")
+                 + ("" if all(x["skipped"] == 0 for x in runs) else "; tests skipped"))
+    return r
+
+
 def unpack(args):
     dest = os.path.join(args.work, "bundle")
     if not os.path.isdir(dest):
@@ -160,6 +237,11 @@ def main():
     p.add_argument("--out", default=os.environ.get("OUT") or "gpu-check-out")
     p.add_argument("--work", default="/tmp/yoke-gpu-check")
     p.add_argument("--test-timeout", type=int, default=240)
+    p.add_argument("--bin-dir", help="run stages 3 and 4 from this folder's binaries (a build "
+                   "tree's bin/) instead of the bundle")
+    p.add_argument("--self-test", action="store_true",
+                   help="run stages 3 and 4 CPU against CPU (YOKE_PARITY_SELF_TEST=1), to check "
+                   "the cases and this script on a machine without a GPU")
     args = p.parse_args()
     try:
         stages = sorted({int(s) for s in args.stages.split(",") if s})
@@ -175,10 +257,14 @@ def main():
     for s in stages:
         if s == 1:
             r = env_result
+        elif args.self_test and s in PARITY:
+            r = stage_parity(args, dirs, s)
         elif env_result["verdict"] == "NO_GPU":
             r = {"verdict": "SKIPPED", "why": "no GPU (stage 1)"}
         elif s == 2:
             r = stage_smoke(args, dirs, env_result)
+        elif s in PARITY:
+            r = stage_parity(args, dirs, s)
         else:
             r = {"verdict": "NOT_BUILT", "why": NOT_BUILT[s]}
         r["stage"] = s
@@ -191,8 +277,10 @@ def main():
     for s in stages:
         r = json.load(open(os.path.join(args.out, f"stage{s}_{STAGES[s]}.json")))
         print(f"stage {s} {STAGES[s]}: {r['verdict']}: {r.get('line') or r.get('why', '')}")
-    if env_result["verdict"] == "NO_GPU":
+    if env_result["verdict"] == "NO_GPU" and not args.self_test:
         return 3
+    if args.self_test:
+        return 0 if all(summary[s] == "PASS" for s in stages if s in PARITY) else 1
     return 0 if all(v == "PASS" for v in summary.values()) else 1
 
 

@@ -89,7 +89,15 @@ Measure Compare(const Tensor& got, const Tensor& want) {
   return m;
 }
 
-bool Record(const std::string& op, const std::string& check, const Measure& m, double bound) {
+bool Record(const std::string& op, const std::string& check, const Measure& measured,
+            double bound) {
+  Measure m = measured;
+  // Fault injection for the harness's own test (tests/gpu_check_self_test.sh):
+  // the op named here differs, so a run must report it.
+  if (const char* inject = std::getenv("YOKE_PARITY_INJECT"); inject != nullptr && op == inject) {
+    m.rel_l2 += 1.0;
+    m.bitwise_diffs += 1;
+  }
   const bool pass = m.nonfinite == 0 && (bound == 0 ? m.bitwise_diffs == 0 : m.rel_l2 <= bound);
   std::printf(
       "parity %-28s %-8s rel_l2 %.2e max_abs %.2e nonfinite %lld bitdiff %lld (bound %.0e) %s\n",
@@ -103,6 +111,23 @@ bool Record(const std::string& op, const std::string& check, const Measure& m, d
                    op.c_str(), check.c_str(), m.rel_l2, m.max_abs,
                    static_cast<long long>(m.nonfinite), static_cast<long long>(m.bitwise_diffs),
                    bound, pass ? "true" : "false");
+      std::fclose(f);
+    }
+  }
+  return pass;
+}
+
+bool RecordCount(const std::string& op, const std::string& check, int64_t value, int64_t max) {
+  const bool pass = value <= max;
+  std::printf("parity %-28s %-8s count %lld (at most %lld) %s\n", op.c_str(), check.c_str(),
+              static_cast<long long>(value), static_cast<long long>(max), pass ? "ok" : "FAIL");
+  if (const char* path = std::getenv("YOKE_PARITY_LOG"); path != nullptr && *path != '\0') {
+    if (FILE* f = std::fopen(path, "a"); f != nullptr) {
+      std::fprintf(f,
+                   "{\"op\": \"%s\", \"check\": \"%s\", \"count\": %lld, \"max\": %lld, "
+                   "\"pass\": %s}\n",
+                   op.c_str(), check.c_str(), static_cast<long long>(value),
+                   static_cast<long long>(max), pass ? "true" : "false");
       std::fclose(f);
     }
   }

@@ -51,7 +51,12 @@ Measure Compare(const Tensor& got, const Tensor& want);
 // Records one check (and returns whether it passed): `op` names the op and
 // configuration, `check` the quantity ("forward", "dx0", "dparams",
 // "state", "loss", ...), `bound` the relative L2 bound (0 = bitwise).
+// YOKE_PARITY_INJECT=<op> makes that op's checks differ (the harness's own
+// test proves a difference is reported).
 bool Record(const std::string& op, const std::string& check, const Measure& m, double bound);
+// Records a count that must be at most `max` (device allocations, host
+// waits).
+bool RecordCount(const std::string& op, const std::string& check, int64_t value, int64_t max);
 
 }  // namespace yoke::engine::parity
 
