@@ -486,12 +486,23 @@ void CheckPlacement(Checker& c, const v1::JobSpec& spec) {
   c.NonNegative("distribution.workers", d.workers());
   c.NonNegative("distribution.devices_per_worker", d.devices_per_worker());
   c.OneOf("distribution.device", d.device(), {"cpu", "cuda"}, "device", true);
-  // The engine has CUDA kernels and an allocator but no CUDA layers yet: fail
-  // here, at submit or `yoke train`, not in the trainer after scheduling.
+  // The CUDA engine trains one replica on one GPU: several GPU replicas need
+  // the NCCL gradient reducer, and gradient accumulation a device pass,
+  // neither built yet. Refused here, at submit or `yoke train`, not in the
+  // trainer after scheduling.
   if (d.device() == "cuda") {
-    c.Add(
-        "distribution.device: 'cuda' is not supported: this build trains on CPU replicas "
-        "only; use 'cpu' (or leave it unset)");
+    if (d.workers() > 1 || d.devices_per_worker() > 1) {
+      c.Add(absl::StrCat(
+          "distribution.device: 'cuda' trains on one GPU for now (distribution.workers and "
+          "devices_per_worker at most 1, got ",
+          d.workers(), " and ", d.devices_per_worker(),
+          "): several GPU replicas need the NCCL gradient reducer, which is not built yet"));
+    }
+    if (spec.training().accumulation_steps() > 1) {
+      c.Add(
+          "training.accumulation_steps: above 1 is not supported on distribution.device "
+          "'cuda' yet");
+    }
   }
   c.NonNegativeFinite("distribution.bucket_cap_mb", d.bucket_cap_mb());
   c.NonNegativeFinite("distribution.first_bucket_mb", d.first_bucket_mb());

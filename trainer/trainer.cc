@@ -20,6 +20,7 @@
 #include "common/usable_cores.h"
 #include "data/open_dataset.h"
 #include "data/validation_split.h"
+#include "engine/device_backend.h"
 #include "engine/kernels/cpu/dnnl_context.h"
 #include "jobspec/job_validate.h"
 #include "spdlog/spdlog.h"
@@ -70,6 +71,30 @@ Trainer::~Trainer() = default;
 
 engine::Model& Trainer::model(int i) { return *replicas_[i]->model; }
 
+namespace {
+
+// The GPU a CUDA job trains on: this process's first (the worker sets
+// CUDA_VISIBLE_DEVICES to the job's). One replica on one GPU for now (job
+// validation says so at submit; checked here for the C++ API too). A
+// machine without a usable GPU fails here with cudart's reason, which
+// yoke-trainer reports with exit 2.
+absl::StatusOr<engine::Device> CudaDevice(const TrainerOptions& options) {
+  if (options.world_size > 1 || options.num_replicas > 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "distribution.device: 'cuda' trains on one GPU for now; this job has ", options.world_size,
+        " replicas, and several GPU replicas need the NCCL gradient reducer (not built yet)"));
+  }
+  const engine::Device device = engine::Device::CUDA(0);
+  ASSIGN_OR_RETURN(engine::DeviceBackend * backend, engine::BackendFor(device));
+  absl::StatusOr<engine::Allocator*> usable = backend->allocator(device.index);
+  if (!usable.ok()) {
+    return common::Annotate(usable.status(), "distribution.device: 'cuda': no usable GPU");
+  }
+  return device;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec,
                                                          const TrainerOptions& options) {
   if (!options.spec_validated) RETURN_IF_ERROR(common::ValidateJobSpec(spec));
@@ -89,9 +114,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
   t->options_ = options;
   const v1::TrainingSpec& tr = spec.training();
   if (spec.distribution().device() == "cuda") {
-    return absl::UnimplementedError(
-        "distribution.device: 'cuda' needs the CUDA backend, which this build does "
-        "not have yet; use 'cpu'");
+    ASSIGN_OR_RETURN(t->device_, CudaDevice(options));
   }
   // The process's thread budget is split evenly over its replicas (see the
   // header); this thread runs local replica 0.
@@ -139,10 +162,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
     auto r = std::make_unique<Replica>();
     r->local = i;
     r->rank = options.first_rank + i;
-    ASSIGN_OR_RETURN(r->model, engine::Model::Create(spec.model(), input, classes));
+    r->device = t->device_;
+    ASSIGN_OR_RETURN(r->model, engine::Model::Create(spec.model(), input, classes, r->device));
     ASSIGN_OR_RETURN(r->loss,
                      engine::CreateLoss(tr.loss().empty() ? "softmax_cross_entropy" : tr.loss(),
-                                        tr.label_smoothing()));
+                                        tr.label_smoothing(), r->device));
     ASSIGN_OR_RETURN(r->optimizer, engine::CreateOptimizer(tr.optimizer(), &r->model->params()));
     r->model->params().Initialize(tr.seed());
     t->replicas_.push_back(std::move(r));

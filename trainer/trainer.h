@@ -316,7 +316,8 @@ class Trainer {
   absl::Mutex comm_mu_;  // guards the replicas' `comm` while they connect
   bool aborted_ ABSL_GUARDED_BY(comm_mu_) = false;
   std::unique_ptr<engine::LrSchedule> schedule_;
-  int threads_ = 1;  // per replica
+  int threads_ = 1;        // per replica
+  engine::Device device_;  // the replicas' device: the CPU, or cuda:0
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
   // Position: the next step runs batch `step_in_epoch_` of epoch `epoch_`.

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "engine/checkpoint.h"
+#include "engine/device_backend.h"
 #include "trainer/trainer.h"
 #include "trainer/trainer_internal.h"
 
@@ -33,6 +34,13 @@ absl::Status Trainer::SaveCheckpoint(const std::string& path) {
   engine::NamedTensors tensors = {{"params", r.model->params().flat_values()},
                                   {"state", r.model->params().flat_state()}};
   for (auto& [name, t] : r.optimizer->State()) tensors.emplace_back("optim/" + name, t);
+  // Files hold host copies: a checkpoint written on a GPU resumes on a CPU.
+  for (auto& [name, t] : tensors) {
+    if (!t.defined() || t.device().is_cpu()) continue;
+    engine::Tensor host = engine::Tensor::Empty(t.shape(), t.dtype());
+    RETURN_IF_ERROR(engine::CopyTensor(host, t));
+    t = host;
+  }
   return engine::WriteCheckpoint(path, h, tensors);
 }
 
@@ -60,8 +68,7 @@ absl::Status Trainer::Restore(const std::string& path) {
                                                      dst.numel(),
                                                      " (was it written for a different model?)"));
     }
-    dst.CopyFrom(*src);
-    return absl::OkStatus();
+    return engine::CopyTensor(dst, *src);
   };
   // Every local replica restores the same checkpoint (and Connect() then
   // broadcasts rank 0's copy anyway).

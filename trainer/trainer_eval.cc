@@ -13,6 +13,7 @@ namespace yoke::worker {
 
 using trainer_internal::BatchInput;
 using trainer_internal::BatchLabels;
+using trainer_internal::OnDevice;
 
 absl::StatusOr<std::pair<double, double>> Trainer::Evaluate() { return EvaluateOn(test_); }
 
@@ -71,9 +72,12 @@ absl::StatusOr<std::pair<double, double>> Trainer::EvaluateOn(
     if (!batch.has_value()) break;
     if (batch->n == 0) continue;
     Replica& rep = *replicas_[0];
-    ASSIGN_OR_RETURN(engine::Tensor logits, rep.model->Forward(BatchInput(*batch), ctx));
-    ASSIGN_OR_RETURN(engine::LossResult r,
-                     rep.loss->Compute(logits, BatchLabels(*batch), 0.0f, nullptr));
+    ASSIGN_OR_RETURN(engine::Tensor x,
+                     OnDevice(BatchInput(*batch), rep.device, &rep.x_dev, "the batch's input"));
+    ASSIGN_OR_RETURN(engine::Tensor y,
+                     OnDevice(BatchLabels(*batch), rep.device, &rep.y_dev, "the batch's labels"));
+    ASSIGN_OR_RETURN(engine::Tensor logits, rep.model->Forward(x, ctx));
+    ASSIGN_OR_RETURN(engine::LossResult r, rep.loss->Compute(logits, y, 0.0f, nullptr));
     loss_sum += r.loss_sum;
     correct += r.correct;
     n += batch->n;

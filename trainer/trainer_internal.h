@@ -14,6 +14,7 @@
 #include "collective/communicator.h"
 #include "collective/reducer.h"
 #include "data/pipeline.h"
+#include "engine/device_backend.h"
 #include "engine/model.h"
 #include "engine/tensor.h"
 #include "google/protobuf/repeated_field.h"
@@ -31,6 +32,23 @@ inline engine::Tensor BatchInput(data::Batch& b) {
 }
 inline engine::Tensor BatchLabels(data::Batch& b) {
   return engine::Tensor::Wrap(b.y.data(), {b.n}, engine::DType::kI32);
+}
+
+// `host` where a device model reads it: `host` itself on the CPU, else a
+// copy in `*buffer`, which is (re)allocated on `device` when the shape
+// changes (the last batch of an epoch), so a steady step allocates nothing.
+inline absl::StatusOr<engine::Tensor> OnDevice(const engine::Tensor& host, engine::Device device,
+                                               engine::Tensor* buffer, const char* what) {
+  if (device.is_cpu()) return host;
+  if (!buffer->defined() || buffer->shape() != host.shape() || buffer->dtype() != host.dtype()) {
+    absl::StatusOr<engine::Tensor> fresh =
+        engine::Tensor::Allocate(host.shape(), host.dtype(), device, what);
+    if (!fresh.ok()) return fresh.status();
+    *buffer = *std::move(fresh);
+  }
+  absl::Status s = engine::CopyTensor(*buffer, host);
+  if (!s.ok()) return s;
+  return *buffer;
 }
 
 inline collective::Buffer FlatBuffer(const engine::Tensor& t) {
@@ -110,8 +128,10 @@ struct Window : Tally {
 // One rank: its own model, loss and optimizer, and (when distributed) its
 // communicator and reducer. Owned by the Trainer, used by its replica thread.
 struct Trainer::Replica {
-  int local = 0;  // index among this Trainer's replicas
-  int rank = 0;   // global rank
+  int local = 0;                // index among this Trainer's replicas
+  int rank = 0;                 // global rank
+  engine::Device device;        // where its model lives
+  engine::Tensor x_dev, y_dev;  // a batch's input and labels on a device
   std::unique_ptr<engine::Model> model;
   std::unique_ptr<engine::Loss> loss;
   std::unique_ptr<engine::Optimizer> optimizer;

@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -66,8 +67,10 @@
 #include "collective/store.h"
 #include "common/flags.h"
 #include "common/logging.h"
+#include "common/self_dir.h"
 #include "config/config.h"
 #include "engine/checkpoint.h"
+#include "engine/device_backend.h"
 #include "google/protobuf/util/json_util.h"
 #include "jobspec/job_spec_binary.h"
 #include "jobspec/job_validate.h"
@@ -211,6 +214,27 @@ std::optional<int> LoadSpec(const yoke::worker::TrainerArgs& args, const std::st
   return std::nullopt;
 }
 
+// A CUDA job in a trainer without the CUDA backend: the CUDA build of the
+// trainer, yoke-trainer-cuda, sits beside this one (CMake builds both when
+// YOKE_WITH_CUDA is on). It is a separate program so that yoke-trainer loads
+// on machines without NVIDIA's libraries. Runs it in this process, with the
+// same arguments (the worker keeps its pid); returns an exit code only when
+// it cannot.
+std::optional<int> MaybeExecCudaTrainer(const yoke::v1::JobSpec& spec, char** argv) {
+  if (spec.distribution().device() != "cuda") return std::nullopt;
+  if (yoke::engine::BackendFor(yoke::engine::Device::CUDA(0)).ok()) return std::nullopt;
+  const std::string path = yoke::common::SelfDir() + "/yoke-trainer-cuda";
+  if (::access(path.c_str(), X_OK) != 0) {
+    return Fail(
+        absl::StrCat("distribution.device: 'cuda' needs the CUDA build of the trainer, ", path,
+                     ", which is not there (CMake builds it when YOKE_WITH_CUDA is "
+                     "on and the CUDA toolkit is found; see docs/gpu.md)"),
+        2);
+  }
+  ::execv(path.c_str(), argv);
+  return Fail(absl::StrCat("cannot run ", path, ": ", std::strerror(errno)), 2);
+}
+
 // Trains `spec` with `options` to the end (or to SIGINT/SIGTERM); returns
 // the exit code.
 int Train(const yoke::v1::JobSpec& spec, yoke::worker::TrainerOptions options,
@@ -287,6 +311,7 @@ int main(int argc, char** argv) {
   if (auto code = ResolveResume(args, &resume)) return *code;
   yoke::v1::JobSpec spec;
   if (auto code = LoadSpec(args, resume, &spec)) return *code;
+  if (auto code = MaybeExecCudaTrainer(spec, argv)) return *code;
   // All ranks in this process: they rendezvous in memory.
   yoke::collective::InMemoryStore local_store;
   yoke::worker::TrainerOptions options = built->trainer;

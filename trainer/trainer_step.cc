@@ -21,14 +21,27 @@
 namespace yoke::worker {
 
 using trainer_internal::Clock;
+using trainer_internal::OnDevice;
 using trainer_internal::Seconds;
+
+namespace {
+
+// engine::GradNorm on the CPU, or the device backend's on a device.
+absl::StatusOr<double> DeviceGradNorm(const engine::ParamSet& ps, float grad_scale) {
+  const engine::Device d = ps.flat_grads().device();
+  if (d.is_cpu()) return engine::GradNorm(ps, grad_scale);
+  ASSIGN_OR_RETURN(engine::DeviceBackend * backend, engine::BackendFor(d));
+  return backend->GradNorm(ps, grad_scale);
+}
+
+}  // namespace
 
 absl::StatusOr<v1::TrainResult> Trainer::Run() {
   const auto wall_start = Clock::now();
   v1::TrainResult result;
   const engine::Model& model0 = *replicas_[0]->model;
   result.set_num_parameters(model0.params().num_parameters());
-  result.set_device("cpu");
+  result.set_device(device_.is_cpu() ? "cpu" : "cuda");
   result.set_threads(threads_ * options_.num_replicas);
   result.set_replicas(options_.world_size);
   // A restart after early stopping already ended the run trains no further.
@@ -186,7 +199,7 @@ absl::StatusOr<Trainer::StepOutcome> Trainer::TrainStep(LoopState& s, data::Batc
       s.reducer ? 1.0f / static_cast<float>(std::max<int64_t>(out.global_n, 1)) : 1.0f;
   const float clip = tr.clip_grad_norm();
   if (clip > 0) {
-    const double norm = engine::GradNorm(model.params(), grad_scale);
+    ASSIGN_OR_RETURN(const double norm, DeviceGradNorm(model.params(), grad_scale));
     s.window.grad_norm += norm;
     grad_scale *= engine::ClipFactor(norm, clip);
   }
@@ -235,14 +248,18 @@ absl::StatusOr<double> Trainer::ForwardBackward(LoopState& s, data::Batch& batch
     ctx.step = s.step * k + j;  // dropout masks: a stream per micro-batch
     engine::Shape x_shape{m};
     x_shape.insert(x_shape.end(), batch.example_shape.begin(), batch.example_shape.end());
-    engine::Tensor x =
-        engine::Tensor::Wrap(batch.x.data() + begin * example_numel, x_shape, engine::DType::kF32);
-    engine::Tensor y = engine::Tensor::Wrap(batch.y.data() + begin, {m}, engine::DType::kI32);
+    ASSIGN_OR_RETURN(engine::Tensor x,
+                     OnDevice(engine::Tensor::Wrap(batch.x.data() + begin * example_numel, x_shape,
+                                                   engine::DType::kF32),
+                              s.rep.device, &s.rep.x_dev, "the batch's input"));
+    ASSIGN_OR_RETURN(engine::Tensor y, OnDevice(engine::Tensor::Wrap(batch.y.data() + begin, {m},
+                                                                     engine::DType::kI32),
+                                                s.rep.device, &s.rep.y_dev, "the batch's labels"));
     ASSIGN_OR_RETURN(engine::Tensor logits, model.Forward(x, ctx));
     if (!s.dlogits.defined() || s.dlogits.shape() != logits.shape()) {
-      ASSIGN_OR_RETURN(s.dlogits, engine::Tensor::Allocate(logits.shape(), engine::DType::kF32,
-                                                           engine::Device::CPU(),
-                                                           "the loss gradient (dlogits)"));
+      ASSIGN_OR_RETURN(s.dlogits,
+                       engine::Tensor::Allocate(logits.shape(), engine::DType::kF32, s.rep.device,
+                                                "the loss gradient (dlogits)"));
     }
     ASSIGN_OR_RETURN(engine::LossResult r, s.rep.loss->Compute(logits, y, loss_scale, &s.dlogits));
     if (last_micro) {
