@@ -15,10 +15,10 @@ absl::Status LaunchAdamStep(const AdamStepFn& f, int64_t n, cudaStream_t stream)
 absl::Status LaunchSumSquares(const float* g, int64_t n, double* partial, double* out,
                               cudaStream_t stream) {
   if (n == 0) return absl::OkStatus();
-  const int64_t chunks = NormChunks(n);
-  RETURN_IF_ERROR(
-      LaunchForEach("cuda::SumSquaresChunks", chunks, SumSquaresChunkFn{g, n, partial}, stream));
-  return LaunchForEach("cuda::SumSquaresTotal", 1, SumChunksFn{partial, chunks, out}, stream);
+  const int64_t partials = NormPartials(n);
+  RETURN_IF_ERROR(LaunchForEach("cuda::SumSquaresPartials", partials,
+                                SumSquaresChunkFn{g, n, partials, partial}, stream));
+  return LaunchForEach("cuda::SumSquaresTotal", 1, SumChunksFn{partial, partials, out}, stream);
 }
 
 }  // namespace yoke::engine::cuda

@@ -22,7 +22,7 @@ absl::Status LaunchSgdStep(const SgdStepFn& f, int64_t n, cudaStream_t stream);
 absl::Status LaunchAdamStep(const AdamStepFn& f, int64_t n, cudaStream_t stream);
 
 // *out = sum over g[0, n) of double(g)^2, deterministically (two levels);
-// partial: NormChunks(n) doubles of scratch. n == 0 writes nothing.
+// partial: NormPartials(n) doubles of scratch. n == 0 writes nothing.
 absl::Status LaunchSumSquares(const float* g, int64_t n, double* partial, double* out,
                               cudaStream_t stream);
 

@@ -190,7 +190,7 @@ absl::StatusOr<double> CudaGradNorm(const ParamSet& params, float grad_scale) {
   const int64_t n = g.numel();
   if (n == 0) return 0.0;
   ASSIGN_OR_RETURN(DeviceContext * ctx, ContextFor(g.device().index));
-  const size_t chunks = static_cast<size_t>(NormChunks(n));
+  const size_t chunks = static_cast<size_t>(NormPartials(n));
   ASSIGN_OR_RETURN(void* scratch, ctx->Workspace((chunks + 1) * sizeof(double), "GradNorm"));
   double* partial = static_cast<double*>(scratch);
   double* total = partial + chunks;

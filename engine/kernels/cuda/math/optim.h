@@ -9,9 +9,9 @@
 // (Adam's bias corrections) are computed on the host by AdamScalarsFor,
 // with the CPU's expressions.
 //
-// The gradient norm is a deterministic two-level reduction: SumSquaresChunkFn
-// (i per chunk of kNormChunk elements, in index order, in double) then
-// SumChunksFn (one i, the chunks in order).
+// The gradient norm is a deterministic two-level reduction in double:
+// SumSquaresChunkFn (i per partial sum, a fixed strided set of elements in
+// order) then SumChunksFn (one i, the partials in order).
 #ifndef YOKE_ENGINE_KERNELS_CUDA_MATH_OPTIM_H_
 #define YOKE_ENGINE_KERNELS_CUDA_MATH_OPTIM_H_
 
@@ -87,19 +87,20 @@ struct AdamStepFn {
   }
 };
 
-// Elements per chunk of the gradient norm's first level.
-constexpr int64_t kNormChunk = 2048;
-inline int64_t NormChunks(int64_t n) { return (n + kNormChunk - 1) / kNormChunk; }
+// The gradient norm's first level: NormPartials(n) partial sums, partial i
+// over the elements i, i + P, i + 2P, ... (P = NormPartials(n)) in that
+// order, so neighbouring threads read neighbouring elements.
+constexpr int64_t kNormMaxPartials = 8192;
+inline int64_t NormPartials(int64_t n) { return n < kNormMaxPartials ? n : kNormMaxPartials; }
 
-// partial[i] = sum of double(g[j])^2 over chunk i's j, in index order.
+// partial[i] = sum of double(g[j])^2 over partial i's j, in order.
 struct SumSquaresChunkFn {
   const float* g;
-  int64_t n;
-  double* partial;  // (NormChunks(n),)
+  int64_t n, partials;
+  double* partial;  // (partials,)
   YOKE_HD void operator()(int64_t i) const {
-    const int64_t end = (i + 1) * kNormChunk < n ? (i + 1) * kNormChunk : n;
     double sum = 0.0;
-    for (int64_t j = i * kNormChunk; j < end; ++j) {
+    for (int64_t j = i; j < n; j += partials) {
       const double x = g[j];
       sum = Add(sum, Mul(x, x));
     }

@@ -164,15 +164,19 @@ TEST(CudaOptimMathTest, AdamWEqualsCpu) {
 // different orders (GradNorm's OpenMP reduction has no fixed order), so they
 // agree to double rounding, far inside 1e-12 relative.
 TEST(CudaOptimMathTest, SumOfSquaresEqualsGradNorm) {
-  for (const std::vector<Shape>& shapes : std::vector<std::vector<Shape>>{
-           {{1}}, {{3}, {5}}, {{kNormChunk}}, {{kNormChunk + 1}, {3, 7}}, {{3 * kNormChunk + 5}}}) {
+  for (const std::vector<Shape>& shapes :
+       std::vector<std::vector<Shape>>{{{1}},
+                                       {{3}, {5}},
+                                       {{kNormMaxPartials}},
+                                       {{kNormMaxPartials + 1}, {3, 7}},
+                                       {{3 * kNormMaxPartials + 5}}}) {
     std::unique_ptr<ParamSet> p = MakeParams(shapes, 3);
     RandomGrads(p.get(), shapes.size(), 5);
     const Tensor& g = p->flat_grads();
-    const int64_t chunks = NormChunks(g.numel());
+    const int64_t chunks = NormPartials(g.numel());
     std::vector<double> partial(chunks, -1.0);
     double total = -1.0;
-    HostForEach(chunks, SumSquaresChunkFn{g.data<float>(), g.numel(), partial.data()});
+    HostForEach(chunks, SumSquaresChunkFn{g.data<float>(), g.numel(), chunks, partial.data()});
     HostForEach(1, SumChunksFn{partial.data(), chunks, &total});
     const double want = GradNorm(*p, kGradScale);
     const double got = static_cast<double>(kGradScale) * std::sqrt(total);
