@@ -1,0 +1,67 @@
+// Per-element functors of the bias add and the bias gradient, shared by the
+// CUDA kernels (bias.cu) and their host tests (math/bias_test.cc).
+//
+// Both treat an activation as a row-major (rows, cols) matrix whose last
+// dimension is the channel: a dense layer's (N, U) or a convolution's NHWC
+// output as (N*H'*W', K).
+//
+// The gradient is deterministic: every sum runs in a fixed order, with no
+// atomics. It is taken in two passes: BiasPartialSumFn sums each chunk of
+// kBiasChunkRows rows per column, BiasChunkSumFn adds the chunks' sums in
+// order. With one chunk the first pass writes the gradient directly.
+#ifndef YOKE_ENGINE_KERNELS_CUDA_MATH_BIAS_H_
+#define YOKE_ENGINE_KERNELS_CUDA_MATH_BIAS_H_
+
+#include <cstdint>
+
+#include "engine/kernels/cuda/math/hd.h"
+
+namespace yoke::engine::cuda {
+
+// Rows summed by one thread of the first pass.
+constexpr int64_t kBiasChunkRows = 256;
+
+// The number of chunks of `rows` rows (at least 1).
+inline int64_t BiasChunks(int64_t rows) {
+  return rows <= kBiasChunkRows ? 1 : (rows + kBiasChunkRows - 1) / kBiasChunkRows;
+}
+
+// y[r, c] += b[c], one i per element of y (rows * cols).
+struct BiasAddFn {
+  float* y;
+  const float* b;
+  int64_t cols;
+  YOKE_HD void operator()(int64_t i) const { y[i] += b[i % cols]; }
+};
+
+// partial[chunk, c] = sum of dy[r, c] over the chunk's rows, in row order;
+// one i per (chunk, c): chunks * cols. Adjacent i read adjacent columns.
+struct BiasPartialSumFn {
+  const float* dy;
+  float* partial;
+  int64_t rows, cols;
+  YOKE_HD void operator()(int64_t i) const {
+    const int64_t chunk = i / cols, c = i % cols;
+    const int64_t begin = chunk * kBiasChunkRows;
+    const int64_t end = begin + kBiasChunkRows < rows ? begin + kBiasChunkRows : rows;
+    float s = 0.0f;
+    for (int64_t r = begin; r < end; ++r) s += dy[r * cols + c];
+    partial[i] = s;
+  }
+};
+
+// db[c] = sum of partial[chunk, c] over the chunks, in order; one i per c.
+struct BiasChunkSumFn {
+  const float* partial;
+  float* db;
+  int64_t chunks, cols;
+  YOKE_HD void operator()(int64_t c) const {
+    float s = 0.0f;
+    for (int64_t k = 0; k < chunks; ++k) s += partial[k * cols + c];
+    db[c] = s;
+  }
+};
+
+}  // namespace yoke::engine::cuda
+
+#endif  // YOKE_ENGINE_KERNELS_CUDA_MATH_BIAS_H_
