@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "engine/shapes/layer_shapes.h"
 
 namespace yoke::engine::cuda {
@@ -83,85 +84,81 @@ absl::StatusOr<ConvGeometry> GeometryForConv2d(const v1::Conv2dSpec& spec,
 struct ConvGraph::Impl {
   ConvPass pass;
   ConvGeometry geom;
-  fe::graph::Graph graph;
+  std::unique_ptr<fe::graph::Graph> graph;
   std::shared_ptr<fe::graph::Tensor_attributes> out;
   bool planned = false;
+  bool deterministic = true;
   int64_t workspace_bytes = 0;
 
-  // Adds the pass's convolution to `graph`.
-  void AddConvolution();
-  // Heuristics A then fallback, filtered, first plan that builds.
-  absl::Status BuildPlan(cudnnHandle_t handle);
+  // A fresh graph of the pass's convolution, validated.
+  absl::Status MakeGraph();
+  // Heuristics A then fallback, without the deselected engines, first plan
+  // that builds.
+  absl::Status BuildPlan(cudnnHandle_t handle, bool allow_nondeterministic);
 };
 
-void ConvGraph::Impl::AddConvolution() {
+absl::Status ConvGraph::Impl::MakeGraph() {
   const ConvGeometry& g = geom;
-  graph.set_io_data_type(fe::DataType_t::FLOAT)
+  graph = std::make_unique<fe::graph::Graph>();
+  fe::graph::Graph& gr = *graph;
+  gr.set_io_data_type(fe::DataType_t::FLOAT)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   const std::vector<int64_t> pre{g.pad_top, g.pad_left}, post{g.pad_bottom, g.pad_right};
   const std::vector<int64_t> stride{g.stride_h, g.stride_w}, dilation{1, 1};
-  auto filter = [&](int64_t uid) { return Nhwc(graph, "w", uid, g.k, g.c, g.kh, g.kw); };
-  auto input = [&](int64_t uid) { return Nhwc(graph, "x", uid, g.n, g.c, g.h, g.w); };
-  auto grad_out = [&](int64_t uid) { return Nhwc(graph, "dy", uid, g.n, g.k, g.oh, g.ow); };
+  auto filter = [&](int64_t uid) { return Nhwc(gr, "w", uid, g.k, g.c, g.kh, g.kw); };
+  auto input = [&](int64_t uid) { return Nhwc(gr, "x", uid, g.n, g.c, g.h, g.w); };
+  auto grad_out = [&](int64_t uid) { return Nhwc(gr, "dy", uid, g.n, g.k, g.oh, g.ow); };
   switch (pass) {
     case ConvPass::kForward:
-      out = graph.conv_fprop(input(kUidA), filter(kUidB),
-                             fe::graph::Conv_fprop_attributes()
-                                 .set_name("fprop")
-                                 .set_pre_padding(pre)
-                                 .set_post_padding(post)
-                                 .set_stride(stride)
-                                 .set_dilation(dilation));
+      out = gr.conv_fprop(input(kUidA), filter(kUidB),
+                          fe::graph::Conv_fprop_attributes()
+                              .set_name("fprop")
+                              .set_pre_padding(pre)
+                              .set_post_padding(post)
+                              .set_stride(stride)
+                              .set_dilation(dilation));
       break;
     case ConvPass::kBackwardData:
-      out = graph.conv_dgrad(grad_out(kUidA), filter(kUidB),
-                             fe::graph::Conv_dgrad_attributes()
-                                 .set_name("dgrad")
-                                 .set_pre_padding(pre)
-                                 .set_post_padding(post)
-                                 .set_stride(stride)
-                                 .set_dilation(dilation));
+      out = gr.conv_dgrad(grad_out(kUidA), filter(kUidB),
+                          fe::graph::Conv_dgrad_attributes()
+                              .set_name("dgrad")
+                              .set_pre_padding(pre)
+                              .set_post_padding(post)
+                              .set_stride(stride)
+                              .set_dilation(dilation));
       break;
     case ConvPass::kBackwardWeights:
-      out = graph.conv_wgrad(grad_out(kUidA), input(kUidB),
-                             fe::graph::Conv_wgrad_attributes()
-                                 .set_name("wgrad")
-                                 .set_pre_padding(pre)
-                                 .set_post_padding(post)
-                                 .set_stride(stride)
-                                 .set_dilation(dilation));
+      out = gr.conv_wgrad(grad_out(kUidA), input(kUidB),
+                          fe::graph::Conv_wgrad_attributes()
+                              .set_name("wgrad")
+                              .set_pre_padding(pre)
+                              .set_post_padding(post)
+                              .set_stride(stride)
+                              .set_dilation(dilation));
       break;
   }
   SetOutput(out, g, pass);
+  return FeStatus(gr.validate(), "validate");
 }
 
-absl::Status ConvGraph::Impl::BuildPlan(cudnnHandle_t handle) {
-  if (absl::Status s = FeStatus(graph.build_operation_graph(handle), "build_operation_graph");
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          FeStatus(graph.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}),
-                   "create_execution_plans");
-      !s.ok()) {
-    return s;
-  }
-  graph.deselect_numeric_notes({fe::NumericalNote_t::DOWN_CONVERT_INPUTS,
-                                fe::NumericalNote_t::TENSOR_CORE,
-                                fe::NumericalNote_t::NONDETERMINISTIC});
-  graph.deselect_workspace_greater_than(kMaxWorkspaceBytes);
-  if (absl::Status s = FeStatus(graph.check_support(), "check_support"); !s.ok()) return s;
-  if (absl::Status s =
-          FeStatus(graph.build_plans(fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "build_plans");
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = FeStatus(graph.get_workspace_size(workspace_bytes), "get_workspace_size");
-      !s.ok()) {
-    return s;
-  }
+absl::Status ConvGraph::Impl::BuildPlan(cudnnHandle_t handle, bool allow_nondeterministic) {
+  fe::graph::Graph& gr = *graph;
+  RETURN_IF_ERROR(FeStatus(gr.build_operation_graph(handle), "build_operation_graph"));
+  RETURN_IF_ERROR(FeStatus(gr.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}),
+                           "create_execution_plans"));
+  // fp32 stays fp32: no TF32 (down-converted inputs on tensor cores).
+  std::vector<fe::NumericalNote_t> barred{fe::NumericalNote_t::DOWN_CONVERT_INPUTS,
+                                          fe::NumericalNote_t::TENSOR_CORE};
+  if (!allow_nondeterministic) barred.push_back(fe::NumericalNote_t::NONDETERMINISTIC);
+  gr.deselect_numeric_notes(barred);
+  gr.deselect_workspace_greater_than(kMaxWorkspaceBytes);
+  RETURN_IF_ERROR(FeStatus(gr.check_support(), "check_support"));
+  RETURN_IF_ERROR(
+      FeStatus(gr.build_plans(fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "build_plans"));
+  RETURN_IF_ERROR(FeStatus(gr.get_workspace_size(workspace_bytes), "get_workspace_size"));
   planned = true;
+  deterministic = !allow_nondeterministic;
   return absl::OkStatus();
 }
 
@@ -172,11 +169,11 @@ absl::StatusOr<std::unique_ptr<ConvGraph>> ConvGraph::Create(ConvPass pass, cons
   auto impl = std::make_unique<Impl>();
   impl->pass = pass;
   impl->geom = g;
-  impl->AddConvolution();
-  if (absl::Status s = FeStatus(impl->graph.validate(), "validate"); !s.ok()) return s;
+  RETURN_IF_ERROR(impl->MakeGraph());
   return std::unique_ptr<ConvGraph>(new ConvGraph(std::move(impl)));
 }
 
+bool ConvGraph::deterministic() const { return impl_->deterministic; }
 std::vector<int64_t> ConvGraph::output_dims() const { return impl_->out->get_dim(); }
 std::vector<int64_t> ConvGraph::output_strides() const { return impl_->out->get_stride(); }
 std::vector<int64_t> ConvGraph::pre_padding() const {
@@ -190,14 +187,23 @@ absl::Status ConvGraph::Execute(DeviceContext* ctx, const float* a, const float*
   absl::StatusOr<cudnnHandle_t> handle = ctx->cudnn();
   if (!handle.ok()) return handle.status();
   if (!impl_->planned) {
-    if (absl::Status s = impl_->BuildPlan(*handle); !s.ok()) return s;
+    absl::Status strict = impl_->BuildPlan(*handle, false);
+    if (!strict.ok()) {
+      // No deterministic engine: take any fp32 one rather than fail.
+      RETURN_IF_ERROR(impl_->MakeGraph());
+      absl::Status relaxed = impl_->BuildPlan(*handle, true);
+      if (!relaxed.ok()) {
+        return absl::InternalError(absl::StrCat(strict.message(), "; allowing non-deterministic ",
+                                                "engines: ", relaxed.message()));
+      }
+    }
   }
   absl::StatusOr<void*> ws =
       ctx->Workspace(static_cast<size_t>(impl_->workspace_bytes), "cuDNN convolution");
   if (!ws.ok()) return ws.status();
   std::unordered_map<int64_t, void*> pack{
       {kUidA, const_cast<float*>(a)}, {kUidB, const_cast<float*>(b)}, {kUidOut, out}};
-  return FeStatus(impl_->graph.execute(*handle, pack, *ws), "execute");
+  return FeStatus(impl_->graph->execute(*handle, pack, *ws), "execute");
 }
 
 absl::StatusOr<ConvGraph*> ConvGraphFor(int device, ConvPass pass, const ConvGeometry& g) {

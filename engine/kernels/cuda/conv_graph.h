@@ -10,8 +10,9 @@
 // row/column goes to the bottom/right exactly as on the CPU.
 //
 // Numerics: io, intermediate and compute types are float; engines that
-// down-convert inputs (TF32), use tensor cores or are non-deterministic are
-// deselected, so results do not depend on the run.
+// down-convert inputs (TF32) or use tensor cores are never taken, and
+// non-deterministic ones only when cuDNN offers no deterministic engine for
+// the graph (deterministic() then says false).
 //
 // A ConvGraph is created and validated on the host (no device needed); its
 // execution plan is chosen on the first Execute, by cuDNN's heuristics
@@ -82,6 +83,10 @@ class ConvGraph {
   // The first call builds the execution plan (needs the device); INTERNAL
   // when cuDNN has none for this graph.
   absl::Status Execute(DeviceContext* ctx, const float* a, const float* b, float* out);
+
+  // False when the plan Execute built may give different bits run to run
+  // (true before the first Execute).
+  bool deterministic() const;
 
  private:
   struct Impl;
