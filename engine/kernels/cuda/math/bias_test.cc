@@ -27,19 +27,19 @@ TEST(BiasFnTest, AddBroadcastsOverRows) {
 // Runs the two passes as BiasGradient (bias.cu) does.
 std::vector<float> Gradient(const std::vector<float>& dy, int64_t rows, int64_t cols) {
   std::vector<float> db(cols, -7.0f);
-  const int64_t chunks = BiasChunks(rows);
+  const int64_t chunks = BiasChunks(rows), chunk_rows = BiasChunkRows(rows);
   if (chunks == 1) {
-    HostForEach(cols, BiasPartialSumFn{dy.data(), db.data(), rows, cols});
+    HostForEach(cols, BiasPartialSumFn{dy.data(), db.data(), rows, cols, chunk_rows});
     return db;
   }
   std::vector<float> partial(chunks * cols);
-  HostForEach(chunks * cols, BiasPartialSumFn{dy.data(), partial.data(), rows, cols});
+  HostForEach(chunks * cols, BiasPartialSumFn{dy.data(), partial.data(), rows, cols, chunk_rows});
   HostForEach(cols, BiasChunkSumFn{partial.data(), db.data(), chunks, cols});
   return db;
 }
 
 TEST(BiasFnTest, GradientSumsEveryRowOfEachColumn) {
-  for (int64_t rows : {1, 3, 255, 256, 257, 1000}) {
+  for (int64_t rows : {1, 3, 255, 256, 257, 1000, 70001}) {
     const int64_t cols = 7;
     const std::vector<float> dy = testing::UniformVector(rows * cols, 2, rows);
     std::vector<double> want(cols, 0.0);
@@ -64,11 +64,20 @@ TEST(BiasFnTest, GradientOfOneChunkIsTheCpuLoopBitForBit) {
   EXPECT_EQ(Gradient(dy, rows, cols), want);
 }
 
-TEST(BiasFnTest, ChunkCount) {
+TEST(BiasFnTest, ChunksCoverTheRowsAndStayNearTheSquareRoot) {
   EXPECT_EQ(BiasChunks(0), 1);
-  EXPECT_EQ(BiasChunks(kBiasChunkRows), 1);
-  EXPECT_EQ(BiasChunks(kBiasChunkRows + 1), 2);
-  EXPECT_EQ(BiasChunks(3 * kBiasChunkRows), 3);
+  EXPECT_EQ(BiasChunks(kBiasMinChunkRows), 1);
+  EXPECT_EQ(BiasChunkRows(kBiasMinChunkRows), kBiasMinChunkRows);
+  EXPECT_EQ(BiasChunks(kBiasMinChunkRows + 1), 2);
+  EXPECT_EQ(BiasChunks(3 * kBiasMinChunkRows), 3);
+  for (int64_t rows : {257, 1000, 65536, 802816, 3211264}) {
+    const int64_t chunk = BiasChunkRows(rows), chunks = BiasChunks(rows);
+    EXPECT_GE(chunk * chunks, rows) << rows;
+    EXPECT_LT(chunk * (chunks - 1), rows) << rows;
+    EXPECT_GE(chunk * chunk, rows) << rows;
+    EXPECT_LE(chunks, chunk) << rows;
+  }
+  EXPECT_EQ(BiasChunkRows(3211264), 1792);  // ResNet stem, batch 256
 }
 
 }  // namespace
