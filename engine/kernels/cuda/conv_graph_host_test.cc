@@ -121,5 +121,35 @@ TEST(ConvGraphHostTest, EveryZooConvolutionValidatesWithTheCpuGeometry) {
   EXPECT_GT(checked, 10);
 }
 
+// Geometries the zoo lacks: "valid" windows that leave trailing rows no
+// window reaches, strides that split an odd padding, non-square inputs, one
+// channel, a kernel larger than the stride.
+TEST(ConvGraphHostTest, OddGeometriesValidateWithTheCpuGeometry) {
+  struct Case {
+    int filters, kernel, stride;
+    const char* padding;
+    std::vector<int64_t> input;
+  };
+  const Case cases[] = {
+      {3, 2, 2, "valid", {9, 7, 2}}, {5, 3, 3, "valid", {10, 11, 1}}, {4, 5, 3, "same", {7, 9, 3}},
+      {2, 4, 2, "same", {6, 5, 1}},  {6, 1, 2, "same", {5, 5, 4}},    {1, 3, 1, "same", {1, 1, 1}},
+      {7, 7, 2, "same", {13, 8, 3}}, {2, 5, 1, "valid", {5, 5, 2}},
+  };
+  for (const Case& c : cases) {
+    ZooConv z;
+    z.spec.set_filters(c.filters);
+    z.spec.set_kernel(c.kernel);
+    z.spec.set_stride(c.stride);
+    z.spec.set_padding(c.padding);
+    z.input = c.input;
+    absl::StatusOr<shapes::LayerShape> out =
+        shapes::Conv2dOutput({c.input}, c.filters, shapes::Conv2dWindow(z.spec));
+    ASSERT_TRUE(out.ok()) << out.status();
+    z.output = *out;
+    z.where = z.spec.ShortDebugString() + " on " + shapes::ShapeText(c.input);
+    for (int64_t n : {1, 3}) CheckConv(z, n);
+  }
+}
+
 }  // namespace
 }  // namespace yoke::engine::cuda
