@@ -67,8 +67,9 @@ class LtGemm {
   static absl::StatusOr<std::unique_ptr<LtGemm>> Create(const GemmShape& g);
 
   // C = op(A) op(B), overwriting C (beta = 0), on ctx->stream().
-  // The first call picks the algorithm for the operands' alignment (views
-  // into a flat parameter buffer need not be 256-byte aligned), and a call
+  // The first call picks the algorithm for the operands' alignment
+  // (parameters are views into a flat buffer, 64-byte aligned, while
+  // cuBLASLt's heuristic assumes 256 unless told), and a call
   // with less aligned operands picks again; INTERNAL when cuBLASLt has none.
   absl::Status Run(DeviceContext* ctx, const float* a, const float* b, float* c);
 
