@@ -1,5 +1,5 @@
 // Per-element functors of the bias add and the bias gradient, shared by the
-// CUDA kernels (bias.cu) and their host tests (math/bias_test.cc).
+// CUDA kernels (bias.cu) and their host tests (math/bias_fn_test.cc).
 //
 // Both treat an activation as a row-major (rows, cols) matrix whose last
 // dimension is the channel: a dense layer's (N, U) or a convolution's NHWC
