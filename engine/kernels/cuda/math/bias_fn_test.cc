@@ -1,10 +1,9 @@
 // The bias kernels' functors (math/bias.h), run on the host as the device
 // runs them, against plain loops: the add, and the two-pass gradient at row
 // counts below, at and across the chunk size.
-#include "engine/kernels/cuda/math/bias.h"
-
 #include <vector>
 
+#include "engine/kernels/cuda/math/bias.h"
 #include "engine/kernels/cuda/math/host_for_each.h"
 #include "engine/testing/random.h"
 #include "gtest/gtest.h"
