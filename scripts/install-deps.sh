@@ -45,6 +45,12 @@ TYPES_GRPCIO=types-grpcio==1.85.0.20261028
 # with (docs/export.md); onnx's release is the one third_party/onnx vendors.
 ONNX=onnx==1.23.1
 ONNXRUNTIME=onnxruntime==1.30.0
+# The cuDNN frontend's C++ headers (header-only; the wheel's include/
+# folder), which the CUDA backend's convolutions are built with
+# (engine/kernels/cuda/conv_graph.cc; engine/CMakeLists.txt finds them in
+# this venv). Only CMake builds with YOKE_WITH_CUDA need them: the Docker
+# image and Bazel build no CUDA code.
+CUDNN_FRONTEND=nvidia-cudnn-frontend==1.32.0
 
 build_pkgs=(
   build-essential cmake ninja-build pkg-config
@@ -113,7 +119,7 @@ install_venv() {
            2>/dev/null | tr 'A-Z_' 'a-z-')
   for spec in "$KUBERNETES_VALIDATE" "$TENSORBOARD" \
               "$GRPCIO_TOOLS" "$SETUPTOOLS" "$MYPY" "$TYPES_PROTOBUF" "$TYPES_GRPCIO" \
-              "$ONNX" "$ONNXRUNTIME"; do
+              "$ONNX" "$ONNXRUNTIME" "$CUDNN_FRONTEND"; do
     grep -qxF "$(echo "$spec" | tr 'A-Z_' 'a-z-')" <<<"$have" || want+=("$spec")
   done
   [ ${#want[@]} -eq 0 ] && return 0
