@@ -74,10 +74,12 @@ struct OptCase {
   std::string name, spec;
 };
 
-// Two parameters of odd sizes (so the padding between entries is covered).
+// Parameters of odd sizes (so the padding between entries is covered), over
+// 8192 values in all (so the norm's two-level sum has several blocks).
 void Declare(ParamSet* p) {
   p->Declare("a/kernel", {37, 3}, Init::Uniform(1.0f));
   p->Declare("a/bias", {5}, Init::Uniform(1.0f));
+  p->Declare("b/kernel", {97, 101}, Init::Uniform(0.1f));
 }
 
 class OptimizerParityTest : public ::testing::TestWithParam<OptCase> {};
@@ -126,6 +128,9 @@ INSTANTIATE_TEST_SUITE_P(
                               "type: 'sgd' lr: 0.1 momentum: 0.9 "
                               "weight_decay: 0.01"},
                       OptCase{"sgd_nesterov", "type: 'sgd' lr: 0.1 momentum: 0.9 nesterov: true"},
+                      OptCase{"sgd_nesterov_wd",
+                              "type: 'sgd' lr: 0.1 momentum: 0.9 nesterov: "
+                              "true weight_decay: 0.001"},
                       OptCase{"adam", "type: 'adam' lr: 0.01 weight_decay: 0.01"},
                       OptCase{"adamw", "type: 'adamw' lr: 0.01 weight_decay: 0.1"}),
     [](const auto& info) { return info.param.name; });

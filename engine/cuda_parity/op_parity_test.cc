@@ -7,6 +7,7 @@
 // element a kernel never writes fails the check.
 //
 // gpu-labelled: skips without a CUDA device.
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,10 @@ struct OpCase {
   int64_t batch;
   bool training = true;
   double bound = kFp32;  // 0: bitwise
+  float range = 1.0f;    // inputs uniform in [-range, range)
+  float step = 0.0f;     // > 0: inputs rounded to multiples (ties for max pool)
+  int64_t global_step = 3;
+  int replica = 0, index = 0;  // dropout streams
 };
 
 std::vector<OpCase> Cases() {
@@ -73,6 +78,78 @@ std::vector<OpCase> Cases() {
       {"gelu", "gelu {}", {{3, 3, 5}}, 2},
       {"softmax", "softmax {}", {{10}}, 4},
       {"add2", "add {}", {{4, 4, 6}, {4, 4, 6}}, 2, true, 0},
+      // Cases the kernels' authors asked for: edges of each kernel's indexing.
+      {"add3", "add {}", {{4, 4, 6}, {4, 4, 6}, {4, 4, 6}}, 3, true, 0},
+      {"maxpool_3s2_same_n1",
+       "max_pool2d { size: 3 stride: 2 padding: 'same' }",
+       {{4, 6, 3}},
+       1,
+       true,
+       0},
+      {"maxpool_2s1_same_c1",
+       "max_pool2d { size: 2 stride: 1 padding: 'same' }",
+       {{5, 4, 1}},
+       3,
+       true,
+       0},
+      {"maxpool_2_leftover", "max_pool2d { size: 2 }", {{5, 7, 3}}, 2, true, 0},
+      {"maxpool_3s1_same_ties",
+       "max_pool2d { size: 3 stride: 1 padding: 'same' }",
+       {{6, 5, 3}},
+       2,
+       true,
+       0,
+       2.0f,
+       0.5f},
+      {"avgpool_3s2_same_n1", "avg_pool2d { size: 3 stride: 2 padding: 'same' }", {{4, 6, 3}}, 1},
+      {"avgpool_3s1_same_c1", "avg_pool2d { size: 3 stride: 1 padding: 'same' }", {{5, 5, 1}}, 2},
+      {"global_avg_pool_1x1", "global_avg_pool {}", {{1, 1, 3}}, 2},
+      {"global_avg_pool_c1", "global_avg_pool {}", {{7, 5, 1}}, 3},
+      {"batch_norm_chunks", "batch_norm {}", {{16, 16, 4}}, 4},
+      {"batch_norm_one_row", "batch_norm {}", {{3}}, 1},
+      {"batch_norm_c1", "batch_norm {}", {{1, 1, 1}}, 5},
+      {"dropout_p10_streams",
+       "dropout { rate: 0.1 }",
+       {{5, 5, 3}},
+       3,
+       true,
+       0,
+       1.0f,
+       0.0f,
+       123456,
+       3,
+       17},
+      {"dropout_p90_streams",
+       "dropout { rate: 0.9 }",
+       {{5, 5, 3}},
+       3,
+       true,
+       0,
+       1.0f,
+       0.0f,
+       123456,
+       3,
+       17},
+      {"dropout_wide", "dropout { rate: 0.5 }", {{40001}}, 2, true, 0},
+      {"softmax_257", "softmax {}", {{3, 2, 257}}, 1},
+      {"softmax_k1", "softmax {}", {{1}}, 2},
+      {"leaky_relu_default", "leaky_relu {}", {{10}}, 3},
+      {"gelu_saturated", "gelu {}", {{64}}, 2, true, kFp32, 12.0f},
+      {"sigmoid_saturated", "sigmoid {}", {{64}}, 2, true, kFp32, 12.0f},
+      {"dense_cnn_3136to1024", "dense { units: 1024 }", {{3136}}, 4},
+      {"conv_cnn_k5_c1", "conv2d { filters: 32 kernel: 5 }", {{28, 28, 1}}, 2},
+      {"conv_k2s2_valid_nonsquare",
+       "conv2d { filters: 3 kernel: 2 stride: 2 padding: 'valid' }",
+       {{9, 7, 2}},
+       2},
+      {"conv_k5s3_same", "conv2d { filters: 4 kernel: 5 stride: 3 }", {{7, 9, 3}}, 2},
+      {"conv_k4s2_same_even_kernel", "conv2d { filters: 2 kernel: 4 stride: 2 }", {{6, 5, 1}}, 3},
+      {"conv_k1s2_same_shortcut",
+       "conv2d { filters: 8 kernel: 1 stride: 2 no_bias: true }",
+       {{5, 5, 4}},
+       2},
+      {"conv_k3_on_1x1", "conv2d { filters: 3 kernel: 3 }", {{1, 1, 1}}, 2},
+      {"tanh_saturated", "tanh {}", {{64}}, 2, true, kFp32, 12.0f},
   };
 }
 
@@ -94,6 +171,7 @@ void BuildOn(const v1::LayerSpec& spec, const OpCase& c, Device device, Built* b
   ASSERT_TRUE(layer.ok()) << layer.status();
   b->layer = *std::move(layer);
   b->layer->set_name("l");
+  b->layer->set_index(c.index);
   auto out = b->layer->Build(c.inputs, &b->params);
   ASSERT_TRUE(out.ok()) << out.status();
   b->out = *out;
@@ -115,7 +193,11 @@ TEST_P(OpParityTest, MatchesCpu) {
   std::vector<Tensor> xh, xd;
   std::vector<const Tensor*> xc, xg;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
-    xh.push_back(RandomHost(WithBatch(c.batch, c.inputs[i]), 100 + i));
+    xh.push_back(RandomHost(WithBatch(c.batch, c.inputs[i]), 100 + i, -c.range, c.range));
+    if (c.step > 0) {
+      float* p = xh.back().data<float>();
+      for (int64_t e = 0; e < xh.back().numel(); ++e) p[e] = std::round(p[e] / c.step) * c.step;
+    }
     xd.push_back(ToDevice(xh.back()));
   }
   for (size_t i = 0; i < xh.size(); ++i) {
@@ -125,7 +207,8 @@ TEST_P(OpParityTest, MatchesCpu) {
   LayerContext ctx;
   ctx.training = c.training;
   ctx.seed = 11;
-  ctx.step = 3;
+  ctx.step = c.global_step;
+  ctx.replica = c.replica;
   const Shape out_shape = WithBatch(c.batch, cpu.out);
   Tensor yc = Tensor::Empty(out_shape), yg = NanDevice(out_shape);
   ASSERT_TRUE(cpu.layer->Forward(xc, &yc, ctx).ok());
