@@ -2,7 +2,7 @@
 //
 // The engine core (tensors, the model graph, parameter sets) is CPU-only code
 // and links no device library. A device library (the CUDA backend,
-// engine/kernels/cuda/cuda_backend.cc, built by CMake when YOKE_WITH_CUDA is
+// engine/kernels/cuda/cuda_backend.cu, built by CMake when YOKE_WITH_CUDA is
 // on) registers one DeviceBackend per device kind from a static initialiser;
 // a binary that does not link it has no backend for that kind, and every
 // request for such a device fails with UNIMPLEMENTED naming the build.
