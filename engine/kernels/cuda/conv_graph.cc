@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "engine/shapes/layer_shapes.h"
+#include "spdlog/spdlog.h"
 
 namespace yoke::engine::cuda {
 
@@ -79,6 +80,19 @@ absl::StatusOr<ConvGeometry> GeometryForConv2d(const v1::Conv2dSpec& spec,
   g.pad_left = pw.before, g.pad_right = pw.after;
   g.oh = ph.out, g.ow = pw.out;
   return g;
+}
+
+bool Asymmetric(const ConvGeometry& g) {
+  return g.pad_bottom != g.pad_top || g.pad_right != g.pad_left;
+}
+
+ConvGeometry SymmetricOnPaddedInput(const ConvGeometry& g) {
+  ConvGeometry s = g;
+  s.h = g.h + g.pad_bottom - g.pad_top;
+  s.w = g.w + g.pad_right - g.pad_left;
+  s.pad_bottom = g.pad_top;
+  s.pad_right = g.pad_left;
+  return s;
 }
 
 struct ConvGraph::Impl {
@@ -170,6 +184,18 @@ absl::StatusOr<std::unique_ptr<ConvGraph>> ConvGraph::Create(ConvPass pass, cons
   impl->pass = pass;
   impl->geom = g;
   RETURN_IF_ERROR(impl->MakeGraph());
+  if (pass == ConvPass::kForward) {
+    // cuDNN infers the output from the paddings: it must be the buffer the
+    // layer allocated (Yoke's shape rules, NHWC), or the kernel would write
+    // past it.
+    const std::vector<int64_t> dims{g.n, g.k, g.oh, g.ow};
+    const std::vector<int64_t> strides{g.oh * g.ow * g.k, 1, g.ow * g.k, g.k};
+    if (impl->out->get_dim() != dims || impl->out->get_stride() != strides) {
+      return absl::InternalError(
+          absl::StrCat("cuDNN infers a forward output of another shape than (", g.n, ", ", g.oh,
+                       ", ", g.ow, ", ", g.k, ") for this convolution"));
+    }
+  }
   return std::unique_ptr<ConvGraph>(new ConvGraph(std::move(impl)));
 }
 
@@ -189,7 +215,14 @@ absl::Status ConvGraph::Execute(DeviceContext* ctx, const float* a, const float*
   if (!impl_->planned) {
     absl::Status strict = impl_->BuildPlan(*handle, false);
     if (!strict.ok()) {
-      // No deterministic engine: take any fp32 one rather than fail.
+      // No deterministic engine: take any fp32 one rather than fail, and say
+      // so (runs are then not bit-for-bit repeatable).
+      spdlog::warn(
+          "cuDNN has no deterministic fp32 engine for conv pass {} on ({}, {}, {}, {}) with {} "
+          "filters {}x{}/{}: {}; trying non-deterministic ones",
+          static_cast<int>(impl_->pass), impl_->geom.n, impl_->geom.h, impl_->geom.w, impl_->geom.c,
+          impl_->geom.k, impl_->geom.kh, impl_->geom.kw, impl_->geom.stride_h,
+          std::string(strict.message()));
       RETURN_IF_ERROR(impl_->MakeGraph());
       absl::Status relaxed = impl_->BuildPlan(*handle, true);
       if (!relaxed.ok()) {

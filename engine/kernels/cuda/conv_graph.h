@@ -54,6 +54,14 @@ struct ConvGeometry {
 absl::StatusOr<ConvGeometry> GeometryForConv2d(const v1::Conv2dSpec& spec,
                                                const std::vector<int64_t>& input, int64_t n);
 
+// True when `g` pads more at the bottom than the top, or more at the right
+// than the left (TensorFlow "same" on every stride-2 layer).
+bool Asymmetric(const ConvGeometry& g);
+// The same convolution on an input with the extra bottom rows and right
+// columns added as zeros (math/conv_pad.h): H + bottom - top by
+// W + right - left, padded equally on both sides, with the same output.
+ConvGeometry SymmetricOnPaddedInput(const ConvGeometry& g);
+
 enum class ConvPass { kForward, kBackwardData, kBackwardWeights };
 
 class ConvGraph {

@@ -8,6 +8,14 @@
 // bias and its gradient (a sum over N*H'*W' per channel) are the
 // deterministic kernels of kernels/cuda/bias.h.
 //
+// Asymmetric padding (every stride-2 "same" layer) is made explicit: the
+// input is copied with zero bottom rows and right columns
+// (kernels/cuda/conv_pad.h) and cuDNN convolves it with equal padding on
+// both sides; backward-data is cropped back. cuDNN's fp32 engines without
+// tensor cores may not take unequal pre/post padding, so this is the path
+// that works everywhere; YOKE_CUDNN_ASYMMETRIC_PADDING=1 hands cuDNN the
+// asymmetric padding instead (to measure it on a GPU).
+//
 // The graphs are shared by every layer of the same geometry on a device
 // (ConvGraphFor); the layer remembers those of the batch sizes it has seen.
 //
@@ -38,12 +46,18 @@ class CudaConv2dLayer final : public CudaLayer {
  private:
   // One batch size's geometry and graphs (null until first needed).
   struct Graphs {
-    ConvGeometry geom;
+    ConvGeometry geom;  // what cuDNN runs (on the padded input when padded)
     ConvGraph* pass[3] = {nullptr, nullptr, nullptr};  // by ConvPass
+    bool padded = false;  // explicit padding: xp and dxp hold the padded tensors
+    Tensor xp, dxp;
   };
   bool has_bias() const { return num_params() > 1; }
-  // The graph of `pass` for x's batch size on x's device.
-  absl::StatusOr<ConvGraph*> Graph(const Tensor& x, ConvPass pass);
+  // The geometry and graphs of x's batch size.
+  absl::StatusOr<Graphs*> Entry(const Tensor& x);
+  // The graph of `pass` for that entry on x's device.
+  absl::StatusOr<ConvGraph*> Graph(const Tensor& x, Graphs* e, ConvPass pass);
+  // The input cuDNN reads: x, or x padded into e->xp.
+  absl::StatusOr<const float*> Input(DeviceContext* dc, const Tensor& x, Graphs* e);
   // Rows of the output as a (rows, K) matrix: N * H' * W'.
   int64_t OutputRows(int64_t n) const { return n * output_shape()[0] * output_shape()[1]; }
 
