@@ -402,6 +402,13 @@ void CheckSchedule(Checker& c, const v1::TrainingSpec& t) {
 // Accumulation, clipping, label smoothing and early stopping.
 void CheckTrainingOptions(Checker& c, const v1::JobSpec& spec) {
   const v1::TrainingSpec& t = spec.training();
+  c.OneOf("training.precision", t.precision(), {"fp32", "tf32", "bf16", "fp16"}, "precision", true);
+  if (t.precision() == "tf32" || t.precision() == "bf16" || t.precision() == "fp16") {
+    c.Add(absl::StrCat("training.precision: '", t.precision(), "' is not implemented yet on ",
+                       spec.distribution().device() == "cuda" ? "cuda" : "cpu",
+                       " (only fp32; tf32, bf16 and fp16 come with the CUDA engine's mixed "
+                       "precision)"));
+  }
   c.NonNegative("training.accumulation_steps", t.accumulation_steps());
   const int64_t k = t.accumulation_steps();
   const int64_t replicas = static_cast<int64_t>(std::max(spec.distribution().workers(), 1)) *

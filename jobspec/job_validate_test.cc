@@ -356,13 +356,6 @@ const Case kCases[] = {
      {"distribution.device=tpu"},
      "distribution.device: unknown device 'tpu' (known: cpu, cuda)"},
     {kZooJob,
-     {"distribution.device=cuda", "distribution.devices_per_worker=2"},
-     "distribution.device: 'cuda' trains on one GPU for now (distribution.workers and "
-     "devices_per_worker at most 1, got 0 and 2)"},
-    {kZooJob,
-     {"distribution.device=cuda", "training.accumulation_steps=2"},
-     "training.accumulation_steps: above 1 is not supported on distribution.device 'cuda' yet"},
-    {kZooJob,
      {"distribution={workers: 3, devices_per_worker: 4}"},
      "training.batch_size: the global batch (8) must be at least the number of replicas (12"},
     {kZooJob,
@@ -475,8 +468,6 @@ TEST(ValidateJobSpecTest, ValidJobsPass) {
       {"training.schedule={type: cosine, min_lr: 0.001}"},
       {"training.loss=mse", "training.max_steps=1", "training.threads=0"},
       {"distribution={workers: 2, devices_per_worker: 4, device: cpu}"},
-      {"distribution={workers: 1, devices_per_worker: 1, device: cuda}"},
-      {"distribution.device=cuda", "training.accumulation_steps=1"},
       {"distribution={bucket_cap_mb: 0.5, first_bucket_mb: 0, gradient_compression: bf16, "
        "sync_batch_norm: true, collective_timeout_s: 5}"},
       {"distribution={bucket_cap_mb: 0, gradient_compression: none, collective_timeout_s: 0}"},
