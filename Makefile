@@ -158,9 +158,9 @@ test-asan: $(SAN_BUILD)/build.ninja
 # The checks that need a GPU (docs/build.md, "GPU checks"). Here: build the
 # CUDA test binaries and pack them with the libraries a lent GPU machine lacks
 # (gpu-bundle/yoke-gpu.tar.gz). There, from the repository root with the
-# bundle carried: run the stages (STAGES=1,2 by default) and write their JSON
+# bundle carried: run the stages (GPU_STAGES=1,2,3,4 by default) and write their JSON
 # to $$OUT, or gpu-check-out/.
-GPU_STAGES ?= 1,2
+GPU_STAGES ?= 1,2,3,4
 gpu-bundle: build
 	@ninja -C $(BUILD) $$(cd $(BUILD) && ctest -N -L '^gpu$$' | sed -n 's/^ *Test *#[0-9]*: *//p')
 	@scripts/gpu_bundle.sh $(BUILD) gpu-bundle/yoke-gpu.tar.gz
