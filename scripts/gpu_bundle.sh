@@ -12,8 +12,9 @@
 # C++ runtime (libstdc++, libgcc_s: a newer one there runs our binaries) and
 # NVIDIA's libraries (the machine's own must match its driver).
 #
-# The tarball holds bin/, lib/ and MANIFEST (each binary, each library and
-# where it came from). It fails when a library cannot be found here, and when
+# The tarball holds bin/ (the test binaries), tools/ (yoke-trainer-cuda, which
+# stage 4 trains a job with on the GPU and on the CPU), lib/ and MANIFEST
+# (each binary, each library and where it came from). It fails when a library cannot be found here, and when
 # the tarball passes the size limit (YOKE_GPU_BUNDLE_MAX_BYTES, default
 # 48 MiB: the device tool carries 64 MiB in all, the repository included).
 set -euo pipefail
@@ -45,14 +46,14 @@ provided() {
   return 1
 }
 
-for t in "${tests[@]}"; do
-  bin="$build/bin/$t"
-  if [ ! -x "$bin" ]; then
-    echo "gpu_bundle: $bin is not built (ninja -C $build $t)" >&2
-    exit 1
-  fi
-  cp "$bin" "$stage/bin/"
-  echo "bin $t" >>"$stage/MANIFEST"
+# Copies binary $1 into $stage/$2/ with every library it loads that the GPU
+# machine lacks.
+pack() {
+  local bin=$1 dir=$2 t
+  t=$(basename "$bin")
+  mkdir -p "$stage/$dir"
+  cp "$bin" "$stage/$dir/"
+  echo "$dir $t" >>"$stage/MANIFEST"
   # ldd lists the whole closure; "not found" fails the bundle, except for a
   # library the GPU machine provides (libcuda.so.1 exists only with a driver).
   while read -r name arrow path _; do
@@ -67,10 +68,24 @@ for t in "${tests[@]}"; do
       echo "lib $name $path" >>"$stage/MANIFEST"
     fi
   done < <(ldd "$bin")
+}
+
+for t in "${tests[@]}"; do
+  bin="$build/bin/$t"
+  if [ ! -x "$bin" ]; then
+    echo "gpu_bundle: $bin is not built (ninja -C $build $t)" >&2
+    exit 1
+  fi
+  pack "$bin" bin
 done
+if [ ! -x "$build/bin/yoke-trainer-cuda" ]; then
+  echo "gpu_bundle: $build/bin/yoke-trainer-cuda is not built (ninja -C $build yoke-trainer-cuda)" >&2
+  exit 1
+fi
+pack "$build/bin/yoke-trainer-cuda" tools
 
 mkdir -p "$(dirname "$out")"
-tar -C "$stage" -czf "$out" bin lib MANIFEST
+tar -C "$stage" -czf "$out" bin tools lib MANIFEST
 size=$(stat -c %s "$out")
 echo "gpu_bundle: $out: ${#tests[@]} test binaries, $(grep -c '^lib ' "$stage/MANIFEST") libraries, $((size >> 20)) MiB"
 if [ "$size" -gt "$max_bytes" ]; then

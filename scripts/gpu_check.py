@@ -16,7 +16,9 @@ Stages, in this order (--stages picks some, e.g. 1,2):
              tf32, bf16 and fp16 precisions are not built yet);
   4 model    model parity: ResNet-20 and the CNN trained against the CPU
              engine, a GPU checkpoint resumed on CPU and GPU, a repeated
-             run bit for bit, and the steady-state counters;
+             run bit for bit, and the steady-state counters; then the real
+             trainer (tools/yoke-trainer-cuda) trains a CNN job on the GPU
+             and on the CPU, and the epochs' losses must agree;
   5 speed    ResNet-50 throughput against PyTorch (not built yet: it
              reports NOT_BUILT, and a run that asks for it fails).
 Stages 3 and 4 write every check of the parity binaries as a JSON line
@@ -192,12 +194,62 @@ def run_tests_of(binary, log, args, env):
     return results
 
 
+# Stage 4's trainer job: the CNN on synthetic images, two epochs.
+TRAINER_JOB = """name: gpu-check-cnn
+model: {zoo: cnn}
+data:
+  transform: {divisor: 255}
+  train: {format: synthetic, num_examples: 256, shape: [28, 28, 1], num_classes: 10}
+training:
+  epochs: 2
+  batch_size: 32
+  seed: 3
+  optimizer: {type: sgd, lr: 0.01, momentum: 0.9}
+  clip_grad_norm: 5
+"""
+
+
+def trainer_check(tools, env, log, args):
+    """Trains TRAINER_JOB with yoke-trainer-cuda on cuda (cpu in a
+    self-test) and on the cpu; appends its checks to `log`."""
+    trainer = os.path.join(tools, "yoke-trainer-cuda")
+    job = os.path.join(args.work, "trainer_job.yaml")
+    os.makedirs(args.work, exist_ok=True)
+    with open(job, "w") as f:
+        f.write(TRAINER_JOB)
+    results = {}
+    for device in ("cuda", "cpu"):
+        dev = "cpu" if args.self_test else device
+        code, out = run([trainer, job, "--output", "json", "--set",
+                         f"distribution.device={dev}"], timeout=args.test_timeout, env=env)
+        with open(log.replace(".jsonl", f"_trainer_{device}.log"), "w") as f:
+            f.write(out)
+        lines = [l for l in out.splitlines() if l.startswith("{")]
+        results[device] = json.loads(lines[-1]) if code == 0 and lines else None
+    checks = []
+    gpu, cpu = results["cuda"], results["cpu"]
+    ran = gpu is not None and cpu is not None
+    checks.append({"op": "trainer", "check": "runs", "pass": ran,
+                   "device": gpu.get("device") if gpu else None})
+    if ran:
+        for hg, hc in zip(gpu["history"], cpu["history"]):
+            rel = abs(hg["train_loss"] - hc["train_loss"]) / max(abs(hc["train_loss"]), 1e-30)
+            checks.append({"op": "trainer", "check": f"epoch{hg['epoch']}_loss", "rel_l2": rel,
+                           "bound": 1e-3, "pass": rel <= 1e-3})
+        want = "cpu" if args.self_test else "cuda"
+        checks.append({"op": "trainer", "check": "device", "pass": gpu.get("device") == want})
+    with open(log, "a") as f:
+        for c in checks:
+            f.write(json.dumps(c) + "\n")
+
+
 def stage_parity(args, dirs, stage):
     if args.bin_dir:
-        bin_dir, env = args.bin_dir, dict(os.environ)
+        bin_dir, tools, env = args.bin_dir, args.bin_dir, dict(os.environ)
     else:
         bundle = unpack(args)
         bin_dir, env = os.path.join(bundle, "bin"), dict(os.environ)
+        tools = os.path.join(bundle, "tools")
         env["LD_LIBRARY_PATH"] = ":".join([os.path.join(bundle, "lib")] + dirs)
     if args.self_test:
         env["YOKE_PARITY_SELF_TEST"] = "1"
@@ -209,6 +261,8 @@ def stage_parity(args, dirs, stage):
         if not os.path.isfile(binary):
             return {"verdict": "FAIL", "why": f"{name} is not in the bundle (make gpu-bundle)"}
         runs += run_tests_of(binary, log, args, env)
+    if stage == 4:
+        trainer_check(tools, env, log, args)
     checks = [json.loads(line) for line in open(log) if line.strip()]
     failed = [c for c in checks if not c.get("pass")]
     ok = (bool(checks) and not failed and all(r["exit"] == 0 and r["skipped"] == 0 for r in runs))

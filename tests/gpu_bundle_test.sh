@@ -36,7 +36,7 @@ for l in libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 libstdc++.so.
   [ -n "$p" ] && cp -L "$p" "$root/lib/"
 done
 # NVIDIA's libraries that the binaries load, as the GPU machine has them.
-for b in "$root"/bundle/bin/*; do
+for b in "$root"/bundle/bin/* "$root"/bundle/tools/*; do
   ldd "$b" | awk '$2 == "=>" && $3 ~ /\/usr\/local\/cuda/ {print $3}' |
     while read -r p; do cp -nL "$p" "$root/nvidia/"; done
 done
@@ -50,6 +50,12 @@ for b in "$root"/bundle/bin/*; do
   n=$((n + 1))
 done
 [ "$n" -gt 0 ] || fail "the bundle has no binaries"
+for b in "$root"/bundle/tools/*; do
+  name=$(basename "$b")
+  out=$(LD_LIBRARY_PATH=/lib:/bundle/lib:/nvidia chroot "$root" "/bundle/tools/$name" --help 2>&1) ||
+    fail "$name --help in the chroot exited $?: $(echo "$out" | tail -5)"
+  n=$((n + 1))
+done
 echo "ok: $n bundled binaries start with only the bundle, the C/C++ runtime and NVIDIA's libraries"
 
 # No GPU here: stage 1 says so, the others are skipped, exit 3.
