@@ -26,8 +26,7 @@ TEST_F(NoDeviceTest, DeviceMemoryIsUnavailableWithCudartsReason) {
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), absl::StatusCode::kUnavailable) << t.status();
   EXPECT_NE(t.status().message().find("cudaGetDeviceCount"), std::string::npos) << t.status();
-  EXPECT_NE(t.status().message().find("allocating a test tensor"), std::string::npos)
-      << t.status();
+  EXPECT_NE(t.status().message().find("allocating a test tensor"), std::string::npos) << t.status();
 }
 
 TEST_F(NoDeviceTest, AModelOnCudaFailsAtItsParameters) {
