@@ -78,7 +78,14 @@ namespace {
 // validation says so at submit; checked here for the C++ API too). A
 // machine without a usable GPU fails here with cudart's reason, which
 // yoke-trainer reports with exit 2.
-absl::StatusOr<engine::Device> CudaDevice(const TrainerOptions& options) {
+absl::StatusOr<engine::Device> CudaDevice(const v1::JobSpec& spec, const TrainerOptions& options) {
+  // The same rules as job validation, which a caller may have skipped
+  // (spec_validated): gradient accumulation sums on the host.
+  if (spec.training().accumulation_steps() > 1) {
+    return absl::UnimplementedError(
+        "training.accumulation_steps: above 1 is not supported on distribution.device 'cuda' "
+        "yet");
+  }
   if (options.world_size > 1 || options.num_replicas > 1) {
     return absl::UnimplementedError(absl::StrCat(
         "distribution.device: 'cuda' trains on one GPU for now; this job has ", options.world_size,
@@ -114,7 +121,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
   t->options_ = options;
   const v1::TrainingSpec& tr = spec.training();
   if (spec.distribution().device() == "cuda") {
-    ASSIGN_OR_RETURN(t->device_, CudaDevice(options));
+    ASSIGN_OR_RETURN(t->device_, CudaDevice(spec, options));
   }
   // The process's thread budget is split evenly over its replicas (see the
   // header); this thread runs local replica 0.

@@ -148,7 +148,10 @@ struct TrainerOptions {
   // For checks that compare the math step by step with another framework
   // (tests/parity): the step's dataset indices, its mean loss, and the
   // parameters (after the update) and gradients (as the optimizer applied
-  // them, times its grad_scale: the batch mean when world_size is 1).
+  // them, times its grad_scale: the batch mean when world_size is 1). On a
+  // CUDA job these tensors are on the GPU, and the update may still be
+  // running: read them with engine::CopyTensor into host tensors (which
+  // waits), never through data<float>().
   struct StepRecord {
     int64_t step = 0;  // global, 0-based
     const std::vector<int64_t>* indices = nullptr;

@@ -135,6 +135,9 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     if (last_in_epoch) RETURN_IF_ERROR(EndEpoch(s, result));
     if (out.stop_voted || s.early_stop) break;
   }
+  // A device runs behind the host: the last steps' work (and any fault in
+  // it) is waited for here, not lost.
+  RETURN_IF_ERROR(engine::SynchronizeDevice(rep.device));
   s.pipe.reset();
   LeaveGroup(rep);
   if (!s.root) return absl::OkStatus();

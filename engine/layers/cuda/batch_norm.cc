@@ -67,7 +67,12 @@ absl::Status CudaBatchNormLayer::Backward(const std::vector<const Tensor*>& in, 
                                           const LayerContext& ctx) {
   RETURN_IF_ERROR(RefuseSync(ctx));
   const Tensor& x = *in[0];
-  if (x.numel() == 0) return absl::OkStatus();
+  if (x.numel() == 0) {
+    // No samples: the gradients are zero, overwritten as Backward must.
+    param_grad(0).SetZero();
+    param_grad(1).SetZero();
+    return absl::OkStatus();
+  }
   DeviceContext* dc = nullptr;
   ASSIGN_OR_RETURN(BnBuffers b, Buffers(x, &dc));
   if (ctx.training && trained_rows_ != b.rows) {
