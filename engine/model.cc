@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
+#include "engine/memory_plan.h"
 #include "engine/registry.h"
 #include "engine/shapes/layer_shapes.h"
 #include "engine/zoo/model_zoo.h"
@@ -65,6 +66,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
     m->nodes_.push_back(std::move(node));
   }
   m->FuseActivations();
+  const char* plan_env = std::getenv("YOKE_EVAL_PLAN");
+  m->eval_plan_on_ = plan_env == nullptr || std::string(plan_env) != "0";
+  m->PlanEvalBuffers();
   RETURN_IF_ERROR(m->params_.Finalize(device));
   return m;
 }
@@ -142,6 +146,85 @@ absl::Status Model::EnsureBuffers(int64_t n) {
   return absl::OkStatus();
 }
 
+void Model::PlanEvalBuffers() {
+  const int n = static_cast<int>(nodes_.size());
+  // owner[i]: the node whose buffer holds node i's output (-1: none). A fused
+  // ReLU's output is its producer's buffer; a producer that writes a pool's
+  // output has none of its own, and that pool's buffer is written at the
+  // producer's step.
+  std::vector<int> owner(n, -1), buffer(n, -1);
+  std::vector<BufferLife> lives;
+  for (int i = 0; i < n; ++i) {
+    const Node& node = nodes_[i];
+    if (node.fused) {
+      owner[i] = owner[node.inputs[0]];
+    } else if (node.writes_into < 0) {
+      owner[i] = i;
+      buffer[i] = static_cast<int>(lives.size());
+      lives.push_back({NumElements(node.shape), i, i});
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    const Node& node = nodes_[i];
+    if (node.writes_into >= 0) lives[buffer[node.writes_into]].first = i;
+    if (node.fused || node.absorbed) continue;  // it does not run
+    for (int src : node.inputs) {
+      if (src >= 0 && owner[src] >= 0) {
+        BufferLife& l = lives[buffer[owner[src]]];
+        l.last = std::max(l.last, i);
+      }
+    }
+  }
+  // The logits outlive the Forward.
+  if (owner[n - 1] >= 0) lives[buffer[owner[n - 1]]].last = n;
+  const BufferPlan plan = PlanBuffers(lives);
+  eval_slot_.assign(n, -1);
+  for (int i = 0; i < n; ++i) {
+    if (owner[i] >= 0) eval_slot_[i] = plan.slot[buffer[owner[i]]];
+  }
+  eval_slot_elements_ = plan.slot_elements;
+}
+
+int64_t Model::EvalActivationBytes(int64_t n) const {
+  int64_t elements = 0;
+  for (int64_t e : eval_slot_elements_) elements += e;
+  return elements * n * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t Model::ActivationBytes(int64_t n) const {
+  int64_t elements = 0;
+  for (const Node& node : nodes_) {
+    if (!node.fused && node.writes_into < 0) elements += NumElements(node.shape);
+  }
+  return elements * n * static_cast<int64_t>(sizeof(float));
+}
+
+absl::Status Model::EnsureEvalBuffers(int64_t n) {
+  if (n == eval_batch_) return absl::OkStatus();
+  eval_batch_ = -1;  // until every view has the new size
+  if (n > eval_capacity_) {
+    eval_slots_.clear();  // the old slots go first
+    eval_capacity_ = 0;
+    for (size_t s = 0; s < eval_slot_elements_.size(); ++s) {
+      ASSIGN_OR_RETURN(
+          Tensor t, Tensor::Allocate(
+                        {eval_slot_elements_[s] * n}, DType::kF32, device_,
+                        absl::StrCat("evaluation buffer ", s, " of ", eval_slot_elements_.size())));
+      eval_slots_.push_back(std::move(t));
+    }
+    eval_capacity_ = n;
+  }
+  eval_out_.assign(nodes_.size(), Tensor());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (eval_slot_[i] < 0) continue;
+    Shape s = nodes_[i].shape;
+    s.insert(s.begin(), n);
+    eval_out_[i] = eval_slots_[eval_slot_[i]].View(0, s);
+  }
+  eval_batch_ = n;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Tensor> Model::Forward(const Tensor& x, const LayerContext& ctx) {
   if (x.rank() != static_cast<int>(input_shape_.size()) + 1 ||
       !std::equal(input_shape_.begin(), input_shape_.end(), x.shape().begin() + 1)) {
@@ -153,24 +236,37 @@ absl::StatusOr<Tensor> Model::Forward(const Tensor& x, const LayerContext& ctx) 
     return absl::InvalidArgumentError(absl::StrCat("model input is on ", x.device().ToString(),
                                                    ", the model on ", device_.ToString()));
   }
-  RETURN_IF_ERROR(EnsureBuffers(x.dim(0)));
+  const bool planned = !ctx.training && eval_plan_on_;
+  if (planned) {
+    RETURN_IF_ERROR(EnsureEvalBuffers(x.dim(0)));
+  } else {
+    RETURN_IF_ERROR(EnsureBuffers(x.dim(0)));
+  }
+  auto out_of = [&](int i) -> Tensor& { return planned ? eval_out_[i] : nodes_[i].out; };
   input_ = x;
+  last_forward_eval_ = !ctx.training;
   std::vector<const Tensor*> in;
-  for (Node& node : nodes_) {
+  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+    Node& node = nodes_[i];
     if (node.fused || node.absorbed) continue;  // its producer wrote the output
     in.clear();
-    for (int src : node.inputs) in.push_back(src < 0 ? &input_ : &nodes_[src].out);
-    Tensor* out = node.writes_into >= 0 ? &nodes_[node.writes_into].out : &node.out;
+    for (int src : node.inputs) in.push_back(src < 0 ? &input_ : &out_of(src));
+    Tensor* out = node.writes_into >= 0 ? &out_of(node.writes_into) : &out_of(i);
     const auto t0 = profiling_ ? Clock::now() : Clock::time_point();
     absl::Status s = node.layer->Forward(in, out, ctx);
     if (!s.ok()) return common::Annotate(s, node.layer->name());
     if (profiling_) node.forward_s += std::chrono::duration<double>(Clock::now() - t0).count();
   }
-  return nodes_.back().out;
+  return out_of(static_cast<int>(nodes_.size()) - 1);
 }
 
 absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
                              const GradReadyFn& on_grad_ready) {
+  if (batch_ < 0 || last_forward_eval_) {
+    return absl::FailedPreconditionError(
+        "Backward needs a training Forward (LayerContext::training) just before it; the last "
+        "Forward ran in evaluation mode or there was none");
+  }
   Node& last = nodes_.back();
   if (!last.grad.defined()) {
     // Evaluation-only Forwards never pay for gradient buffers.

@@ -7,6 +7,15 @@
 // gradient tensors, reused from step to step while the batch size is
 // unchanged, so the steady-state step allocates nothing.
 //
+// Evaluation (a Forward with ctx.training false) keeps nothing for a
+// backward pass, so it runs on its own buffers, shared by liveness
+// (engine/memory_plan.h): an activation's memory is reused once its last
+// reader has run. Its peak is EvalActivationBytes(n), a few of the largest
+// activations instead of all of them, and it leaves the training buffers
+// alone, so alternating training and evaluation at two batch sizes
+// allocates nothing after the first of each. YOKE_EVAL_PLAN=0 in the
+// environment evaluates on the training buffers instead (for comparison).
+//
 // All parameters live in one ParamSet (flat buffers; see param_set.h).
 //
 // Thread-safety: one Model is one replica; not thread-safe.
@@ -43,13 +52,19 @@ class Model {
   // until the next Forward.
   absl::StatusOr<Tensor> Forward(const Tensor& x, const LayerContext& ctx);
 
+  // The activation memory an evaluation Forward of `n` examples needs under
+  // the liveness plan, and what it would need with a buffer per layer.
+  int64_t EvalActivationBytes(int64_t n) const;
+  int64_t ActivationBytes(int64_t n) const;
+
   // Called during Backward with a parameter id (ParamSet entry index, i.e.
   // declaration order) as soon as that parameter's gradient is final: right
   // after its layer's Backward. The data-parallel trainer starts reducing
   // gradient buckets from here, while backward carries on.
   using GradReadyFn = std::function<void(int param_id)>;
 
-  // Backpropagates dlogits (N, K) through the last Forward; overwrites every
+  // Backpropagates dlogits (N, K) through the last Forward, which must have
+  // run in training mode (else FAILED_PRECONDITION); overwrites every
   // parameter gradient. `on_grad_ready`, if set, is called once per
   // parameter, in the order the gradients become final (layers in reverse
   // order; a layer's parameters in declaration order).
@@ -124,6 +139,10 @@ class Model {
   // Sizes every node's output for batch `n`; RESOURCE_EXHAUSTED naming the
   // layer whose buffer does not fit.
   absl::Status EnsureBuffers(int64_t n);
+  // Plans the evaluation buffers once, then sizes their slots for `n`
+  // examples (growing only) and points eval_out_ into them.
+  absl::Status EnsureEvalBuffers(int64_t n);
+  void PlanEvalBuffers();
 
   Shape input_shape_;
   Device device_;
@@ -132,6 +151,15 @@ class Model {
   ParamSet params_;
   Tensor input_;  // the last Forward's input
   int64_t batch_ = -1;
+  bool last_forward_eval_ = false;
+  bool eval_plan_on_ = true;  // YOKE_EVAL_PLAN=0 turns it off
+  // The evaluation plan: per node, its output's slot (-1: it has none, or
+  // writes another node's), the slots' per-example sizes, the slots sized
+  // for eval_capacity_ examples, and per node its output at eval_batch_.
+  std::vector<int> eval_slot_;
+  std::vector<int64_t> eval_slot_elements_;
+  std::vector<Tensor> eval_slots_, eval_out_;
+  int64_t eval_capacity_ = 0, eval_batch_ = -1;
   bool profiling_ = false;
 };
 
