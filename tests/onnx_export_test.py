@@ -6,10 +6,10 @@ One case per run (--case), each its own ctest entry (tests/CMakeLists.txt):
               training images; the test split capped at 1,000 images)
   resnet20    the zoo's CIFAR-style ResNet-20, trained 2 steps on synthetic
               32x32x3 data; 1,000 synthetic test inputs
-  resnet50    the zoo's ResNet-50 (random weights: 1 step of SGD) on 32x32x3,
-              its stem 16 channels wide (model.width; the default 64 has 16x
-              the parameters, and the case took 2 minutes on a busy 2-core
-              machine), 300 test inputs (1,000 took 60 s)
+  resnet50    the zoo's ResNet-50 at full width with 1,000 classes (25.6 M
+              parameters; random weights: 1 step of SGD) on 64x64x3 inputs,
+              which get the ImageNet stem (7x7/2 convolution, 3x3/2 max
+              pool); 1,000 synthetic test inputs
   layers      a hand-written model with every layer type of job.proto
   images      an image_folder model (PNG files this script writes): class
               names and image settings in the metadata, `yoke predict` on a
@@ -115,7 +115,7 @@ CASES = {
     "mlp": ("model: {zoo: mlp, dropout: 0.2}" + FASHION_DATA, 30, 64),
     "cnn": ("model: {zoo: cnn, dropout: 0.2}" + FASHION_DATA, 30, 64),
     "resnet20": ("model: {zoo: resnet20}" + synthetic([32, 32, 3], 10, 64, 1000), 2, 32),
-    "resnet50": ("model: {zoo: resnet50, width: 16}" + synthetic([32, 32, 3], 10, 8, 300), 1, 8),
+    "resnet50": ("model: {zoo: resnet50}" + synthetic([64, 64, 3], 1000, 8, 1000), 1, 8),
     "layers": (LAYERS + synthetic([11, 11, 3], 5, 512, 1000), 16, 32),
     "images": ("""
 model:
