@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "absl/strings/str_cat.h"
+
 namespace yoke::engine {
 
 int64_t BufferPlan::total_elements() const {
@@ -45,6 +47,32 @@ BufferPlan PlanBuffers(const std::vector<BufferLife>& buffers) {
     plan.slot[b] = s;
   }
   return plan;
+}
+
+absl::Status CheckBufferPlan(const std::vector<BufferLife>& buffers, const BufferPlan& plan) {
+  if (plan.slot.size() != buffers.size()) {
+    return absl::InternalError(
+        absl::StrCat("the plan has ", plan.slot.size(), " slots for ", buffers.size(), " buffers"));
+  }
+  const int slots = static_cast<int>(plan.slot_elements.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const int s = plan.slot[i];
+    if (s < 0 || s >= slots) return absl::InternalError(absl::StrCat("buffer ", i, ": slot ", s));
+    if (plan.slot_elements[s] < buffers[i].elements) {
+      return absl::InternalError(absl::StrCat("buffer ", i, " (", buffers[i].elements,
+                                              " elements) in slot ", s, " of ",
+                                              plan.slot_elements[s]));
+    }
+    for (size_t j = i + 1; j < buffers.size(); ++j) {
+      const BufferLife &a = buffers[i], &b = buffers[j];
+      if (plan.slot[j] == s && a.first <= b.last && b.first <= a.last) {
+        return absl::InternalError(absl::StrCat("buffers ", i, " (steps ", a.first, "-", a.last,
+                                                ") and ", j, " (steps ", b.first, "-", b.last,
+                                                ") are live together in slot ", s));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace yoke::engine

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace yoke::engine {
 
 struct BufferLife {
@@ -36,6 +38,11 @@ struct BufferPlan {
 // Every buffer must have 0 <= first <= last; the result's slot[i] belongs to
 // buffers[i].
 BufferPlan PlanBuffers(const std::vector<BufferLife>& buffers);
+
+// What any plan must hold, whatever the heuristic: every buffer has a slot
+// at least its size, and no two buffers whose lifetimes overlap share one.
+// INTERNAL naming the first two buffers that break it.
+absl::Status CheckBufferPlan(const std::vector<BufferLife>& buffers, const BufferPlan& plan);
 
 }  // namespace yoke::engine
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -97,11 +98,27 @@ TEST(MemoryPlanTest, RandomLifetimesGetValidPlansNoLargerThanNoSharing) {
       peak = std::max(peak, live);
     }
     EXPECT_GE(plan.total_elements(), peak);
+    EXPECT_TRUE(CheckBufferPlan(lives, plan).ok());
     EXPECT_LE(plan.total_elements(), sum);
     if (plan.total_elements() < sum) ++shared;
     if (HasFailure()) return;
   }
   EXPECT_GT(shared, 250) << "the plan shares memory in too few cases";
+}
+
+TEST(MemoryPlanTest, TheCheckerFindsTwoLiveBuffersInOneSlotAndASlotTooSmall) {
+  const std::vector<BufferLife> lives = {{10, 0, 2}, {10, 2, 3}, {10, 3, 4}};
+  BufferPlan plan = PlanBuffers(lives);
+  EXPECT_TRUE(CheckBufferPlan(lives, plan).ok());
+  plan.slot[1] = plan.slot[0];
+  absl::Status s = CheckBufferPlan(lives, plan);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(s.message().find("buffers 0 (steps 0-2) and 1 (steps 2-3)"), std::string::npos) << s;
+  plan = PlanBuffers(lives);
+  plan.slot_elements[plan.slot[1]] = 9;
+  s = CheckBufferPlan(lives, plan);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(s.message().find("(10 elements) in slot 1 of 9"), std::string::npos) << s;
 }
 
 TEST(MemoryPlanTest, NoBuffersNoSlots) {

@@ -66,9 +66,10 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
     m->nodes_.push_back(std::move(node));
   }
   m->FuseActivations();
-  const char* plan_env = std::getenv("YOKE_EVAL_PLAN");
-  m->eval_plan_on_ = plan_env == nullptr || std::string(plan_env) != "0";
+  const char* plan_env = std::getenv("YOKE_MEMORY_PLAN");
+  m->memory_plan_on_ = plan_env == nullptr || std::string(plan_env) != "0";
   m->PlanEvalBuffers();
+  m->PlanGradBuffers();
   RETURN_IF_ERROR(m->params_.Finalize(device));
   return m;
 }
@@ -129,7 +130,9 @@ int Model::GradTarget(int src) const {
 absl::Status Model::EnsureBuffers(int64_t n) {
   if (n == batch_) return absl::OkStatus();
   batch_ = -1;  // until every buffer has the new size
+  grad_slots_.clear();
   for (Node& node : nodes_) {
+    node.grad_scratch.clear();
     Shape s = node.shape;
     s.insert(s.begin(), n);
     node.out = Tensor();   // the old size's buffer goes first
@@ -146,85 +149,6 @@ absl::Status Model::EnsureBuffers(int64_t n) {
   return absl::OkStatus();
 }
 
-void Model::PlanEvalBuffers() {
-  const int n = static_cast<int>(nodes_.size());
-  // owner[i]: the node whose buffer holds node i's output (-1: none). A fused
-  // ReLU's output is its producer's buffer; a producer that writes a pool's
-  // output has none of its own, and that pool's buffer is written at the
-  // producer's step.
-  std::vector<int> owner(n, -1), buffer(n, -1);
-  std::vector<BufferLife> lives;
-  for (int i = 0; i < n; ++i) {
-    const Node& node = nodes_[i];
-    if (node.fused) {
-      owner[i] = owner[node.inputs[0]];
-    } else if (node.writes_into < 0) {
-      owner[i] = i;
-      buffer[i] = static_cast<int>(lives.size());
-      lives.push_back({NumElements(node.shape), i, i});
-    }
-  }
-  for (int i = 0; i < n; ++i) {
-    const Node& node = nodes_[i];
-    if (node.writes_into >= 0) lives[buffer[node.writes_into]].first = i;
-    if (node.fused || node.absorbed) continue;  // it does not run
-    for (int src : node.inputs) {
-      if (src >= 0 && owner[src] >= 0) {
-        BufferLife& l = lives[buffer[owner[src]]];
-        l.last = std::max(l.last, i);
-      }
-    }
-  }
-  // The logits outlive the Forward.
-  if (owner[n - 1] >= 0) lives[buffer[owner[n - 1]]].last = n;
-  const BufferPlan plan = PlanBuffers(lives);
-  eval_slot_.assign(n, -1);
-  for (int i = 0; i < n; ++i) {
-    if (owner[i] >= 0) eval_slot_[i] = plan.slot[buffer[owner[i]]];
-  }
-  eval_slot_elements_ = plan.slot_elements;
-}
-
-int64_t Model::EvalActivationBytes(int64_t n) const {
-  int64_t elements = 0;
-  for (int64_t e : eval_slot_elements_) elements += e;
-  return elements * n * static_cast<int64_t>(sizeof(float));
-}
-
-int64_t Model::ActivationBytes(int64_t n) const {
-  int64_t elements = 0;
-  for (const Node& node : nodes_) {
-    if (!node.fused && node.writes_into < 0) elements += NumElements(node.shape);
-  }
-  return elements * n * static_cast<int64_t>(sizeof(float));
-}
-
-absl::Status Model::EnsureEvalBuffers(int64_t n) {
-  if (n == eval_batch_) return absl::OkStatus();
-  eval_batch_ = -1;  // until every view has the new size
-  if (n > eval_capacity_) {
-    eval_slots_.clear();  // the old slots go first
-    eval_capacity_ = 0;
-    for (size_t s = 0; s < eval_slot_elements_.size(); ++s) {
-      ASSIGN_OR_RETURN(
-          Tensor t, Tensor::Allocate(
-                        {eval_slot_elements_[s] * n}, DType::kF32, device_,
-                        absl::StrCat("evaluation buffer ", s, " of ", eval_slot_elements_.size())));
-      eval_slots_.push_back(std::move(t));
-    }
-    eval_capacity_ = n;
-  }
-  eval_out_.assign(nodes_.size(), Tensor());
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    if (eval_slot_[i] < 0) continue;
-    Shape s = nodes_[i].shape;
-    s.insert(s.begin(), n);
-    eval_out_[i] = eval_slots_[eval_slot_[i]].View(0, s);
-  }
-  eval_batch_ = n;
-  return absl::OkStatus();
-}
-
 absl::StatusOr<Tensor> Model::Forward(const Tensor& x, const LayerContext& ctx) {
   if (x.rank() != static_cast<int>(input_shape_.size()) + 1 ||
       !std::equal(input_shape_.begin(), input_shape_.end(), x.shape().begin() + 1)) {
@@ -236,7 +160,7 @@ absl::StatusOr<Tensor> Model::Forward(const Tensor& x, const LayerContext& ctx) 
     return absl::InvalidArgumentError(absl::StrCat("model input is on ", x.device().ToString(),
                                                    ", the model on ", device_.ToString()));
   }
-  const bool planned = !ctx.training && eval_plan_on_;
+  const bool planned = !ctx.training && memory_plan_on_;
   if (planned) {
     RETURN_IF_ERROR(EnsureEvalBuffers(x.dim(0)));
   } else {
@@ -268,17 +192,8 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
         "Forward ran in evaluation mode or there was none");
   }
   Node& last = nodes_.back();
-  if (!last.grad.defined()) {
-    // Evaluation-only Forwards never pay for gradient buffers.
-    for (Node& node : nodes_) {
-      // A producer that absorbed a pool reads the pool's gradient instead.
-      if ((node.needs_grad && !node.backward_fused && node.writes_into < 0) || &node == &last) {
-        ASSIGN_OR_RETURN(node.grad, Tensor::Allocate(node.out.shape(), DType::kF32, device_,
-                                                     absl::StrCat("the gradient of layer ",
-                                                                  node.layer->name())));
-      }
-    }
-  }
+  // Evaluation-only Forwards never pay for gradient buffers.
+  if (!last.grad.defined()) RETURN_IF_ERROR(EnsureGradBuffers());
   if (dlogits.device() != device_) {
     return absl::InvalidArgumentError(absl::StrCat("dlogits are on ", dlogits.device().ToString(),
                                                    ", the model on ", device_.ToString()));
@@ -293,7 +208,8 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
   last.grads_received = 1;
 
   // A node feeding k consumers receives k gradients: the first overwrites its
-  // grad buffer directly; later ones go through a scratch tensor and are added.
+  // grad buffer directly; later ones go through a scratch tensor (planned, or
+  // allocated here without the plan) and are added.
   std::vector<const Tensor*> in;
   std::vector<Tensor*> din;
   std::vector<Tensor> scratch;
@@ -306,13 +222,20 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
     din.clear();
     scratch.clear();
     scratch.reserve(node.inputs.size());
-    for (int input : node.inputs) {
+    for (size_t j = 0; j < node.inputs.size(); ++j) {
+      const int input = node.inputs[j];
       in.push_back(input < 0 ? &input_ : &nodes_[input].out);
       const int src = GradTarget(input);
       if (src < 0 || !nodes_[src].needs_grad) {
         din.push_back(nullptr);
       } else if (nodes_[src].grads_received == 0) {
         din.push_back(&nodes_[src].grad);
+      } else if (memory_plan_on_) {
+        if (j >= node.grad_scratch.size() || !node.grad_scratch[j].defined()) {
+          return absl::InternalError(absl::StrCat("layer ", node.layer->name(), " input ", j,
+                                                  ": no planned gradient scratch buffer"));
+        }
+        din.push_back(&node.grad_scratch[j]);
       } else {
         ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(nodes_[src].grad.shape(), DType::kF32, device_,
                                                     absl::StrCat("the gradient of layer ",
@@ -329,14 +252,13 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
     if (on_grad_ready) {
       for (int p = node.param_begin; p < node.param_end; ++p) on_grad_ready(p);
     }
-    size_t k = 0;
     for (size_t j = 0; j < node.inputs.size(); ++j) {
       const int src = GradTarget(node.inputs[j]);
       if (din[j] == nullptr) continue;
       Node& s = nodes_[src];
       if (din[j] != &s.grad) {
         float* dst = s.grad.data<float>();
-        const float* add = scratch[k++].data<float>();
+        const float* add = din[j]->data<float>();
         const int64_t n = s.grad.numel();
         if (backend_ != nullptr) {
           RETURN_IF_ERROR(backend_->AddInPlace(dst, add, n, device_.index));

@@ -7,14 +7,21 @@
 // gradient tensors, reused from step to step while the batch size is
 // unchanged, so the steady-state step allocates nothing.
 //
-// Evaluation (a Forward with ctx.training false) keeps nothing for a
-// backward pass, so it runs on its own buffers, shared by liveness
-// (engine/memory_plan.h): an activation's memory is reused once its last
-// reader has run. Its peak is EvalActivationBytes(n), a few of the largest
-// activations instead of all of them, and it leaves the training buffers
-// alone, so alternating training and evaluation at two batch sizes
-// allocates nothing after the first of each. YOKE_EVAL_PLAN=0 in the
-// environment evaluates on the training buffers instead (for comparison).
+// Memory plans (engine/memory_plan.h, engine/model_memory.cc), computed once
+// per model:
+//   * Evaluation (a Forward with ctx.training false) keeps nothing for a
+//     backward pass, so it runs on its own buffers, shared by liveness: an
+//     activation's memory is reused once its last reader has run. Its peak
+//     is EvalActivationBytes(n), a few of the largest activations instead of
+//     all of them, and it leaves the training buffers alone, so alternating
+//     training and evaluation at two batch sizes allocates nothing after the
+//     first of each.
+//   * Backward shares the activation gradients the same way: a node's
+//     gradient lives from its first contribution to its own backward, and
+//     the second and later contributions of a residual join go to planned
+//     scratch buffers, so a step allocates nothing.
+// YOKE_MEMORY_PLAN=0 in the environment turns both off (a buffer per layer,
+// for comparison).
 //
 // All parameters live in one ParamSet (flat buffers; see param_set.h).
 //
@@ -30,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "engine/device_backend.h"
 #include "engine/layer.h"
+#include "engine/memory_plan.h"
 #include "engine/param_set.h"
 #include "proto/yoke/v1/job.pb.h"
 
@@ -56,6 +64,11 @@ class Model {
   // the liveness plan, and what it would need with a buffer per layer.
   int64_t EvalActivationBytes(int64_t n) const;
   int64_t ActivationBytes(int64_t n) const;
+  // The activation gradients' memory for a training step of `n` examples,
+  // under the liveness plan or with a buffer per layer.
+  int64_t GradientBytes(int64_t n, bool planned) const;
+  // Both plans checked by CheckBufferPlan (engine/memory_plan.h).
+  absl::Status CheckMemoryPlans() const;
 
   // Called during Backward with a parameter id (ParamSet entry index, i.e.
   // declaration order) as soon as that parameter's gradient is final: right
@@ -98,6 +111,9 @@ class Model {
     std::vector<int> inputs;  // node indices; -1 is the model input
     Shape shape;              // per example
     Tensor out, grad;         // (N, shape...)
+    // Per input: where a second or later gradient contribution goes before
+    // it is added (planned; empty without the plan or when not needed).
+    std::vector<Tensor> grad_scratch;
     int consumers = 0;
     int grads_received = 0;
     // True when this node's output gradient matters: the node has parameters
@@ -143,6 +159,12 @@ class Model {
   // examples (growing only) and points eval_out_ into them.
   absl::Status EnsureEvalBuffers(int64_t n);
   void PlanEvalBuffers();
+  // Plans the activation gradients once; EnsureGradBuffers sizes them for
+  // batch_ at the first Backward after EnsureBuffers.
+  void PlanGradBuffers();
+  absl::Status EnsureGradBuffers();
+  bool RunsBackward(int i) const;   // Backward calls this node's layer
+  bool HasGradBuffer(int i) const;  // this node's output has a gradient buffer
 
   Shape input_shape_;
   Device device_;
@@ -152,7 +174,7 @@ class Model {
   Tensor input_;  // the last Forward's input
   int64_t batch_ = -1;
   bool last_forward_eval_ = false;
-  bool eval_plan_on_ = true;  // YOKE_EVAL_PLAN=0 turns it off
+  bool memory_plan_on_ = true;  // YOKE_MEMORY_PLAN=0 turns it off
   // The evaluation plan: per node, its output's slot (-1: it has none, or
   // writes another node's), the slots' per-example sizes, the slots sized
   // for eval_capacity_ examples, and per node its output at eval_batch_.
@@ -160,6 +182,16 @@ class Model {
   std::vector<int64_t> eval_slot_elements_;
   std::vector<Tensor> eval_slots_, eval_out_;
   int64_t eval_capacity_ = 0, eval_batch_ = -1;
+  // The gradient plan: per node, its gradient's slot and its inputs'
+  // scratch slots (-1: none), the slots' per-example sizes, and the slots.
+  std::vector<int> grad_slot_;
+  std::vector<std::vector<int>> grad_scratch_slot_;
+  std::vector<int64_t> grad_slot_elements_;
+  std::vector<Tensor> grad_slots_;
+  // The lifetimes each plan was made from, and the plans, for
+  // CheckMemoryPlans.
+  std::vector<BufferLife> eval_lives_, grad_lives_;
+  BufferPlan eval_plan_, grad_plan_;
   bool profiling_ = false;
 };
 

@@ -112,8 +112,10 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
   const double batch = std::max(1.0, static_cast<double>(spec.training().batch_size()) / replicas);
   // Parameters are stored with their gradient and the optimizer's copies.
   const double per_param = 4.0 * (2 + OptimizerCopies(spec.training().optimizer()));
-  // Activations are kept for backward and have a gradient of their own.
-  const double per_activation = 4.0 * 2 * batch;
+  // Activations are kept for backward. Their gradients share memory by
+  // liveness (engine/memory_plan.h), so only the largest counts, once.
+  const double per_activation = 4.0 * batch;
+  double largest_output = 0;
 
   // Exact shapes where the input is known; else the lower bound below.
   std::vector<LayerCost> exact;
@@ -177,6 +179,7 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
     }
     const double bytes = params * per_param + out_elements * per_activation;
     est.bytes += bytes;
+    largest_output = std::max(largest_output, out_elements);
     if (bytes > est.largest_layer_bytes) {
       est.largest_layer_bytes = bytes;
       est.largest_layer = l.name().empty() ? absl::StrCat(where, "[", i, "]")
@@ -185,6 +188,7 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
     cur = out;
     outputs[l.name().empty() ? absl::StrCat("layer_", i) : l.name()] = out;
   }
+  est.bytes += largest_output * per_activation;
   return est;
 }
 

@@ -11,7 +11,8 @@
 //   parameters, their gradients and the optimizer's state (sgd with momentum
 //   and adam(w) keep 1 and 2 more copies), 4 bytes each (fp32);
 //   each layer's output for the replica's share of the batch, kept for the
-//   backward pass, and its gradient.
+//   backward pass, and the largest of their gradients (the engine shares
+//   the activation gradients by liveness, engine/memory_plan.h).
 // The true need is at least this, so a refusal is never wrong; a job that
 // passes may still not fit, and fails in its trainer with a message saying
 // how much memory it needed.

@@ -14,18 +14,20 @@ v1::JobSpec Spec(const std::string& yaml) {
 }
 
 // Counted by hand: sgd without momentum keeps a parameter and its gradient
-// (8 bytes); an activation and its gradient take 8 bytes per example.
+// (8 bytes); an activation takes 4 bytes per example, and the largest
+// activation's gradient 4 more (the gradients share memory by liveness).
 TEST(MemoryEstimateTest, CountsParametersAndActivationsOfEachLayer) {
   const MemoryEstimate e = EstimateReplicaMemory(Spec(R"(
 model: {layers: [{dense: {units: 100}}, {relu: {}}, {dense: {units: 10}, name: out}]}
 training: {batch_size: 8, optimizer: {type: sgd, lr: 0.1}}
 )"));
-  // dense 100: (100 x 1 + 100) params x 8 + 100 x 8 examples x 8 = 1600 + 6400
-  // relu:      100 x 8 x 8 = 6400
-  // out:       (10 x 100 + 10) x 8 + 10 x 8 x 8 = 8080 + 640
-  EXPECT_DOUBLE_EQ(e.bytes, 8000 + 6400 + 8720);
+  // dense 100: (100 x 1 + 100) params x 8 + 100 x 8 examples x 4 = 1600 + 3200
+  // relu:      100 x 8 x 4 = 3200
+  // out:       (10 x 100 + 10) x 8 + 10 x 8 x 4 = 8080 + 320
+  // the largest gradient: 100 x 8 x 4 = 3200
+  EXPECT_DOUBLE_EQ(e.bytes, 4800 + 3200 + 8400 + 3200);
   EXPECT_EQ(e.largest_layer, "model.layers[2] (out)");
-  EXPECT_DOUBLE_EQ(e.largest_layer_bytes, 8720);
+  EXPECT_DOUBLE_EQ(e.largest_layer_bytes, 8400);
 }
 
 // A synthetic set says the input's shape: each layer is counted at its real
@@ -36,9 +38,10 @@ model: {layers: [flatten, {dense: {units: 10}}]}
 data: {train: {format: synthetic, shape: [4, 4, 3], num_classes: 10, num_examples: 1}}
 training: {batch_size: 8, optimizer: {type: sgd, lr: 0.1}}
 )"));
-  // sampler: 8; flatten: 48 x 8 examples x 8 = 3072;
-  // dense: (10 x 48 + 10) x 8 + 10 x 8 x 8 = 3920 + 640
-  EXPECT_DOUBLE_EQ(e.bytes, 8 + 3072 + 4560);
+  // sampler: 8; flatten: 48 x 8 examples x 4 = 1536;
+  // dense: (10 x 48 + 10) x 8 + 10 x 8 x 4 = 3920 + 320; the largest
+  // gradient, flatten's: 1536
+  EXPECT_DOUBLE_EQ(e.bytes, 8 + 1536 + 4240 + 1536);
   EXPECT_EQ(e.largest_layer, "model.layers[1]");
 }
 

@@ -1,0 +1,224 @@
+// Model's memory plans (engine/model.h): the buffers of an evaluation Forward
+// and the activation gradients of Backward, each shared by liveness through
+// PlanBuffers (engine/memory_plan.h).
+#include <algorithm>
+#include <climits>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "engine/memory_plan.h"
+#include "engine/model.h"
+
+namespace yoke::engine {
+
+void Model::PlanEvalBuffers() {
+  const int n = static_cast<int>(nodes_.size());
+  // owner[i]: the node whose buffer holds node i's output (-1: none). A fused
+  // ReLU's output is its producer's buffer; a producer that writes a pool's
+  // output has none of its own, and that pool's buffer is written at the
+  // producer's step.
+  std::vector<int> owner(n, -1), buffer(n, -1);
+  std::vector<BufferLife> lives;
+  for (int i = 0; i < n; ++i) {
+    const Node& node = nodes_[i];
+    if (node.fused) {
+      owner[i] = owner[node.inputs[0]];
+    } else if (node.writes_into < 0) {
+      owner[i] = i;
+      buffer[i] = static_cast<int>(lives.size());
+      lives.push_back({NumElements(node.shape), i, i});
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    const Node& node = nodes_[i];
+    if (node.writes_into >= 0) lives[buffer[node.writes_into]].first = i;
+    if (node.fused || node.absorbed) continue;  // it does not run
+    for (int src : node.inputs) {
+      if (src >= 0 && owner[src] >= 0) {
+        BufferLife& l = lives[buffer[owner[src]]];
+        l.last = std::max(l.last, i);
+      }
+    }
+  }
+  // The logits outlive the Forward.
+  if (owner[n - 1] >= 0) lives[buffer[owner[n - 1]]].last = n;
+  const BufferPlan plan = PlanBuffers(lives);
+  eval_lives_ = lives;
+  eval_plan_ = plan;
+  eval_slot_.assign(n, -1);
+  for (int i = 0; i < n; ++i) {
+    if (owner[i] >= 0) eval_slot_[i] = plan.slot[buffer[owner[i]]];
+  }
+  eval_slot_elements_ = plan.slot_elements;
+}
+
+bool Model::RunsBackward(int i) const {
+  const Node& node = nodes_[i];
+  return node.needs_grad && !node.backward_fused && !node.absorbed;
+}
+
+bool Model::HasGradBuffer(int i) const {
+  const Node& node = nodes_[i];
+  // A producer that absorbed a pool reads the pool's gradient instead.
+  return (node.needs_grad && !node.backward_fused && node.writes_into < 0) ||
+         i == static_cast<int>(nodes_.size()) - 1;
+}
+
+void Model::PlanGradBuffers() {
+  // Backward runs the nodes in reverse: node j at step n - j; step 0 copies
+  // dlogits into the last node's gradient.
+  const int n = static_cast<int>(nodes_.size());
+  auto step = [n](int j) { return n - j; };
+  std::vector<int> buffer(n, -1);
+  std::vector<BufferLife> lives;
+  for (int i = 0; i < n; ++i) {
+    if (!HasGradBuffer(i)) continue;
+    buffer[i] = static_cast<int>(lives.size());
+    lives.push_back({NumElements(nodes_[i].shape), INT_MAX, -1});
+  }
+  lives[buffer[n - 1]].first = 0;
+  // Who reads a gradient: its node's Backward, or for an absorbed pool, its
+  // producer's.
+  for (int i = 0; i < n; ++i) {
+    const Node& node = nodes_[i];
+    if (node.writes_into >= 0 && RunsBackward(i)) {
+      lives[buffer[node.writes_into]].last = step(i);
+    } else if (buffer[i] >= 0 && RunsBackward(i)) {
+      lives[buffer[i]].last = step(i);
+    }
+  }
+  // Who writes one, in Backward's order: the first contribution goes to the
+  // buffer, each later one to a scratch buffer of its own step (then added).
+  std::vector<int> received(n, 0);
+  received[n - 1] = 1;
+  std::vector<std::vector<int>> scratch(n);
+  for (int j = n - 1; j >= 0; --j) {
+    if (!RunsBackward(j)) continue;
+    const std::vector<int>& inputs = nodes_[j].inputs;
+    scratch[j].assign(inputs.size(), -1);
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      const int src = GradTarget(inputs[k]);
+      if (src < 0 || !nodes_[src].needs_grad || buffer[src] < 0) continue;
+      if (received[src] == 0) {
+        lives[buffer[src]].first = std::min(lives[buffer[src]].first, step(j));
+      } else {
+        scratch[j][k] = static_cast<int>(lives.size());
+        lives.push_back({NumElements(nodes_[src].shape), step(j), step(j)});
+      }
+    }
+    for (int input : inputs) {
+      const int src = GradTarget(input);
+      if (src >= 0 && nodes_[src].needs_grad) received[src]++;
+    }
+  }
+  for (BufferLife& l : lives) {
+    if (l.first == INT_MAX) l.first = std::max(l.last, 0);  // never written
+    if (l.last < l.first) l.last = l.first;                 // never read
+  }
+  const BufferPlan plan = PlanBuffers(lives);
+  grad_lives_ = lives;
+  grad_plan_ = plan;
+  grad_slot_.assign(n, -1);
+  grad_scratch_slot_.assign(n, {});
+  for (int i = 0; i < n; ++i) {
+    if (buffer[i] >= 0) grad_slot_[i] = plan.slot[buffer[i]];
+    for (int b : scratch[i]) grad_scratch_slot_[i].push_back(b < 0 ? -1 : plan.slot[b]);
+  }
+  grad_slot_elements_ = plan.slot_elements;
+}
+
+absl::Status Model::CheckMemoryPlans() const {
+  RETURN_IF_ERROR(common::Annotate(CheckBufferPlan(eval_lives_, eval_plan_), "evaluation plan"));
+  return common::Annotate(CheckBufferPlan(grad_lives_, grad_plan_), "gradient plan");
+}
+
+int64_t Model::EvalActivationBytes(int64_t n) const {
+  int64_t elements = 0;
+  for (int64_t e : eval_slot_elements_) elements += e;
+  return elements * n * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t Model::ActivationBytes(int64_t n) const {
+  int64_t elements = 0;
+  for (const Node& node : nodes_) {
+    if (!node.fused && node.writes_into < 0) elements += NumElements(node.shape);
+  }
+  return elements * n * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t Model::GradientBytes(int64_t n, bool planned) const {
+  int64_t elements = 0;
+  if (planned) {
+    for (int64_t e : grad_slot_elements_) elements += e;
+  } else {
+    for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+      if (HasGradBuffer(i)) elements += NumElements(nodes_[i].shape);
+    }
+  }
+  return elements * n * static_cast<int64_t>(sizeof(float));
+}
+
+absl::Status Model::EnsureGradBuffers() {
+  auto shape_of = [&](int i) {
+    Shape s = nodes_[i].shape;
+    s.insert(s.begin(), batch_);
+    return s;
+  };
+  const int n = static_cast<int>(nodes_.size());
+  if (!memory_plan_on_) {
+    for (int i = 0; i < n; ++i) {
+      if (!HasGradBuffer(i)) continue;
+      ASSIGN_OR_RETURN(nodes_[i].grad, Tensor::Allocate(shape_of(i), DType::kF32, device_,
+                                                        absl::StrCat("the gradient of layer ",
+                                                                     nodes_[i].layer->name())));
+    }
+    return absl::OkStatus();
+  }
+  grad_slots_.clear();
+  for (size_t s = 0; s < grad_slot_elements_.size(); ++s) {
+    ASSIGN_OR_RETURN(
+        Tensor t,
+        Tensor::Allocate({grad_slot_elements_[s] * batch_}, DType::kF32, device_,
+                         absl::StrCat("gradient buffer ", s, " of ", grad_slot_elements_.size())));
+    grad_slots_.push_back(std::move(t));
+  }
+  for (int i = 0; i < n; ++i) {
+    Node& node = nodes_[i];
+    if (grad_slot_[i] >= 0) node.grad = grad_slots_[grad_slot_[i]].View(0, shape_of(i));
+    node.grad_scratch.assign(node.inputs.size(), Tensor());
+    for (size_t k = 0; k < grad_scratch_slot_[i].size(); ++k) {
+      const int slot = grad_scratch_slot_[i][k];
+      if (slot < 0) continue;
+      node.grad_scratch[k] = grad_slots_[slot].View(0, shape_of(GradTarget(node.inputs[k])));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Model::EnsureEvalBuffers(int64_t n) {
+  if (n == eval_batch_) return absl::OkStatus();
+  eval_batch_ = -1;  // until every view has the new size
+  if (n > eval_capacity_) {
+    eval_slots_.clear();  // the old slots go first
+    eval_capacity_ = 0;
+    for (size_t s = 0; s < eval_slot_elements_.size(); ++s) {
+      ASSIGN_OR_RETURN(
+          Tensor t, Tensor::Allocate(
+                        {eval_slot_elements_[s] * n}, DType::kF32, device_,
+                        absl::StrCat("evaluation buffer ", s, " of ", eval_slot_elements_.size())));
+      eval_slots_.push_back(std::move(t));
+    }
+    eval_capacity_ = n;
+  }
+  eval_out_.assign(nodes_.size(), Tensor());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (eval_slot_[i] < 0) continue;
+    Shape s = nodes_[i].shape;
+    s.insert(s.begin(), n);
+    eval_out_[i] = eval_slots_[eval_slot_[i]].View(0, s);
+  }
+  eval_batch_ = n;
+  return absl::OkStatus();
+}
+
+}  // namespace yoke::engine
