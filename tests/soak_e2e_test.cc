@@ -26,6 +26,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -207,6 +208,29 @@ class Soak {
   std::map<absl::StatusCode, int> eve_refusals_;
 };
 
+// The part of a normal job's wait during which no other normal job ran.
+// Alice and Bob share the one device Eve's cap leaves them, so one may wait
+// as long as the other's job runs (seconds, or much longer on a loaded
+// machine); time beyond that is time spent behind Eve or the scheduler.
+int64_t UnexplainedWaitMs(const Record& r, const std::vector<Record>& normal) {
+  const int64_t from = r.job.create_time_ms(), to = r.job.start_time_ms();
+  std::vector<std::pair<int64_t, int64_t>> busy;
+  for (const Record& o : normal) {
+    if (&o == &r || o.job.start_time_ms() == 0) continue;
+    const int64_t end = o.job.end_time_ms() > 0 ? o.job.end_time_ms() : to;
+    const int64_t b = std::max(from, o.job.start_time_ms()), e = std::min(to, end);
+    if (b < e) busy.push_back({b, e});
+  }
+  std::sort(busy.begin(), busy.end());
+  int64_t covered = 0, reach = from;
+  for (const auto& [b, e] : busy) {
+    if (e <= reach) continue;
+    covered += e - std::max(b, reach);
+    reach = e;
+  }
+  return std::max<int64_t>(0, to - from - covered);
+}
+
 // A job of Eve's placed while one of Alice's or Bob's waited: its start
 // after the normal job's creation and before the normal job's start.
 std::string PlacedAhead(const std::vector<Record>& normal, const std::vector<v1::Job>& eve) {
@@ -268,29 +292,34 @@ TEST(SoakE2ETest, ThreeSubmittersOneHostileForTwoMinutes) {
   }
 
   int normal_jobs = 0;
-  int64_t longest_wait_ms = 0;
+  int64_t longest_wait_ms = 0, longest_unexplained_ms = 0;
   for (const Record& r : soak.records_) {
     ++normal_jobs;
     EXPECT_EQ(r.job.state(), v1::JOB_SUCCEEDED)
         << r.who << "'s " << r.job.id() << ": " << r.job.reason() << "\n"
         << cluster.Logs();
     longest_wait_ms = std::max(longest_wait_ms, r.job.start_time_ms() - r.job.create_time_ms());
+    longest_unexplained_ms = std::max(longest_unexplained_ms, UnexplainedWaitMs(r, soak.records_));
   }
   const std::string ahead = PlacedAhead(soak.records_, eve_jobs);
   EXPECT_EQ(ahead, "");
   const int64_t bound = (300 << 20) + 4 * kSpecQuota;
   std::printf(
-      "[ measured ] %d s: %d normal jobs, longest wait %.1f s; Eve: %zu accepted, %d stopped at "
+      "[ measured ] %d s: %d normal jobs, longest wait %.1f s (%.1f s of it with no other normal "
+      "job running); Eve: %zu accepted, %d stopped at "
       "the run-time limit, refused %d (RESOURCE_EXHAUSTED) + %d (PERMISSION_DENIED); "
       "coordinator peak RSS %.1f MiB (bound %.1f MiB)\n",
-      seconds, normal_jobs, longest_wait_ms / 1000.0, soak.eve_ids_.size(), eve_stopped_at_limit,
+      seconds, normal_jobs, longest_wait_ms / 1000.0, longest_unexplained_ms / 1000.0,
+      soak.eve_ids_.size(), eve_stopped_at_limit,
       soak.eve_refusals_[absl::StatusCode::kResourceExhausted],
       soak.eve_refusals_[absl::StatusCode::kPermissionDenied], peak_rss / 1048576.0,
       bound / 1048576.0);
   EXPECT_GE(normal_jobs, 4);
   // Alice and Bob share the one device Eve's cap leaves them, so one may
-  // wait for the other's job (a few seconds), never for Eve's (30 s).
-  EXPECT_LT(longest_wait_ms, kMaxRunSeconds * 1000 / 2);
+  // wait for the other's job, never for Eve's (30 s). A 32.6 s wait once
+  // failed a bound on the whole wait in CI (usually 4 s): on a loaded
+  // machine the other's job can run that long.
+  EXPECT_LT(longest_unexplained_ms, kMaxRunSeconds * 1000 / 2);
   EXPECT_GT(peak_rss, 0);
   EXPECT_LT(peak_rss, bound);
   EXPECT_GT(soak.eve_refusals_[absl::StatusCode::kResourceExhausted], 0);
