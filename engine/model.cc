@@ -130,13 +130,16 @@ int Model::GradTarget(int src) const {
 absl::Status Model::EnsureBuffers(int64_t n) {
   if (n == batch_) return absl::OkStatus();
   batch_ = -1;  // until every buffer has the new size
+  // The old size's buffers go first, all of them, before any new one.
   grad_slots_.clear();
   for (Node& node : nodes_) {
+    node.out = Tensor();
+    node.grad = Tensor();  // allocated by the first Backward at this size
     node.grad_scratch.clear();
+  }
+  for (Node& node : nodes_) {
     Shape s = node.shape;
     s.insert(s.begin(), n);
-    node.out = Tensor();   // the old size's buffer goes first
-    node.grad = Tensor();  // allocated by the first Backward at this size
     if (node.fused) {
       node.out = nodes_[node.inputs[0]].out;  // an earlier node: already sized
       continue;
@@ -228,7 +231,9 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
       const int src = GradTarget(input);
       if (src < 0 || !nodes_[src].needs_grad) {
         din.push_back(nullptr);
-      } else if (nodes_[src].grads_received == 0) {
+      } else if (nodes_[src].grads_received++ == 0) {
+        // Counted here, not after the layer ran: a layer reading one node
+        // twice (add(a, a)) sends its second gradient to scratch.
         din.push_back(&nodes_[src].grad);
       } else if (memory_plan_on_) {
         if (j >= node.grad_scratch.size() || !node.grad_scratch[j].defined()) {
@@ -267,7 +272,6 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
           for (int64_t e = 0; e < n; ++e) dst[e] += add[e];
         }
       }
-      s.grads_received++;
     }
   }
   return absl::OkStatus();

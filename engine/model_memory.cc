@@ -99,16 +99,12 @@ void Model::PlanGradBuffers() {
     for (size_t k = 0; k < inputs.size(); ++k) {
       const int src = GradTarget(inputs[k]);
       if (src < 0 || !nodes_[src].needs_grad || buffer[src] < 0) continue;
-      if (received[src] == 0) {
+      if (received[src]++ == 0) {
         lives[buffer[src]].first = std::min(lives[buffer[src]].first, step(j));
       } else {
         scratch[j][k] = static_cast<int>(lives.size());
         lives.push_back({NumElements(nodes_[src].shape), step(j), step(j)});
       }
-    }
-    for (int input : inputs) {
-      const int src = GradTarget(input);
-      if (src >= 0 && nodes_[src].needs_grad) received[src]++;
     }
   }
   for (BufferLife& l : lives) {
@@ -198,8 +194,9 @@ absl::Status Model::EnsureGradBuffers() {
 absl::Status Model::EnsureEvalBuffers(int64_t n) {
   if (n == eval_batch_) return absl::OkStatus();
   eval_batch_ = -1;  // until every view has the new size
-  if (n > eval_capacity_) {
-    eval_slots_.clear();  // the old slots go first
+  if (n > eval_capacity_ || eval_slots_.size() != eval_slot_elements_.size()) {
+    eval_out_.clear();  // the old slots go first: no view keeps them
+    eval_slots_.clear();
     eval_capacity_ = 0;
     for (size_t s = 0; s < eval_slot_elements_.size(); ++s) {
       ASSIGN_OR_RETURN(

@@ -47,8 +47,9 @@ v1::ModelSpec ResidualSpec() {
   return m;
 }
 
-TEST(ModelTest, ResidualGraphGradientsMatchFiniteDifferences) {
-  auto m = Model::Create(ResidualSpec(), {6}, 3);
+// Every parameter's gradient against central differences of the loss.
+void ExpectGradientsMatchFiniteDifferences(const v1::ModelSpec& spec) {
+  auto m = Model::Create(spec, {6}, 3);
   ASSERT_TRUE(m.ok()) << m.status();
   Model& model = **m;
   model.params().Initialize(3);
@@ -92,6 +93,30 @@ TEST(ModelTest, ResidualGraphGradientsMatchFiniteDifferences) {
     }
   }
   EXPECT_EQ(checked, model.params().num_parameters());
+}
+
+TEST(ModelTest, ResidualGraphGradientsMatchFiniteDifferences) {
+  ExpectGradientsMatchFiniteDifferences(ResidualSpec());
+  setenv("YOKE_MEMORY_PLAN", "0", 1);  // a buffer per layer, scratch per step
+  ExpectGradientsMatchFiniteDifferences(ResidualSpec());
+  unsetenv("YOKE_MEMORY_PLAN");
+}
+
+// A layer that reads one node twice: s = a + a sends two gradients to a.
+TEST(ModelTest, ALayerReadingOneNodeTwiceSendsItBothGradients) {
+  v1::ModelSpec m;
+  *m.add_layers() = L("d1", {"input"});
+  m.mutable_layers(0)->mutable_dense()->set_units(5);
+  *m.add_layers() = L("a", {"d1"});
+  m.mutable_layers(1)->mutable_tanh();
+  *m.add_layers() = L("s", {"a", "a"});
+  m.mutable_layers(2)->mutable_add();
+  *m.add_layers() = L("out", {"s"});
+  m.mutable_layers(3)->mutable_dense()->set_units(3);
+  ExpectGradientsMatchFiniteDifferences(m);
+  setenv("YOKE_MEMORY_PLAN", "0", 1);
+  ExpectGradientsMatchFiniteDifferences(m);
+  unsetenv("YOKE_MEMORY_PLAN");
 }
 
 // The backward hook reports each parameter once, right after its layer's
