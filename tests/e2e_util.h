@@ -87,7 +87,17 @@ inline bool Alive(pid_t pid) {
   std::string line;
   std::getline(stat, line);
   size_t paren = line.rfind(')');
-  return !(paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z');
+  if (!(paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z')) {
+    return true;
+  }
+  // A zombie main thread whose other threads still exit: the process still
+  // holds its files and locks (a restarted coordinator found its job store
+  // locked), so it is not gone yet.
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string l; std::getline(status, l);) {
+    if (l.rfind("Threads:", 0) == 0) return std::atoi(l.c_str() + 8) > 1;
+  }
+  return false;
 }
 
 // VmRSS of `pid` in bytes (or another kB field of /proc/PID/status, such as
