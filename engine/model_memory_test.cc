@@ -3,7 +3,9 @@
 // bit, as a buffer per layer (YOKE_MEMORY_PLAN=0), in a fraction of the
 // memory, as the CPU allocator counts it.
 #include <cstdlib>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/allocator.h"
@@ -28,6 +30,24 @@ Tensor Batch(const Shape& input, int64_t n, uint64_t seed) {
   Tensor x = Tensor::Empty(s);
   testing::FillUniform(x, seed, 0);
   return x;
+}
+
+// `spec` built twice, with the memory plans and with YOKE_MEMORY_PLAN=0,
+// both with the parameters of `seed`; nulls (and a failure) if either fails.
+std::pair<std::unique_ptr<Model>, std::unique_ptr<Model>> PlannedAndPlain(const v1::ModelSpec& spec,
+                                                                          const Shape& input,
+                                                                          int classes,
+                                                                          uint64_t seed) {
+  auto planned = Model::Create(spec, input, classes);
+  setenv("YOKE_MEMORY_PLAN", "0", 1);
+  auto plain = Model::Create(spec, input, classes);
+  unsetenv("YOKE_MEMORY_PLAN");
+  EXPECT_TRUE(planned.ok()) << planned.status();
+  EXPECT_TRUE(plain.ok()) << plain.status();
+  if (!planned.ok() || !plain.ok()) return {};
+  (*planned)->params().Initialize(seed);
+  (*plain)->params().Initialize(seed);
+  return {std::move(planned).value(), std::move(plain).value()};
 }
 
 // One SGD step in training mode, so batch norm's running statistics move
@@ -60,27 +80,21 @@ std::vector<float> TrainStep(Model& m, const Shape& input, int classes) {
 // growing and shrinking batch sizes; logits and gradients must agree bit for
 // bit.
 void ExpectPlanChangesNoBit(const v1::ModelSpec& spec, const Shape& input, int classes) {
-  auto planned = Model::Create(spec, input, classes);
-  setenv("YOKE_MEMORY_PLAN", "0", 1);
-  auto plain = Model::Create(spec, input, classes);
-  unsetenv("YOKE_MEMORY_PLAN");
-  ASSERT_TRUE(planned.ok()) << planned.status();
-  ASSERT_TRUE(plain.ok()) << plain.status();
-  (*planned)->params().Initialize(5);
-  (*plain)->params().Initialize(5);
+  auto [planned, plain] = PlannedAndPlain(spec, input, classes, 5);
+  ASSERT_TRUE(planned && plain);
   LayerContext eval;
   eval.training = false;
   int round = 0;
   for (int64_t n : {6, 2, 6, 9, 1}) {
     if (round++ % 2 == 0) {
-      const std::vector<float> a = TrainStep(**planned, input, classes);
-      const std::vector<float> b = TrainStep(**plain, input, classes);
+      const std::vector<float> a = TrainStep(*planned, input, classes);
+      const std::vector<float> b = TrainStep(*plain, input, classes);
       ASSERT_FALSE(a.empty());
       ASSERT_EQ(a, b) << spec.zoo() << ": a training step's logits or gradients differ";
     }
     Tensor x = Batch(input, n, 100 + n);
     std::vector<std::vector<float>> logits;
-    for (Model* m : {planned->get(), plain->get()}) {
+    for (Model* m : {planned.get(), plain.get()}) {
       auto out = m->Forward(x, eval);
       ASSERT_TRUE(out.ok()) << out.status();
       ASSERT_EQ(out->shape(), (Shape{n, classes}));
@@ -179,11 +193,8 @@ TEST(ModelMemoryTest, AThreeWayJoinOnThePlanMatchesABufferPerLayer) {
 TEST(ModelMemoryTest, TrainingAllocatesThePlannedGradientsAndNothingAfterTheFirstStep) {
   const Shape input = {32, 32, 3};
   const int64_t n = 16;
-  auto planned = Model::Create(Zoo("resnet20"), input, 10);
-  setenv("YOKE_MEMORY_PLAN", "0", 1);
-  auto plain = Model::Create(Zoo("resnet20"), input, 10);
-  unsetenv("YOKE_MEMORY_PLAN");
-  ASSERT_TRUE(planned.ok() && plain.ok());
+  auto [planned, plain] = PlannedAndPlain(Zoo("resnet20"), input, 10, 1);
+  ASSERT_TRUE(planned && plain);
   Tensor x = Batch(input, n, 3);
   Tensor y = Tensor::Empty({n}, DType::kI32);
   for (int i = 0; i < n; ++i) y.data<int32_t>()[i] = i % 10;
@@ -192,8 +203,7 @@ TEST(ModelMemoryTest, TrainingAllocatesThePlannedGradientsAndNothingAfterTheFirs
   LayerContext ctx;
   // What the first Backward leaves allocated beyond the Forward's buffers.
   std::vector<int64_t> grew;
-  for (Model* m : {planned->get(), plain->get()}) {
-    m->params().Initialize(1);
+  for (Model* m : {planned.get(), plain.get()}) {
     auto out = m->Forward(x, ctx);
     ASSERT_TRUE(out.ok()) << out.status();
     ASSERT_TRUE(loss.Compute(*out, y, 1.0f, &dlogits).ok());
@@ -201,8 +211,8 @@ TEST(ModelMemoryTest, TrainingAllocatesThePlannedGradientsAndNothingAfterTheFirs
     ASSERT_TRUE(m->Backward(dlogits, ctx).ok());
     grew.push_back(static_cast<int64_t>(CpuAllocator()->in_use_bytes()) - before);
   }
-  const int64_t plan = (*planned)->GradientBytes(n, true);
-  const int64_t all = (*planned)->GradientBytes(n, false);
+  const int64_t plan = planned->GradientBytes(n, true);
+  const int64_t all = planned->GradientBytes(n, false);
   EXPECT_GE(grew[0], plan);
   EXPECT_GE(grew[1], all);
   EXPECT_LT(plan * 8, all) << "plan " << plan << " bytes, a buffer per layer " << all;
@@ -210,36 +220,31 @@ TEST(ModelMemoryTest, TrainingAllocatesThePlannedGradientsAndNothingAfterTheFirs
                                   << " bytes on the plan, " << grew[1] << " without";
   // The second step allocates nothing, residual joins included.
   const size_t before = CpuAllocator()->in_use_bytes();
-  auto out = (*planned)->Forward(x, ctx);
+  auto out = planned->Forward(x, ctx);
   ASSERT_TRUE(out.ok());
   ASSERT_TRUE(loss.Compute(*out, y, 1.0f, &dlogits).ok());
-  ASSERT_TRUE((*planned)->Backward(dlogits, ctx).ok());
+  ASSERT_TRUE(planned->Backward(dlogits, ctx).ok());
   EXPECT_EQ(CpuAllocator()->in_use_bytes(), before);
 }
 
 TEST(ModelMemoryTest, EvaluationAllocatesThePlanNotABufferPerLayer) {
   const Shape input = {32, 32, 3};
   const int64_t n = 64;
-  auto planned = Model::Create(Zoo("resnet20"), input, 10);
-  setenv("YOKE_MEMORY_PLAN", "0", 1);
-  auto plain = Model::Create(Zoo("resnet20"), input, 10);
-  unsetenv("YOKE_MEMORY_PLAN");
-  ASSERT_TRUE(planned.ok() && plain.ok());
-  (*planned)->params().Initialize(1);
-  (*plain)->params().Initialize(1);
+  auto [planned, plain] = PlannedAndPlain(Zoo("resnet20"), input, 10, 1);
+  ASSERT_TRUE(planned && plain);
   LayerContext eval;
   eval.training = false;
   Tensor x = Batch(input, n, 3);
   // What the first evaluation at this size leaves allocated, as the CPU
   // allocator counts it.
   std::vector<int64_t> grew;
-  for (Model* m : {planned->get(), plain->get()}) {
+  for (Model* m : {planned.get(), plain.get()}) {
     const int64_t before = static_cast<int64_t>(CpuAllocator()->in_use_bytes());
     ASSERT_TRUE(m->Forward(x, eval).ok());
     grew.push_back(static_cast<int64_t>(CpuAllocator()->in_use_bytes()) - before);
   }
-  const int64_t plan = (*planned)->EvalActivationBytes(n);
-  const int64_t all = (*planned)->ActivationBytes(n);
+  const int64_t plan = planned->EvalActivationBytes(n);
+  const int64_t all = planned->ActivationBytes(n);
   EXPECT_GE(grew[0], plan);
   EXPECT_GE(grew[1], all);
   // ResNet-20 keeps 3 of its 32x32x16 activations live at most, of about 60.
@@ -249,7 +254,7 @@ TEST(ModelMemoryTest, EvaluationAllocatesThePlanNotABufferPerLayer) {
   // A second evaluation at a smaller batch allocates nothing.
   Tensor half = Batch(input, n / 2, 4);
   const size_t before = CpuAllocator()->in_use_bytes();
-  ASSERT_TRUE((*planned)->Forward(half, eval).ok());
+  ASSERT_TRUE(planned->Forward(half, eval).ok());
   EXPECT_EQ(CpuAllocator()->in_use_bytes(), before);
 }
 
