@@ -115,8 +115,10 @@ install_venv() {
   local want=() spec have
   # What the venv holds, as NAME==VERSION lines (one pip call, not one per
   # package); names compared in lower case.
-  have=$("$YOKE_VENV/bin/python3" -m pip list --format=freeze --disable-pip-version-check \
-           2>/dev/null | tr 'A-Z_' 'a-z-')
+  # No venv yet (a fresh machine) lists nothing; under pipefail the missing
+  # interpreter must not end the script.
+  have=$({ "$YOKE_VENV/bin/python3" -m pip list --format=freeze --disable-pip-version-check \
+             2>/dev/null || true; } | tr 'A-Z_' 'a-z-')
   for spec in "$KUBERNETES_VALIDATE" "$TENSORBOARD" \
               "$GRPCIO_TOOLS" "$SETUPTOOLS" "$MYPY" "$TYPES_PROTOBUF" "$TYPES_GRPCIO" \
               "$ONNX" "$ONNXRUNTIME" "$CUDNN_FRONTEND"; do
