@@ -55,7 +55,22 @@ struct LayerContext {
   // Set in training when batch_norm must normalise over every replica's
   // samples (distribution.sync_batch_norm); null: each replica's own batch.
   CrossReplicaSum* sync_stats = nullptr;
+  // Which in-flight forward this is, in [0, kMaxActivationSets). A pipeline
+  // stage runs the forwards of several micro-batches before their backwards
+  // (Model::SetActivationSets); whatever a layer keeps from Forward for
+  // Backward (masks, batch statistics, pooling indices) it keeps per set,
+  // and a Backward uses the set of its own Forward. 0 everywhere else.
+  int activation_set = 0;
 };
+
+// The most activation sets a model keeps (micro-batches in flight on one
+// pipeline stage).
+inline constexpr int kMaxActivationSets = 4096;
+
+// A key for state a layer keeps per batch size and activation set.
+inline int64_t StateKey(int64_t n, const LayerContext& ctx) {
+  return n * kMaxActivationSets + ctx.activation_set;
+}
 
 class Layer {
  public:

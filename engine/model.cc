@@ -20,37 +20,54 @@ using Clock = std::chrono::steady_clock;
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
                                                      const Shape& input_shape, int num_classes,
                                                      Device device) {
-  std::vector<v1::LayerSpec> layers;
-  std::string path = "model.layers";
+  ASSIGN_OR_RETURN(const ExpandedLayers e, Expand(spec, input_shape, num_classes));
+  return Build(e, input_shape, 0, static_cast<int>(e.layers.size()), device);
+}
+
+absl::StatusOr<Model::ExpandedLayers> Model::Expand(const v1::ModelSpec& spec,
+                                                    const Shape& input_shape, int num_classes) {
+  ExpandedLayers e;
+  e.path = "model.layers";
   if (!spec.zoo().empty()) {
-    ASSIGN_OR_RETURN(layers, ExpandZoo(spec, input_shape, num_classes));
-    path = absl::StrCat("model.zoo(", spec.zoo(), ").layers");
+    ASSIGN_OR_RETURN(e.layers, ExpandZoo(spec, input_shape, num_classes));
+    e.path = absl::StrCat("model.zoo(", spec.zoo(), ").layers");
   } else {
-    layers.assign(spec.layers().begin(), spec.layers().end());
+    e.layers.assign(spec.layers().begin(), spec.layers().end());
   }
   // Every rule of the list (arguments, names, inputs, each layer's shape,
   // outputs nobody reads, the logits) is checked here first, by the code job
   // validation runs at submit (engine/shapes/), so the two cannot disagree.
-  ASSIGN_OR_RETURN(const shapes::LayerPlan plan,
-                   shapes::PlanLayers(layers, path, input_shape, num_classes));
+  ASSIGN_OR_RETURN(e.plan, shapes::PlanLayers(e.layers, e.path, input_shape, num_classes));
+  return e;
+}
 
+absl::StatusOr<std::unique_ptr<Model>> Model::Build(const ExpandedLayers& e,
+                                                    const Shape& input_shape, int begin, int end,
+                                                    Device device) {
+  const std::vector<v1::LayerSpec>& layers = e.layers;
+  const shapes::LayerPlan& plan = e.plan;
   std::unique_ptr<Model> m(new Model());
-  m->input_shape_ = input_shape;
+  // A stage after the first reads the output of layer begin - 1 as its input
+  // and hands back that input's gradient.
+  m->input_shape_ = begin == 0 ? input_shape : plan.shapes[begin - 1];
+  m->input_grad_on_ = begin > 0;
   m->device_ = device;
   // A device the build has no backend for fails here, before any layer.
   ASSIGN_OR_RETURN(m->backend_, BackendFor(device));
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const std::string where = absl::StrCat(path, "[", i, "] (", plan.names[i], ")");
+  if (begin > 0) RETURN_IF_ERROR(m->CountEarlierParams(e, input_shape, begin));
+  for (int i = begin; i < end; ++i) {
+    const std::string where = absl::StrCat(e.path, "[", i, "] (", plan.names[i], ")");
     auto layer_or = LayerRegistry::Global().Create(layers[i], device);
     if (!layer_or.ok()) return common::Annotate(layer_or.status(), where);
     Node node;
     node.layer = std::move(layer_or).value();
     node.layer->set_name(plan.names[i]);
-    node.layer->set_index(static_cast<int>(i));
-    node.inputs = plan.inputs[i];
+    node.layer->set_index(i);  // the whole model's index: RNG streams match
+    // Layer begin - 1 is the stage's input (-1); the rest shift by begin.
+    for (int src : plan.inputs[i]) node.inputs.push_back(src < begin ? -1 : src - begin);
     std::vector<Shape> in_shapes;
     for (int src : node.inputs) {
-      in_shapes.push_back(src < 0 ? input_shape : m->nodes_[src].shape);
+      in_shapes.push_back(src < 0 ? m->input_shape_ : m->nodes_[src].shape);
       if (src >= 0) m->nodes_[src].consumers++;
     }
     const size_t params_before = m->params_.entries().size();
@@ -60,7 +77,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const v1::ModelSpec& spec,
     node.param_begin = static_cast<int>(params_before);
     node.param_end = static_cast<int>(m->params_.entries().size());
     for (int src : node.inputs) {
-      if (src >= 0 && m->nodes_[src].needs_grad) node.needs_grad = true;
+      if (src < 0 ? m->input_grad_on_ : m->nodes_[src].needs_grad) node.needs_grad = true;
     }
     node.shape = *shape_or;
     m->nodes_.push_back(std::move(node));
@@ -115,7 +132,7 @@ void Model::FuseActivations() {
     Node& producer = nodes_[relu.inputs[0]];
     if (producer.inputs.size() != 1) continue;
     const int src = producer.inputs[0];
-    if (src >= 0 && nodes_[src].needs_grad) continue;
+    if (src < 0 ? input_grad_on_ : nodes_[src].needs_grad) continue;
     if (producer.layer->AbsorbMaxPool2x2()) {
       producer.writes_into = static_cast<int>(p);
       pool.absorbed = true;
@@ -130,10 +147,17 @@ int Model::GradTarget(int src) const {
 absl::Status Model::EnsureBuffers(int64_t n) {
   if (n == batch_) return absl::OkStatus();
   batch_ = -1;  // until every buffer has the new size
-  // The old size's buffers go first, all of them, before any new one.
-  grad_slots_.clear();
+  // The old size's buffers go first, all of them, before any new one. With
+  // several activation sets, the gradient buffers are shared by sets of
+  // different sizes and stay (EnsureGradBuffers grows them).
+  const bool one_set = sets_.size() <= 1;
+  if (one_set) {
+    grad_slots_.clear();
+    grad_batch_ = -1;
+  }
   for (Node& node : nodes_) {
     node.out = Tensor();
+    if (!one_set) continue;
     node.grad = Tensor();  // allocated by the first Backward at this size
     node.grad_scratch.clear();
   }
@@ -163,6 +187,7 @@ absl::StatusOr<Tensor> Model::Forward(const Tensor& x, const LayerContext& ctx) 
     return absl::InvalidArgumentError(absl::StrCat("model input is on ", x.device().ToString(),
                                                    ", the model on ", device_.ToString()));
   }
+  RETURN_IF_ERROR(SelectSet(ctx.activation_set));
   const bool planned = !ctx.training && memory_plan_on_;
   if (planned) {
     RETURN_IF_ERROR(EnsureEvalBuffers(x.dim(0)));
@@ -189,6 +214,7 @@ absl::StatusOr<Tensor> Model::Forward(const Tensor& x, const LayerContext& ctx) 
 
 absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
                              const GradReadyFn& on_grad_ready) {
+  RETURN_IF_ERROR(SelectSet(ctx.activation_set));
   if (batch_ < 0 || last_forward_eval_) {
     return absl::FailedPreconditionError(
         "Backward needs a training Forward (LayerContext::training) just before it; the last "
@@ -196,7 +222,7 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
   }
   Node& last = nodes_.back();
   // Evaluation-only Forwards never pay for gradient buffers.
-  if (!last.grad.defined()) RETURN_IF_ERROR(EnsureGradBuffers());
+  if (!last.grad.defined() || grad_batch_ != batch_) RETURN_IF_ERROR(EnsureGradBuffers());
   if (dlogits.device() != device_) {
     return absl::InvalidArgumentError(absl::StrCat("dlogits are on ", dlogits.device().ToString(),
                                                    ", the model on ", device_.ToString()));
@@ -209,6 +235,7 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
   RETURN_IF_ERROR(CopyTensor(last.grad, dlogits.Reshape(last.grad.shape())));
   for (Node& node : nodes_) node.grads_received = 0;
   last.grads_received = 1;
+  int input_grads_received = 0;
 
   // A node feeding k consumers receives k gradients: the first overwrites its
   // grad buffer directly; later ones go through a scratch tensor (planned, or
@@ -229,7 +256,10 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
       const int input = node.inputs[j];
       in.push_back(input < 0 ? &input_ : &nodes_[input].out);
       const int src = GradTarget(input);
-      if (src < 0 || !nodes_[src].needs_grad) {
+      if (src < 0 && input_grad_on_) {
+        // A stage's input: its gradient goes back to the stage before.
+        din.push_back(input_grads_received++ == 0 ? &input_grad_ : &input_grad_scratch_);
+      } else if (src < 0 || !nodes_[src].needs_grad) {
         din.push_back(nullptr);
       } else if (nodes_[src].grads_received++ == 0) {
         // Counted here, not after the layer ran: a layer reading one node
@@ -260,11 +290,11 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
     for (size_t j = 0; j < node.inputs.size(); ++j) {
       const int src = GradTarget(node.inputs[j]);
       if (din[j] == nullptr) continue;
-      Node& s = nodes_[src];
-      if (din[j] != &s.grad) {
-        float* dst = s.grad.data<float>();
+      Tensor& target = src < 0 ? input_grad_ : nodes_[src].grad;
+      if (din[j] != &target) {
+        float* dst = target.data<float>();
         const float* add = din[j]->data<float>();
-        const int64_t n = s.grad.numel();
+        const int64_t n = target.numel();
         if (backend_ != nullptr) {
           RETURN_IF_ERROR(backend_->AddInPlace(dst, add, n, device_.index));
         } else {

@@ -39,6 +39,7 @@
 #include "engine/layer.h"
 #include "engine/memory_plan.h"
 #include "engine/param_set.h"
+#include "engine/shapes/layer_shapes.h"
 #include "proto/yoke/v1/job.pb.h"
 
 namespace yoke::engine {
@@ -52,6 +53,48 @@ class Model {
   static absl::StatusOr<std::unique_ptr<Model>> Create(const v1::ModelSpec& spec,
                                                        const Shape& input_shape, int num_classes,
                                                        Device device = Device::CPU());
+
+  // A stage of a pipeline: layers [begin, end) of the model Create would
+  // build (the zoo expanded). Its input is layer begin - 1's output (the
+  // model input when begin is 0), its output layer end - 1's, and Backward
+  // also computes its input's gradient (input_grad()) when begin > 0. Layer
+  // indices and parameter initialisation are the whole model's, so the
+  // stages of a split start from the values Create's model would and run
+  // the same dropout masks. Each interior cut must be one of
+  // PipelineCuts(): INVALID_ARGUMENT naming the layers that reach across it.
+  static absl::StatusOr<std::unique_ptr<Model>> CreateStage(const v1::ModelSpec& spec,
+                                                            const Shape& input_shape,
+                                                            int num_classes, int begin, int end,
+                                                            Device device = Device::CPU());
+
+  // Where the model may be cut into pipeline stages.
+  struct Cuts {
+    int layers = 0;                  // of the expanded list
+    std::vector<std::string> names;  // per layer
+    // Every b in [1, layers) such that layer b - 1's output is the only
+    // tensor that layers b and later read from before b (no residual join
+    // reaches across, and nothing reads the model input): increasing.
+    std::vector<int> cuts;
+    // Per layer: forward multiply-accumulates and output values per example
+    // (the costs a split balances).
+    std::vector<int64_t> macs, output_elements;
+  };
+  static absl::StatusOr<Cuts> PipelineCuts(const v1::ModelSpec& spec, const Shape& input_shape,
+                                           int num_classes);
+
+  // Keeps k forwards' activations at once (1 <= k <= kMaxActivationSets):
+  // ctx.activation_set picks the set a training Forward fills and the
+  // Backward that follows it reads, so a pipeline stage can run several
+  // micro-batches' forwards before their backwards. Sets may hold different
+  // batch sizes; the gradient buffers are shared and grow to the largest.
+  // Fewer sets drop the extra ones. UNIMPLEMENTED above 1 on a device (its
+  // layers keep one Forward's state), INVALID_ARGUMENT out of range.
+  absl::Status SetActivationSets(int k);
+  int activation_sets() const { return sets_.empty() ? 1 : static_cast<int>(sets_.size()); }
+  // After Backward on a stage with begin > 0: dL/d(input), (N, input...).
+  // Undefined on a model whose input needs no gradient. Valid until the next
+  // Backward.
+  const Tensor& input_grad() const { return input_grad_; }
 
   ParamSet& params() { return params_; }
   const ParamSet& params() const { return params_; }
@@ -151,6 +194,31 @@ class Model {
   // "(fused bwd)"; "conv2d (+pool)" for a producer that absorbed a pool.
   static std::string TypeLabel(const Node& n);
 
+  // The layer list a spec stands for, resolved.
+  struct ExpandedLayers {
+    std::vector<v1::LayerSpec> layers;
+    std::string path;  // "model.layers" or "model.zoo(<name>).layers"
+    shapes::LayerPlan plan;
+  };
+  static absl::StatusOr<ExpandedLayers> Expand(const v1::ModelSpec& spec, const Shape& input_shape,
+                                               int num_classes);
+  // Builds layers [begin, end) (a legal stage; the whole list for Create).
+  static absl::StatusOr<std::unique_ptr<Model>> Build(const ExpandedLayers& e,
+                                                      const Shape& input_shape, int begin, int end,
+                                                      Device device);
+  // Layer i of `e` built alone (a CPU layer, its parameters declared into
+  // `params`, which is never finalized): for its costs and parameter count.
+  static absl::StatusOr<std::unique_ptr<Layer>> BuildAlone(const ExpandedLayers& e,
+                                                           const Shape& input_shape, int i,
+                                                           ParamSet* params);
+  // Points the parameters' initialisation after the entries of layers
+  // [0, begin), which it builds (declaring, not allocating) to count them.
+  absl::Status CountEarlierParams(const ExpandedLayers& e, const Shape& input_shape, int begin);
+  // Makes activation set s the nodes' current one (Forward and Backward).
+  absl::Status SelectSet(int s);
+  // Sizes input_grad_ (and its scratch) for batch_.
+  absl::Status EnsureInputGrad();
+
   Model() = default;
   // Sizes every node's output for batch `n`; RESOURCE_EXHAUSTED naming the
   // layer whose buffer does not fit.
@@ -193,6 +261,23 @@ class Model {
   std::vector<BufferLife> eval_lives_, grad_lives_;
   BufferPlan eval_plan_, grad_plan_;
   bool profiling_ = false;
+  int64_t grad_batch_ = -1;    // the batch the gradient buffers are viewed at
+  int64_t grad_capacity_ = 0;  // the batch the planned slots were sized for
+  // Activation sets (SetActivationSets): the others' outputs, input, batch
+  // and mode while set current_set_ is in the nodes. Empty: one set.
+  struct ActivationSet {
+    std::vector<Tensor> outs;
+    Tensor input;
+    int64_t batch = -1;
+    bool eval = false;
+  };
+  std::vector<ActivationSet> sets_;
+  int current_set_ = 0;
+  // A stage's input gradient (begin > 0): the first contribution, a second
+  // reader's scratch, and their storage, sized for input_grad_capacity_.
+  bool input_grad_on_ = false;
+  Tensor input_grad_, input_grad_scratch_, input_grad_store_, input_grad_scratch_store_;
+  int64_t input_grad_capacity_ = 0;
 };
 
 }  // namespace yoke::engine

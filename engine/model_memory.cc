@@ -161,6 +161,8 @@ absl::Status Model::EnsureGradBuffers() {
     return s;
   };
   const int n = static_cast<int>(nodes_.size());
+  grad_batch_ = -1;  // until every buffer has the new size
+  if (input_grad_on_) RETURN_IF_ERROR(EnsureInputGrad());
   if (!memory_plan_on_) {
     for (int i = 0; i < n; ++i) {
       if (!HasGradBuffer(i)) continue;
@@ -168,15 +170,25 @@ absl::Status Model::EnsureGradBuffers() {
                                                         absl::StrCat("the gradient of layer ",
                                                                      nodes_[i].layer->name())));
     }
+    grad_batch_ = batch_;
     return absl::OkStatus();
   }
-  grad_slots_.clear();
-  for (size_t s = 0; s < grad_slot_elements_.size(); ++s) {
-    ASSIGN_OR_RETURN(
-        Tensor t,
-        Tensor::Allocate({grad_slot_elements_[s] * batch_}, DType::kF32, device_,
-                         absl::StrCat("gradient buffer ", s, " of ", grad_slot_elements_.size())));
-    grad_slots_.push_back(std::move(t));
+  // The slots grow to the largest batch and are viewed at the current one
+  // (activation sets of several sizes share them).
+  if (grad_slots_.empty() || batch_ > grad_capacity_) {
+    grad_slots_.clear();
+    for (Node& node : nodes_) {
+      node.grad = Tensor();
+      node.grad_scratch.clear();
+    }
+    for (size_t s = 0; s < grad_slot_elements_.size(); ++s) {
+      ASSIGN_OR_RETURN(
+          Tensor t, Tensor::Allocate(
+                        {grad_slot_elements_[s] * batch_}, DType::kF32, device_,
+                        absl::StrCat("gradient buffer ", s, " of ", grad_slot_elements_.size())));
+      grad_slots_.push_back(std::move(t));
+    }
+    grad_capacity_ = batch_;
   }
   for (int i = 0; i < n; ++i) {
     Node& node = nodes_[i];
@@ -185,9 +197,40 @@ absl::Status Model::EnsureGradBuffers() {
     for (size_t k = 0; k < grad_scratch_slot_[i].size(); ++k) {
       const int slot = grad_scratch_slot_[i][k];
       if (slot < 0) continue;
-      node.grad_scratch[k] = grad_slots_[slot].View(0, shape_of(GradTarget(node.inputs[k])));
+      const int src = GradTarget(node.inputs[k]);
+      if (src < 0) continue;  // the input's own scratch (EnsureInputGrad)
+      node.grad_scratch[k] = grad_slots_[slot].View(0, shape_of(src));
     }
   }
+  grad_batch_ = batch_;
+  return absl::OkStatus();
+}
+
+absl::Status Model::EnsureInputGrad() {
+  Shape s = input_shape_;
+  s.insert(s.begin(), batch_);
+  const int64_t per_example = NumElements(input_shape_);
+  // A second reader of the input sends its gradient to scratch first.
+  int readers = 0;
+  for (const Node& node : nodes_) {
+    for (int src : node.inputs) readers += src < 0 && node.needs_grad ? 1 : 0;
+  }
+  if (input_grad_capacity_ < batch_) {
+    input_grad_ = input_grad_scratch_ = Tensor();
+    input_grad_store_ = input_grad_scratch_store_ = Tensor();
+    ASSIGN_OR_RETURN(input_grad_store_,
+                     Tensor::Allocate({per_example * batch_}, DType::kF32, device_,
+                                      "the gradient of the stage's input"));
+    if (readers > 1) {
+      ASSIGN_OR_RETURN(input_grad_scratch_store_,
+                       Tensor::Allocate({per_example * batch_}, DType::kF32, device_,
+                                        "the scratch gradient of the stage's input"));
+    }
+    input_grad_capacity_ = batch_;
+  }
+  input_grad_ = input_grad_store_.View(0, s);
+  if (input_grad_scratch_store_.defined())
+    input_grad_scratch_ = input_grad_scratch_store_.View(0, s);
   return absl::OkStatus();
 }
 

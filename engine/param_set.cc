@@ -71,10 +71,12 @@ void ParamSet::Initialize(uint64_t seed) {
   Tensor values = host ? values_ : Tensor::Zeros(values_.shape());
   Tensor state = host || !state_.defined() ? state_ : Tensor::Zeros(state_.shape());
   for (size_t i = 0; i < entries_.size(); ++i) {
-    Fill(entries_[i], values.data<float>() + entries_[i].offset, seed, 2 * i);
+    Fill(entries_[i], values.data<float>() + entries_[i].offset, seed,
+         2 * (static_cast<int64_t>(i) + init_offset_));
   }
   for (size_t i = 0; i < state_entries_.size(); ++i) {
-    Fill(state_entries_[i], state.data<float>() + state_entries_[i].offset, seed, 2 * i + 1);
+    Fill(state_entries_[i], state.data<float>() + state_entries_[i].offset, seed,
+         2 * (static_cast<int64_t>(i) + state_init_offset_) + 1);
   }
   if (!host) {
     values_.CopyFrom(values);

@@ -55,6 +55,13 @@ class ParamSet {
   // Fills every value and state entry from its Init, deterministically from
   // `seed` and the entry's position (independent of thread count).
   void Initialize(uint64_t seed);
+  // The positions Initialize counts from: a pipeline stage's set starts
+  // after the entries of the layers before it, so that every stage draws
+  // the values the whole model would (Model::CreateStage).
+  void set_init_offset(int64_t entries, int64_t state_entries) {
+    init_offset_ = entries;
+    state_init_offset_ = state_entries;
+  }
 
   Tensor value(int id) const;
   Tensor grad(int id) const;
@@ -78,6 +85,7 @@ class ParamSet {
   int64_t size_ = 0;
   int64_t state_size_ = 0;
   bool finalized_ = false;
+  int64_t init_offset_ = 0, state_init_offset_ = 0;
   Tensor values_, grads_, state_;
 };
 

@@ -23,8 +23,10 @@ absl::StatusOr<Shape> BatchNormLayer::Build(const std::vector<Shape>& inputs, Pa
   return inputs[0];
 }
 
-absl::StatusOr<BatchNormLayer::Cached*> BatchNormLayer::PlanFor(int64_t n) {
-  Cached& c = plans_[n];
+absl::StatusOr<BatchNormLayer::Cached*> BatchNormLayer::PlanFor(int64_t n,
+                                                                const LayerContext& ctx) {
+  // The plan keeps the batch statistics of its Forward for the Backward.
+  Cached& c = plans_[StateKey(n, ctx)];
   if (c.plan == nullptr) {
     ASSIGN_OR_RETURN(
         c.plan, cpu::BatchNormPlan::Create(n * (per_example_ / channels_), channels_, epsilon_));
@@ -35,7 +37,7 @@ absl::StatusOr<BatchNormLayer::Cached*> BatchNormLayer::PlanFor(int64_t n) {
 absl::Status BatchNormLayer::Forward(const std::vector<const Tensor*>& in, Tensor* out,
                                      const LayerContext& ctx) {
   const Tensor& x = *in[0];
-  ASSIGN_OR_RETURN(Cached * c, PlanFor(x.dim(0)));
+  ASSIGN_OR_RETURN(Cached * c, PlanFor(x.dim(0), ctx));
   const float* gamma = params_->value(gamma_).data<float>();
   const float* beta = params_->value(beta_).data<float>();
   float* running_mean = params_->state(mean_).data<float>();
@@ -48,6 +50,13 @@ absl::Status BatchNormLayer::Forward(const std::vector<const Tensor*>& in, Tenso
   const float* bv;
   double m;
   if (ctx.sync_stats != nullptr) {
+    if (ctx.activation_set != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          name(),
+          ": synchronized batch norm keeps the statistics of one Forward; it cannot run "
+          "with several micro-batches in flight (activation set ",
+          ctx.activation_set, ")"));
+    }
     RETURN_IF_ERROR(ForwardSynced(x, c, ctx.sync_stats, out->data<float>()));
     bm = sync_mean_.data();
     bv = sync_var_.data();
@@ -76,7 +85,7 @@ absl::Status BatchNormLayer::Backward(const std::vector<const Tensor*>& in, cons
     return BackwardSynced(x, dout, ctx.sync_stats,
                           din[0] != nullptr ? din[0]->data<float>() : nullptr);
   }
-  ASSIGN_OR_RETURN(Cached * c, PlanFor(x.dim(0)));
+  ASSIGN_OR_RETURN(Cached * c, PlanFor(x.dim(0), ctx));
   Tensor* dx = din[0];
   if (dx == nullptr) {
     if (!c->scratch_dx.defined()) {

@@ -50,7 +50,7 @@ class BatchNormLayer final : public Layer {
     std::unique_ptr<cpu::BatchNormPlan> plan;
     Tensor scratch_dx;  // dx nobody reads (oneDNN always writes one)
   };
-  absl::StatusOr<Cached*> PlanFor(int64_t n);
+  absl::StatusOr<Cached*> PlanFor(int64_t n, const LayerContext& ctx);
   // The synchronized paths (see the header comment). x, y, dy, dx: (M, C).
   absl::Status ForwardSynced(const Tensor& x, Cached* c, CrossReplicaSum* sum, float* y);
   absl::Status BackwardSynced(const Tensor& x, const Tensor& dy, CrossReplicaSum* sum, float* dx);
@@ -58,7 +58,7 @@ class BatchNormLayer final : public Layer {
   float momentum_, epsilon_;
   int64_t channels_ = 0, per_example_ = 0;
   int gamma_ = -1, beta_ = -1, mean_ = -1, var_ = -1;
-  std::map<int64_t, Cached> plans_;  // by batch size
+  std::map<int64_t, Cached> plans_;  // by StateKey (batch size, activation set)
   // The last synchronized Forward's global statistics, for its Backward:
   // mean and biased variance (C), and the total row count over all replicas.
   std::vector<float> sync_mean_, sync_var_;

@@ -28,11 +28,19 @@ absl::StatusOr<Shape> DropoutLayer::Build(const std::vector<Shape>& inputs, Para
   return shapes::ElementwiseOutput(type(), inputs);
 }
 
+DropoutLayer::Saved& DropoutLayer::SavedFor(const LayerContext& ctx) {
+  const size_t set = static_cast<size_t>(ctx.activation_set);
+  if (set >= masks_.size()) masks_.resize(set + 1);
+  return masks_[set];
+}
+
 absl::Status DropoutLayer::Forward(const std::vector<const Tensor*>& in, Tensor* out,
                                    const LayerContext& ctx) {
   const int64_t n = in[0]->numel();
-  masked_ = ctx.training && rate_ > 0.0f;
-  if (!masked_) {
+  Saved& saved = SavedFor(ctx);
+  last_set_ = ctx.activation_set;
+  saved.masked = ctx.training && rate_ > 0.0f;
+  if (!saved.masked) {
     std::memcpy(out->raw(), in[0]->raw(), in[0]->bytes());
     return absl::OkStatus();
   }
@@ -43,9 +51,9 @@ absl::Status DropoutLayer::Forward(const std::vector<const Tensor*>& in, Tensor*
         "dropout: replica ", ctx.replica, ", layer index ", index(), " or tensor size ", n,
         " exceeds the mask counter space (replica, index < 65536; size < 2^34)"));
   }
-  if (!mask_.defined() || mask_.numel() < n) {
-    ASSIGN_OR_RETURN(mask_, Tensor::Allocate({n}, DType::kU8, Device::CPU(),
-                                             absl::StrCat("the mask of layer ", name())));
+  if (!saved.mask.defined() || saved.mask.numel() < n) {
+    ASSIGN_OR_RETURN(saved.mask, Tensor::Allocate({n}, DType::kU8, Device::CPU(),
+                                                  absl::StrCat("the mask of layer ", name())));
   }
 
   const uint64_t base =
@@ -58,7 +66,7 @@ absl::Status DropoutLayer::Forward(const std::vector<const Tensor*>& in, Tensor*
   const uint64_t stream = static_cast<uint64_t>(ctx.step);
   const float* x = in[0]->data<float>();
   float* y = out->data<float>();
-  uint8_t* m = mask_.data<uint8_t>();
+  uint8_t* m = saved.mask.data<uint8_t>();
   const int64_t blocks = (n + 3) / 4;
   const int64_t chunks = (blocks + kBlocksPerChunk - 1) / kBlocksPerChunk;
 #pragma omp parallel for schedule(static) if (n > kParallelThreshold)
@@ -90,13 +98,14 @@ absl::Status DropoutLayer::Backward(const std::vector<const Tensor*>& in, const 
                                     const Tensor& dout, const std::vector<Tensor*>& din,
                                     const LayerContext& ctx) {
   if (din[0] == nullptr) return absl::OkStatus();
-  if (!masked_) {
+  const Saved& saved = SavedFor(ctx);
+  if (!saved.masked) {
     std::memcpy(din[0]->raw(), dout.raw(), dout.bytes());
     return absl::OkStatus();
   }
   const int64_t n = dout.numel();
   const float scale = 1.0f / (1.0f - rate_);
-  const uint8_t* __restrict m = mask_.data<uint8_t>();
+  const uint8_t* __restrict m = saved.mask.data<uint8_t>();
   const float* __restrict dy = dout.data<float>();
   float* __restrict dx = din[0]->data<float>();
 #pragma omp parallel for simd if (n > kParallelThreshold)

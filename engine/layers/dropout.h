@@ -8,7 +8,8 @@
 // element index), drawn from Philox (engine/rng.h): a resumed run reproduces
 // every mask from the step number alone, replicas drop different elements,
 // and the result does not depend on the thread count. The mask of the last
-// training Forward is kept (1 byte per element) for Backward.
+// training Forward is kept (1 byte per element, per activation set) for
+// Backward.
 // Limits that keep the counters disjoint: replica and layer index < 65536 and
 // fewer than 2^34 elements per tensor; Forward returns OUT_OF_RANGE beyond.
 //
@@ -35,12 +36,18 @@ class DropoutLayer final : public Layer {
 
   // The mask of the last training Forward: (numel,) u8, 1 = kept. Undefined
   // before the first training Forward. For tests.
-  const Tensor& mask() const { return mask_; }
+  const Tensor& mask() const { return masks_[last_set_].mask; }
 
  private:
+  struct Saved {
+    Tensor mask;          // (capacity,) u8; grows, never shrinks
+    bool masked = false;  // whether the set's last Forward applied the mask
+  };
+  Saved& SavedFor(const LayerContext& ctx);
+
   float rate_;
-  Tensor mask_;          // (capacity,) u8; grows, never shrinks
-  bool masked_ = false;  // whether the last Forward applied mask_
+  std::vector<Saved> masks_ = std::vector<Saved>(1);  // per activation set
+  int last_set_ = 0;
 };
 
 }  // namespace yoke::engine

@@ -32,7 +32,7 @@ absl::StatusOr<Shape> Pool2dLayer::Build(const std::vector<Shape>& inputs, Param
 absl::Status Pool2dLayer::Forward(const std::vector<const Tensor*>& in, Tensor* out,
                                   const LayerContext& ctx) {
   const Tensor& x = *in[0];
-  std::unique_ptr<cpu::Pool2dPlan>& plan = plans_[x.dim(0)];
+  std::unique_ptr<cpu::Pool2dPlan>& plan = plans_[StateKey(x.dim(0), ctx)];
   if (plan == nullptr) {
     cpu::Pool2dGeometry g = geom_;
     g.n = x.dim(0);
@@ -55,10 +55,11 @@ absl::Status Pool2dLayer::Backward(const std::vector<const Tensor*>& in, const T
                                    const Tensor& dout, const std::vector<Tensor*>& din,
                                    const LayerContext& ctx) {
   if (din[0] == nullptr) return absl::OkStatus();
-  auto it = plans_.find(in[0]->dim(0));
+  auto it = plans_.find(StateKey(in[0]->dim(0), ctx));
   if (it == plans_.end()) {
     return absl::FailedPreconditionError(
-        absl::StrCat(type(), ": Backward without a Forward of batch ", in[0]->dim(0)));
+        absl::StrCat(type(), ": Backward without a Forward of batch ", in[0]->dim(0),
+                     " (activation set ", ctx.activation_set, ")"));
   }
   if (relu_backward_) {
     return it->second->BackwardThroughRelu(in[0]->data<float>(), out.data<float>(),

@@ -43,7 +43,7 @@ class Pool2dLayer final : public Layer {
   int64_t size_, stride_;
   bool same_;
   cpu::Pool2dGeometry geom_;                                   // per-example (n unset)
-  std::map<int64_t, std::unique_ptr<cpu::Pool2dPlan>> plans_;  // by batch size
+  std::map<int64_t, std::unique_ptr<cpu::Pool2dPlan>> plans_;  // by StateKey
 };
 
 }  // namespace yoke::engine
