@@ -1,6 +1,7 @@
 #include "pipeline/runtime/stage_runner.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -11,6 +12,11 @@ namespace yoke::pipeline {
 absl::StatusOr<std::unique_ptr<StageRunner>> StageRunner::Create(engine::Model* model,
                                                                  engine::Loss* loss,
                                                                  const StageOptions& options) {
+  return Create(std::make_unique<ModelCompute>(model), loss, options);
+}
+
+absl::StatusOr<std::unique_ptr<StageRunner>> StageRunner::Create(
+    std::unique_ptr<StageCompute> compute, engine::Loss* loss, const StageOptions& options) {
   if (options.stages < 1 || options.stage < 0 || options.stage >= options.stages) {
     return absl::InvalidArgumentError(absl::StrCat("pipeline: stage ", options.stage,
                                                    " is not one of ", options.stages, " stages"));
@@ -21,7 +27,7 @@ absl::StatusOr<std::unique_ptr<StageRunner>> StageRunner::Create(engine::Model* 
         "pipeline: the last stage, and only it, computes the loss (stage ", options.stage, " of ",
         options.stages, (loss != nullptr ? " was given one)" : " was given none)")));
   }
-  std::unique_ptr<StageRunner> r(new StageRunner(model, loss, options));
+  std::unique_ptr<StageRunner> r(new StageRunner(std::move(compute), loss, options));
   ASSIGN_OR_RETURN(const Plan* plan, r->PlanFor(options.micro_batches));
   r->planned_in_flight_ = plan->in_flight;
   return r;
@@ -36,8 +42,8 @@ absl::StatusOr<const StageRunner::Plan*> StageRunner::PlanFor(int micro_batches)
   plan.actions = schedule[opt_.stage];
   plan.in_flight = std::max(stats.peak_in_flight[opt_.stage], 1);
   // The model keeps as many forwards as any schedule of this stage needs.
-  if (plan.in_flight > model_->activation_sets()) {
-    RETURN_IF_ERROR(model_->SetActivationSets(plan.in_flight));
+  if (plan.in_flight > model_->in_flight_capacity()) {
+    RETURN_IF_ERROR(model_->KeepInFlight(plan.in_flight));
   }
   return &plans_.emplace(micro_batches, std::move(plan)).first->second;
 }
@@ -56,8 +62,8 @@ absl::StatusOr<engine::Tensor> StageRunner::Sized(engine::Tensor* store, int64_t
 }
 
 absl::Status StageRunner::Accumulate(int micro_batch, int micro_batches) {
-  if (micro_batches == 1) return absl::OkStatus();
-  const engine::Tensor& g = model_->params().flat_grads();
+  const engine::Tensor g = model_->grads();
+  if (micro_batches == 1 || !g.defined()) return absl::OkStatus();
   const int64_t total = g.numel();
   float* __restrict grads = g.data<float>();
   if (!sum_.defined()) {
@@ -95,7 +101,7 @@ absl::StatusOr<StageRunner::StepResult> StageRunner::Step(const engine::Tensor* 
   ASSIGN_OR_RETURN(const Plan* plan, PlanFor(m));
   std::vector<int64_t> begin(m, 0);
   for (int i = 1; i < m; ++i) begin[i] = begin[i - 1] + sizes[i - 1];
-  const int sets = model_->activation_sets();
+  const int sets = model_->in_flight_capacity();
   x_store_.resize(sets);
   dlogits_store_.resize(sets);
   dout_store_.resize(sets);
@@ -111,6 +117,7 @@ absl::StatusOr<StageRunner::StepResult> StageRunner::Step(const engine::Tensor* 
     const int i = a.micro_batch;
     engine::LayerContext c = ctx;
     c.step = ctx.step * opt_.micro_batches + i;
+    const auto t0 = std::chrono::steady_clock::now();
     switch (a.op) {
       case Op::kRecvActivation: {
         if (free_sets.empty()) {
@@ -177,6 +184,9 @@ absl::StatusOr<StageRunner::StepResult> StageRunner::Step(const engine::Tensor* 
         RETURN_IF_ERROR(transport.Send(s - 1, MessageKind::kGradient, i, model_->input_grad()));
         break;
     }
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (a.op == Op::kForward || a.op == Op::kBackward) result.busy_seconds += dt;
+    if (a.op == Op::kRecvActivation || a.op == Op::kRecvGradient) result.wait_seconds += dt;
   }
   return result;
 }

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,6 +37,50 @@
 #include "pipeline/schedule.h"
 
 namespace yoke::pipeline {
+
+// What a stage computes, as the runner drives it: its part of the model
+// (ModelCompute), or a stand-in of fixed cost (bench/pipeline_bubble_bench).
+class StageCompute {
+ public:
+  virtual ~StageCompute() = default;
+  // Per example, without the batch dimension.
+  virtual const engine::Shape& input_shape() const = 0;
+  virtual const engine::Shape& output_shape() const = 0;
+  // Room for k forwards whose backwards have not run (activation sets).
+  virtual absl::Status KeepInFlight(int k) = 0;
+  virtual int in_flight_capacity() const = 0;
+  // As engine::Model's, with ctx.activation_set naming the micro-batch's set.
+  virtual absl::StatusOr<engine::Tensor> Forward(const engine::Tensor& x,
+                                                 const engine::LayerContext& ctx) = 0;
+  virtual absl::Status Backward(const engine::Tensor& dout, const engine::LayerContext& ctx) = 0;
+  // After Backward: the input's gradient (stages after the first).
+  virtual const engine::Tensor& input_grad() const = 0;
+  // The flat parameter gradients Backward overwrote (summed over
+  // micro-batches by the runner); undefined when there are none.
+  virtual engine::Tensor grads() = 0;
+};
+
+// A stage's part of the model (engine::Model::CreateStage); not owned.
+class ModelCompute final : public StageCompute {
+ public:
+  explicit ModelCompute(engine::Model* model) : model_(model) {}
+  const engine::Shape& input_shape() const override { return model_->input_shape(); }
+  const engine::Shape& output_shape() const override { return model_->output_shape(); }
+  absl::Status KeepInFlight(int k) override { return model_->SetActivationSets(k); }
+  int in_flight_capacity() const override { return model_->activation_sets(); }
+  absl::StatusOr<engine::Tensor> Forward(const engine::Tensor& x,
+                                         const engine::LayerContext& ctx) override {
+    return model_->Forward(x, ctx);
+  }
+  absl::Status Backward(const engine::Tensor& dout, const engine::LayerContext& ctx) override {
+    return model_->Backward(dout, ctx);
+  }
+  const engine::Tensor& input_grad() const override { return model_->input_grad(); }
+  engine::Tensor grads() override { return model_->params().flat_grads(); }
+
+ private:
+  engine::Model* model_;
+};
 
 struct StageOptions {
   int stage = 0;
@@ -54,12 +99,20 @@ class StageRunner {
   static absl::StatusOr<std::unique_ptr<StageRunner>> Create(engine::Model* model,
                                                              engine::Loss* loss,
                                                              const StageOptions& options);
+  // The same for any StageCompute (owned by the runner).
+  static absl::StatusOr<std::unique_ptr<StageRunner>> Create(std::unique_ptr<StageCompute> compute,
+                                                             engine::Loss* loss,
+                                                             const StageOptions& options);
 
   struct StepResult {
     double loss_sum = 0;     // last stage: the step's summed loss
     int64_t correct = 0;     // last stage: arg-max hits
     int micro_batches = 0;   // how many the step ran
     int peak_in_flight = 0;  // the most forwards held at once this step
+    // Wall time in forwards, backwards and the loss (busy), and in receives
+    // (waiting on a neighbour): the stage's timeline, from which
+    // bench/pipeline_bubble_bench measures the bubble.
+    double busy_seconds = 0, wait_seconds = 0;
   };
 
   // One step of `batch` samples. x: (batch, input...) on the first stage,
@@ -83,15 +136,16 @@ class StageRunner {
     std::vector<Action> actions;
     int in_flight = 0;
   };
-  StageRunner(engine::Model* model, engine::Loss* loss, const StageOptions& options)
-      : model_(model), loss_(loss), opt_(options) {}
+  StageRunner(std::unique_ptr<StageCompute> compute, engine::Loss* loss,
+              const StageOptions& options)
+      : model_(std::move(compute)), loss_(loss), opt_(options) {}
   absl::StatusOr<const Plan*> PlanFor(int micro_batches);
   // A buffer of `n` examples of `shape` from `store` (grown when short).
   static absl::StatusOr<engine::Tensor> Sized(engine::Tensor* store, int64_t n,
                                               const engine::Shape& shape, const char* what);
   absl::Status Accumulate(int micro_batch, int micro_batches);
 
-  engine::Model* model_;
+  std::unique_ptr<StageCompute> model_;
   engine::Loss* loss_;
   StageOptions opt_;
   std::map<int, Plan> plans_;  // by micro-batch count
