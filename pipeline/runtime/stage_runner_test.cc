@@ -13,10 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include "collective/store.h"
 #include "engine/losses/loss.h"
 #include "engine/model.h"
 #include "engine/testing/random.h"
 #include "gtest/gtest.h"
+#include "pipeline/runtime/gloo_transport.h"
 #include "pipeline/split.h"
 
 namespace yoke::pipeline {
@@ -160,8 +162,10 @@ struct PipelineRun {
   std::vector<int> peak_in_flight, planned_in_flight;
 };
 
+// The stages as threads, their messages in memory (LocalExchange) or over
+// Gloo's TCP pairs on loopback (GlooTransport, one context per stage).
 PipelineRun RunPipelined(const Case& c, const std::vector<int64_t>& batches, int micro,
-                         ScheduleKind kind) {
+                         ScheduleKind kind, bool gloo = false) {
   const std::vector<int> starts = Starts(c);
   const int p = static_cast<int>(starts.size());
   const int layers = Model::PipelineCuts(c.spec, c.input, c.classes).value().layers;
@@ -191,15 +195,26 @@ PipelineRun RunPipelined(const Case& c, const std::vector<int64_t>& batches, int
   // (oneDNN keeps per-thread state with its primitives); each stage steps
   // its own parameters.
   LocalExchange ex(p, absl::Seconds(60));
+  collective::InMemoryStore store;
   std::vector<absl::Status> status(p);
   std::vector<std::thread> threads;
   std::mutex collect_mu;
   for (int s = 0; s < p; ++s) {
     threads.emplace_back([&, s] {
+      std::unique_ptr<GlooTransport> pair;
+      if (gloo) {
+        auto t = GlooTransport::Create(&store, s, p, collective::GlooOptions{}, absl::Seconds(60));
+        if (!t.ok()) {
+          status[s] = t.status();
+          return;
+        }
+        pair = std::move(t).value();
+      }
+      Transport& transport = gloo ? *pair : *ex.For(s);
       for (size_t step = 0; step < batches.size(); ++step) {
         const Data& d = data[step];
         auto r = runners[s]->Step(s == 0 ? &d.x : nullptr, s == p - 1 ? &d.y : nullptr,
-                                  batches[step], *ex.For(s), Ctx(static_cast<int64_t>(step)));
+                                  batches[step], transport, Ctx(static_cast<int64_t>(step)));
         if (!r.ok()) {
           status[s] = r.status();
           ex.Abort(r.status());
@@ -215,6 +230,7 @@ PipelineRun RunPipelined(const Case& c, const std::vector<int64_t>& batches, int
       Collect(models[s]->params(), &run.values);
       runners[s].reset();
       models[s].reset();
+      pair.reset();
     });
   }
   for (auto& t : threads) t.join();
@@ -294,6 +310,50 @@ INSTANTIATE_TEST_SUITE_P(
                       Param{"OneFOneB_uneven", ScheduleKind::k1F1B, 4, {10, 10, 3}},
                       Param{"GPipe_uneven", ScheduleKind::kGPipe, 3, {10, 7}}),
     [](const ::testing::TestParamInfo<Param>& info) { return std::string(info.param.name); });
+
+// The same equivalence with the messages over Gloo: real TCP pairs.
+TEST(GlooTransport, ResNet20In2StagesEqualsOneRank) {
+  const Case c = ResNet20(2);
+  for (const Param& p : {Param{"1f1b", ScheduleKind::k1F1B, 4, {10, 10, 3}},
+                         Param{"gpipe", ScheduleKind::kGPipe, 3, {8, 8}}}) {
+    SCOPED_TRACE(p.name);
+    const Values want = RunOneRank(c, p.batches, p.micro);
+    ExpectSame(want, RunPipelined(c, p.batches, p.micro, p.kind, /*gloo=*/true).values);
+  }
+}
+
+TEST(GlooTransport, MlpIn3StagesEqualsOneRank) {
+  Case c = Mlp();
+  c.stages = 3;
+  const Param p{"1f1b", ScheduleKind::k1F1B, 2, {6, 6}};
+  ExpectSame(RunOneRank(c, p.batches, p.micro),
+             RunPipelined(c, p.batches, p.micro, p.kind, /*gloo=*/true).values);
+}
+
+TEST(GlooTransport, AMissingMessageIsNamedAfterTheTimeout) {
+  collective::InMemoryStore store;
+  std::unique_ptr<GlooTransport> a, b;
+  std::thread t([&] {
+    a = GlooTransport::Create(&store, 0, 2, collective::GlooOptions{}, absl::Seconds(1)).value();
+  });
+  b = GlooTransport::Create(&store, 1, 2, collective::GlooOptions{}, absl::Milliseconds(300))
+          .value();
+  t.join();
+  // A message that comes arrives whole (a gradient goes the other way in a
+  // pipeline, but the wire is the same).
+  Tensor src = Tensor::Zeros({4}), dst = Tensor::Zeros({4});
+  for (int i = 0; i < 4; ++i) src.data<float>()[i] = 1.5f * i;
+  const absl::Status sent = a->Send(1, MessageKind::kGradient, 0, src);
+  ASSERT_TRUE(sent.ok()) << sent;
+  const absl::Status got = b->Recv(0, MessageKind::kGradient, 0, &dst);
+  ASSERT_TRUE(got.ok()) << got;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(dst.data<float>()[i], 1.5f * i);
+  // One that never comes is named when the receive times out (Gloo then
+  // counts the pair as failed: the attempt ends there).
+  const absl::Status s = b->Recv(0, MessageKind::kActivation, 2, &dst);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find("activation 2 from stage 0 to stage 1"), std::string::npos) << s;
+}
 
 TEST(PipelineSplit, UnevenExplicitSplitTrainsTheSame) {
   Case c = ResNet20(3);
