@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -83,6 +85,55 @@ std::vector<LayerCost> ExactCosts(const v1::JobSpec& spec, const List& layers) {
   return costs;
 }
 
+// What the CPU engine's fusions (engine/model.cc, FuseActivations) mean for
+// memory, from the layer graph alone: the layers whose output it never
+// allocates. A ReLU whose input is a convolution read by nothing else is
+// applied by that convolution, in its buffer. A convolution of the model
+// input whose ReLU feeds only a 2x2, stride-2, unpadded max pool writes the
+// pool's output directly, so neither it nor the ReLU has a full-size buffer
+// (the engine does this for one input channel; elsewhere it allocates more,
+// and the estimate stays a lower bound). Empty when the list does not
+// resolve as a graph (validation says why).
+template <typename List>
+std::vector<bool> SharedOutputs(const List& layers, std::vector<std::vector<int>>* inputs) {
+  auto plan = engine::shapes::PlanLayers(layers, "model.layers", std::nullopt, -1);
+  if (!plan.ok()) return {};
+  *inputs = plan->inputs;
+  const int n = static_cast<int>(layers.size());
+  std::vector<int> consumers(n, 0);
+  for (int i = 0; i < n; ++i) {
+    for (int src : plan->inputs[i]) {
+      if (src >= 0) consumers[src]++;
+    }
+  }
+  auto only_input = [&](int i) { return plan->inputs[i].size() == 1 ? plan->inputs[i][0] : -2; };
+  auto consumer_of = [&](int j) {
+    for (int i = j + 1; i < n; ++i) {
+      for (int src : plan->inputs[i]) {
+        if (src == j) return i;
+      }
+    }
+    return -1;
+  };
+  std::vector<bool> shared(n, false);
+  for (int r = 0; r < n; ++r) {
+    const int conv = only_input(r);
+    if (!layers[r].has_relu() || conv < 0 || !layers[conv].has_conv2d() || consumers[conv] != 1) {
+      continue;
+    }
+    shared[r] = true;
+    const int pool = consumers[r] == 1 ? consumer_of(r) : -1;
+    if (pool < 0 || !layers[pool].has_max_pool2d() || only_input(conv) != -1) continue;
+    const v1::Pool2dSpec& p = layers[pool].max_pool2d();
+    const int size = p.size() > 0 ? p.size() : 2;
+    const int stride = p.stride() > 0 ? p.stride() : size;
+    if (size == 2 && stride == 2 && (p.padding().empty() || p.padding() == "valid")) {
+      shared[conv] = true;
+    }
+  }
+  return shared;
+}
+
 }  // namespace
 
 MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
@@ -119,11 +170,19 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
 
   // Exact shapes where the input is known; else the lower bound below.
   std::vector<LayerCost> exact;
+  std::vector<std::vector<int>> graph;  // each layer's inputs (-1: the model input)
+  std::vector<bool> shared;             // outputs the engine never allocates
   if (m.zoo().empty()) {
     exact = ExactCosts(spec, m.layers());
+    shared = SharedOutputs(m.layers(), &graph);
   } else {
     exact = ExactCosts(spec, zoo);
+    shared = SharedOutputs(zoo, &graph);
   }
+  // Which outputs get a gradient buffer: a layer with parameters, or one
+  // reading a layer that has one (the engine skips the rest, such as a
+  // flatten before the first dense layer).
+  std::vector<bool> needs_grad(num_layers, graph.empty());
 
   std::map<std::string, Dims> outputs;  // by layer name, for explicit inputs
   Dims cur;                             // the previous layer's output
@@ -177,9 +236,14 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
       params = exact[i].params;
       out_elements = exact[i].outputs;
     }
-    const double bytes = params * per_param + out_elements * per_activation;
+    const bool kept = shared.empty() || !shared[i];
+    if (!graph.empty()) {
+      needs_grad[i] = params > 0;
+      for (int src : graph[i]) needs_grad[i] = needs_grad[i] || (src >= 0 && needs_grad[src]);
+    }
+    const double bytes = params * per_param + (kept ? out_elements * per_activation : 0);
     est.bytes += bytes;
-    largest_output = std::max(largest_output, out_elements);
+    if (kept && needs_grad[i]) largest_output = std::max(largest_output, out_elements);
     if (bytes > est.largest_layer_bytes) {
       est.largest_layer_bytes = bytes;
       est.largest_layer = l.name().empty() ? absl::StrCat(where, "[", i, "]")

@@ -11,16 +11,17 @@
 //   parameters, their gradients and the optimizer's state (sgd with momentum
 //   and adam(w) keep 1 and 2 more copies), 4 bytes each (fp32);
 //   each layer's output for the replica's share of the batch, kept for the
-//   backward pass, and the largest of their gradients (the engine shares
-//   the activation gradients by liveness, engine/memory_plan.h).
-// The true need is at least this, with one exception, so a refusal is
-// almost never wrong; a job that passes may still not fit, and fails in its
-// trainer with a message saying how much memory it needed. The exception:
-// the CPU engine's fusions allocate no output for a ReLU applied by its
-// convolution, and none for a first convolution that writes its 2x2 max
-// pool's output (engine/model.h), which this count includes: for the zoo
-// CNN on 28x28x1, the first convolution's and both ReLUs' full-size outputs
-// (a few MiB at usual batch sizes). This count does not model fusion yet.
+//   backward pass, but not the outputs the CPU engine's fusions never
+//   allocate (a ReLU its convolution applies; a first convolution that
+//   writes its 2x2 max pool's output, engine/model.h);
+//   the largest gradient of a layer that needs one (the engine shares the
+//   activation gradients by liveness, engine/memory_plan.h, and gives none
+//   to layers before the first one with parameters).
+// The true need is at least this, so a refusal is never wrong: a test
+// (tests/memory_estimate_bound_test.cc) trains each zoo model a step in the
+// engine and checks that the memory it holds is at least this count. A job
+// that passes may still not fit, and fails in its trainer with a message
+// saying how much memory it needed.
 //
 // Zoo models are expanded into their layers by the engine's own zoo code
 // (engine/zoo/), for the smallest input the spec allows, and counted the

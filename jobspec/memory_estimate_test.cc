@@ -40,9 +40,38 @@ training: {batch_size: 8, optimizer: {type: sgd, lr: 0.1}}
 )"));
   // sampler: 8; flatten: 48 x 8 examples x 4 = 1536;
   // dense: (10 x 48 + 10) x 8 + 10 x 8 x 4 = 3920 + 320; the largest
-  // gradient, flatten's: 1536
-  EXPECT_DOUBLE_EQ(e.bytes, 8 + 1536 + 4240 + 1536);
+  // gradient, dense's: 320 (the engine gives the flatten before the first
+  // layer with parameters no gradient buffer)
+  EXPECT_DOUBLE_EQ(e.bytes, 8 + 1536 + 4240 + 320);
   EXPECT_EQ(e.largest_layer, "model.layers[1]");
+}
+
+// The CPU engine's fusions allocate no output for a ReLU its convolution
+// applies, nor for a first convolution that writes its 2x2 max pool's
+// output: the estimate leaves both out, so it stays a lower bound.
+TEST(MemoryEstimateTest, OutputsTheFusionsNeverAllocateAreNotCounted) {
+  const MemoryEstimate e = EstimateReplicaMemory(Spec(R"(
+model: {layers: [{conv2d: {filters: 2, kernel: 3}}, relu, {max_pool2d: {}}, flatten,
+                 {dense: {units: 10}}]}
+data: {train: {format: synthetic, shape: [4, 4, 1], num_classes: 10, num_examples: 1}}
+training: {batch_size: 1, optimizer: {type: sgd, lr: 0.1}}
+)"));
+  // sampler: 8; conv: (2 x 9 + 2) x 8 = 160, its 4x4x2 output written into
+  // the pool's; relu: in the conv's buffer; pool: 2x2x2 x 4 = 32; flatten:
+  // 32; dense: (10 x 8 + 10) x 8 + 10 x 4 = 720 + 40; the largest gradient
+  // kept, dense's: 40
+  EXPECT_DOUBLE_EQ(e.bytes, 8 + 160 + 32 + 32 + 760 + 40);
+  // A second convolution's ReLU is still applied in place, but that
+  // convolution (not reading the input) keeps its own output.
+  const MemoryEstimate two = EstimateReplicaMemory(Spec(R"(
+model: {layers: [{conv2d: {filters: 1, kernel: 1, no_bias: true}}, {conv2d: {filters: 2, kernel: 3}},
+                 relu, {max_pool2d: {}}, flatten, {dense: {units: 10}}]}
+data: {train: {format: synthetic, shape: [4, 4, 1], num_classes: 10, num_examples: 1}}
+training: {batch_size: 1, optimizer: {type: sgd, lr: 0.1}}
+)"));
+  // + the 1x1 conv: 1 x 8 + 4x4x1 x 4 = 72; the 3x3 conv's output now
+  // counted: 4x4x2 x 4 = 128, and the largest gradient is its: 128
+  EXPECT_DOUBLE_EQ(two.bytes, 8 + 72 + 160 + 128 + 32 + 32 + 760 + 128);
 }
 
 TEST(MemoryEstimateTest, AdamKeepsTwoMoreCopiesAndReplicasSplitTheBatch) {
