@@ -95,6 +95,13 @@ absl::StatusOr<StageRunner::StepResult> StageRunner::Step(const engine::Tensor* 
         "pipeline: stage ", s, " of ", opt_.stages,
         " takes the batch's inputs only on the first stage and its labels only on the last"));
   }
+  if ((x != nullptr && (x->rank() < 1 || x->dim(0) != batch)) ||
+      (labels != nullptr && labels->numel() != batch)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline: stage ", s, " was given a step of ", batch, " samples but ",
+                     x != nullptr ? absl::StrCat(x->rank() < 1 ? 0 : x->dim(0), " inputs")
+                                  : absl::StrCat(labels->numel(), " labels")));
+  }
   ASSIGN_OR_RETURN(const std::vector<int> sizes,
                    MicroBatchSizes(static_cast<int>(batch), opt_.micro_batches));
   const int m = static_cast<int>(sizes.size());

@@ -384,6 +384,21 @@ TEST(PipelineSplit, CutsFallBetweenResidualBlocks) {
       << bad.status();
 }
 
+TEST(StageRunner, AStepWhoseBatchDisagreesWithItsInputsIsRefused) {
+  const Case c = Mlp();
+  const Model::Cuts cuts = Model::PipelineCuts(c.spec, c.input, c.classes).value();
+  auto m = Model::CreateStage(c.spec, c.input, c.classes, 0, cuts.cuts.back()).value();
+  auto r =
+      StageRunner::Create(m.get(), nullptr, StageOptions{0, 2, ScheduleKind::k1F1B, 2}).value();
+  LocalExchange ex(2, absl::Milliseconds(200));
+  const Data d = MakeBatch(c, 4, 0);
+  auto got = r->Step(&d.x, nullptr, 6, *ex.For(0), Ctx(0));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(got.status().message().find("a step of 6 samples but 4 inputs"), std::string::npos)
+      << got.status();
+}
+
 TEST(StageRunner, AStageThatNeverSendsIsNamed) {
   const Case c = Mlp();
   const Model::Cuts cuts = Model::PipelineCuts(c.spec, c.input, c.classes).value();
