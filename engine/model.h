@@ -107,6 +107,14 @@ class Model {
   // the liveness plan, and what it would need with a buffer per layer.
   int64_t EvalActivationBytes(int64_t n) const;
   int64_t ActivationBytes(int64_t n) const;
+  // Per layer, in order: the bytes its output takes in a training step of
+  // `n` examples; 0 for an output in another layer's buffer (a ReLU its
+  // convolution applies, a convolution writing its max pool's output).
+  struct LayerBytes {
+    std::string name, type;
+    int64_t bytes = 0;
+  };
+  std::vector<LayerBytes> ActivationBreakdown(int64_t n) const;
   // The activation gradients' memory for a training step of `n` examples,
   // under the liveness plan or with a buffer per layer.
   int64_t GradientBytes(int64_t n, bool planned) const;

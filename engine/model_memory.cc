@@ -142,6 +142,16 @@ int64_t Model::ActivationBytes(int64_t n) const {
   return elements * n * static_cast<int64_t>(sizeof(float));
 }
 
+std::vector<Model::LayerBytes> Model::ActivationBreakdown(int64_t n) const {
+  std::vector<LayerBytes> out;
+  for (const Node& node : nodes_) {
+    const bool own = !node.fused && node.writes_into < 0;
+    out.push_back({node.layer->name(), TypeLabel(node),
+                   own ? NumElements(node.shape) * n * static_cast<int64_t>(sizeof(float)) : 0});
+  }
+  return out;
+}
+
 int64_t Model::GradientBytes(int64_t n, bool planned) const {
   int64_t elements = 0;
   if (planned) {
