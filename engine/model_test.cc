@@ -331,6 +331,19 @@ TEST(ModelTest, ConvReluFusionChangesNoBitOfTheZooCnn) {
   EXPECT_EQ(Count(summary, "(fused"), 2 + absorbed) << summary;
 }
 
+// Batch norm and the residual add apply the ReLU after them in their own
+// buffer (their backward never reads their output): ResNet-20 keeps every
+// bit, and none of those ReLUs has a buffer of its own.
+TEST(ModelTest, BatchNormAndAddReluFusionChangesNoBitOfResNet20) {
+  v1::ModelSpec resnet;
+  resnet.set_zoo("resnet20");
+  resnet.set_width(8);
+  const std::string summary = ExpectFusionChangesNoBit(resnet, {8, 8, 3}, 3);
+  // Every ReLU: the stem's and each of the 9 blocks' two, after bn1 and after
+  // the add.
+  EXPECT_EQ(Count(summary, "relu (fused fwd)"), 19) << summary;
+}
+
 // A conv whose output also feeds an add must not apply the relu itself: the
 // add would read the activation instead of the convolution.
 TEST(ModelTest, ReluIsNotFusedIntoAProducerWithAnotherConsumer) {

@@ -87,8 +87,8 @@ std::vector<LayerCost> ExactCosts(const v1::JobSpec& spec, const List& layers) {
 
 // What the CPU engine's fusions (engine/model.cc, FuseActivations) mean for
 // memory, from the layer graph alone: the layers whose output it never
-// allocates. A ReLU whose input is a convolution read by nothing else is
-// applied by that convolution, in its buffer. A convolution of the model
+// allocates. A ReLU whose input is a convolution, a batch norm or a residual
+// add read by nothing else is applied by that layer, in its buffer. A convolution of the model
 // input whose ReLU feeds only a 2x2, stride-2, unpadded max pool writes the
 // pool's output directly, so neither it nor the ReLU has a full-size buffer
 // (the engine does this for one input channel; elsewhere it allocates more,
@@ -118,10 +118,12 @@ std::vector<bool> SharedOutputs(const List& layers, std::vector<std::vector<int>
   std::vector<bool> shared(n, false);
   for (int r = 0; r < n; ++r) {
     const int conv = only_input(r);
-    if (!layers[r].has_relu() || conv < 0 || !layers[conv].has_conv2d() || consumers[conv] != 1) {
+    if (!layers[r].has_relu() || conv < 0 || consumers[conv] != 1 ||
+        !(layers[conv].has_conv2d() || layers[conv].has_batch_norm() || layers[conv].has_add())) {
       continue;
     }
     shared[r] = true;
+    if (!layers[conv].has_conv2d()) continue;
     const int pool = consumers[r] == 1 ? consumer_of(r) : -1;
     if (pool < 0 || !layers[pool].has_max_pool2d() || only_input(conv) != -1) continue;
     const v1::Pool2dSpec& p = layers[pool].max_pool2d();

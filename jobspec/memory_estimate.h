@@ -12,8 +12,9 @@
 //   and adam(w) keep 1 and 2 more copies), 4 bytes each (fp32);
 //   each layer's output for the replica's share of the batch, kept for the
 //   backward pass, but not the outputs the CPU engine's fusions never
-//   allocate (a ReLU its convolution applies; a first convolution that
-//   writes its 2x2 max pool's output, engine/model.h);
+//   allocate (a ReLU its convolution, batch norm or residual add applies; a
+//   first convolution that writes its 2x2 max pool's output,
+//   engine/model.h);
 //   the largest gradient of a layer that needs one (the engine shares the
 //   activation gradients by liveness, engine/memory_plan.h, and gives none
 //   to layers before the first one with parameters).

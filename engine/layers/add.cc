@@ -22,13 +22,26 @@ absl::Status AddLayer::Forward(const std::vector<const Tensor*>& in, Tensor* out
   float* __restrict y = out->data<float>();
   const float* __restrict a = in[0]->data<float>();
   const float* __restrict b = in[1]->data<float>();
-  // The first two inputs in one pass; the rare extra ones accumulate.
+  // The first two inputs in one pass; the rare extra ones accumulate. A
+  // fused ReLU is applied by the last pass (as the ReLU layer would).
+  if (relu_ && in.size() == 2) {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = a[i] + b[i];
+      y[i] = v > 0.0f ? v : 0.0f;
+    }
+    return absl::OkStatus();
+  }
 #pragma omp parallel for simd if (n > kParallelThreshold)
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
   for (size_t k = 2; k < in.size(); ++k) {
     const float* __restrict c = in[k]->data<float>();
 #pragma omp parallel for simd if (n > kParallelThreshold)
     for (int64_t i = 0; i < n; ++i) y[i] += c[i];
+  }
+  if (relu_) {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
   }
   return absl::OkStatus();
 }

@@ -2,7 +2,7 @@
 //
 // x_i: (N, ...) all of one shape, at least 2 of them -> y: (N, ...).
 // Backward hands dy unchanged to every input that needs a gradient. No
-// parameters.
+// parameters. With a fused ReLU, y = max(sum, 0).
 //
 // Thread-safety: as Layer (one instance per replica).
 #ifndef YOKE_ENGINE_LAYERS_ADD_H_
@@ -23,6 +23,15 @@ class AddLayer final : public Layer {
   // dy: (N, ...) -> dx_i = dy for every non-null din[i]
   absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out, const Tensor& dout,
                         const std::vector<Tensor*>& din, const LayerContext& ctx) override;
+  // Backward never reads `out`: the ReLU after a residual join is applied
+  // in the same pass, in this layer's buffer.
+  bool FuseRelu() override {
+    relu_ = true;
+    return true;
+  }
+
+ private:
+  bool relu_ = false;
 };
 
 }  // namespace yoke::engine

@@ -36,7 +36,20 @@ absl::StatusOr<BatchNormLayer::Cached*> BatchNormLayer::PlanFor(int64_t n,
 
 absl::Status BatchNormLayer::Forward(const std::vector<const Tensor*>& in, Tensor* out,
                                      const LayerContext& ctx) {
-  const Tensor& x = *in[0];
+  RETURN_IF_ERROR(Normalize(*in[0], out, ctx));
+  ApplyRelu(out);
+  return absl::OkStatus();
+}
+
+void BatchNormLayer::ApplyRelu(Tensor* y) const {
+  if (!relu_) return;
+  float* __restrict p = y->data<float>();
+  const int64_t n = y->numel();
+#pragma omp parallel for simd if (n > 32768)
+  for (int64_t i = 0; i < n; ++i) p[i] = p[i] > 0.0f ? p[i] : 0.0f;
+}
+
+absl::Status BatchNormLayer::Normalize(const Tensor& x, Tensor* out, const LayerContext& ctx) {
   ASSIGN_OR_RETURN(Cached * c, PlanFor(x.dim(0), ctx));
   const float* gamma = params_->value(gamma_).data<float>();
   const float* beta = params_->value(beta_).data<float>();

@@ -44,6 +44,13 @@ class BatchNormLayer final : public Layer {
   // dy: (N, ..., C) -> dgamma, dbeta (C) and dx (N, ..., C) when din[0] is set.
   absl::Status Backward(const std::vector<const Tensor*>& in, const Tensor& out, const Tensor& dout,
                         const std::vector<Tensor*>& din, const LayerContext& ctx) override;
+  // Backward reads the input and the saved statistics, never `out`: a ReLU
+  // after batch norm is applied to the output in place (training, and
+  // evaluation alike).
+  bool FuseRelu() override {
+    relu_ = true;
+    return true;
+  }
 
  private:
   struct Cached {
@@ -55,7 +62,13 @@ class BatchNormLayer final : public Layer {
   absl::Status ForwardSynced(const Tensor& x, Cached* c, CrossReplicaSum* sum, float* y);
   absl::Status BackwardSynced(const Tensor& x, const Tensor& dy, CrossReplicaSum* sum, float* dx);
 
+  // Forward without the fused ReLU.
+  absl::Status Normalize(const Tensor& x, Tensor* out, const LayerContext& ctx);
+  // Applies the fused ReLU to y in place (nothing without one).
+  void ApplyRelu(Tensor* y) const;
+
   float momentum_, epsilon_;
+  bool relu_ = false;
   int64_t channels_ = 0, per_example_ = 0;
   int gamma_ = -1, beta_ = -1, mean_ = -1, var_ = -1;
   std::map<int64_t, Cached> plans_;  // by StateKey (batch size, activation set)
