@@ -103,7 +103,7 @@ $(SAN_BUILD)/build.ninja:
 	@scripts/install-deps.sh fuzz
 	@cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DYOKE_FUZZ=ON -DYOKE_WITH_CUDA=OFF \
-	  -DYOKE_BUILD_BENCH=OFF -DYOKE_TEST_PCH=ON >/dev/null
+	  -DYOKE_BUILD_BENCH=OFF -DYOKE_TEST_PCH=ON -DCMAKE_UNITY_BUILD=ON >/dev/null
 
 # libFuzzer targets (tests/fuzz: the YAML spec loader, the IDX/CIFAR/CSV
 # readers, the JPEG/PNG decoders, the checkpoint reader, the coordinator's handlers), each run

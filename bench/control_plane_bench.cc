@@ -569,6 +569,7 @@ int main(int argc, char** argv) {
   run.timing = true;
   const absl::Time timed_end = timed_start + absl::Seconds(f.seconds);
   std::vector<std::thread> clients;
+  clients.reserve(2 + f.watchers);
   clients.emplace_back([&] { SubmitLoop(run); });
   clients.emplace_back([&] { ListLoop(run); });
   for (int k = 0; k < f.watchers; ++k) clients.emplace_back([&] { WatchLoop(run, timed_end); });

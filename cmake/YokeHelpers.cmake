@@ -20,11 +20,12 @@ function(yoke_test_compile_options target)
     target_compile_options(${target} PRIVATE -O1)
   endif()
   # clang refuses (or crashes on) a precompiled header built with other
-  # language options: with it, every test compiles with -pthread and OpenMP,
-  # as the gRPC-linked and engine-linked ones already do.
+  # language options, and g++ one built with other macros: with it, every
+  # test compiles with -pthread, OpenMP and spdlog's definitions, as the
+  # gRPC-linked and engine-linked ones already do.
   if(YOKE_TEST_PCH)
     target_compile_options(${target} PRIVATE -pthread)
-    target_link_libraries(${target} PRIVATE OpenMP::OpenMP_CXX)
+    target_link_libraries(${target} PRIVATE OpenMP::OpenMP_CXX spdlog::spdlog)
   endif()
 endfunction()
 

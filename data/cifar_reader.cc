@@ -15,7 +15,7 @@ constexpr int kPlane = kCifarSide * kCifarSide;
 constexpr int kNumClasses = 10;
 // The real batches are 10000 records (30.7 MB); this only stops a runaway
 // file from filling memory before its size is checked.
-constexpr uint64_t kMaxFileBytes = uint64_t{kCifarRecordBytes} * 1000000;
+constexpr uint64_t kMaxCifarBytes = uint64_t{kCifarRecordBytes} * 1000000;
 
 }  // namespace
 
@@ -26,7 +26,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> ReadCifar10(const std::vector<std::stri
   std::vector<uint8_t> pixels;
   std::vector<int32_t> labels;
   for (const std::string& path : paths) {
-    ASSIGN_OR_RETURN(std::vector<uint8_t> raw, ReadWholeFile(path, kMaxFileBytes));
+    ASSIGN_OR_RETURN(std::vector<uint8_t> raw, ReadWholeFile(path, kMaxCifarBytes));
     if (raw.empty() || raw.size() % kCifarRecordBytes != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": holds ", raw.size(), " bytes, not a positive multiple of the ",

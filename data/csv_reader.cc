@@ -17,7 +17,7 @@ namespace {
 
 // Plenty for tabular data; keeps a mistaken path to a huge file from
 // exhausting memory as float vectors.
-constexpr uint64_t kMaxFileBytes = uint64_t{1} << 32;
+constexpr uint64_t kMaxCsvBytes = uint64_t{1} << 32;
 
 // What is wrong with a cell, without its bytes: a message must never carry
 // a file's content (a CSV path pointed at /etc/shadow would echo it).
@@ -44,7 +44,7 @@ std::string NotALabel(absl::string_view cell) {
 
 absl::StatusOr<std::unique_ptr<Dataset>> ReadCsv(const std::string& path,
                                                  const CsvOptions& options) {
-  ASSIGN_OR_RETURN(std::vector<uint8_t> raw, ReadWholeFile(path, kMaxFileBytes));
+  ASSIGN_OR_RETURN(std::vector<uint8_t> raw, ReadWholeFile(path, kMaxCsvBytes));
   const absl::string_view text(reinterpret_cast<const char*>(raw.data()), raw.size());
 
   int64_t ncols = -1, label_col = -1;

@@ -4,14 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "engine/kernels/cpu/parallel.h"
 #include "engine/registry.h"
 #include "engine/shapes/layer_shapes.h"
 
 namespace yoke::engine {
 namespace {
-
-// Below this many elements a parallel region costs more than the loop.
-constexpr int64_t kParallelThreshold = 32768;
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;

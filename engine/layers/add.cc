@@ -3,14 +3,11 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "engine/kernels/cpu/parallel.h"
 #include "engine/registry.h"
 #include "engine/shapes/layer_shapes.h"
 
 namespace yoke::engine {
-namespace {
-constexpr int64_t kParallelThreshold = 32768;  // elements
-}  // namespace
-
 absl::StatusOr<Shape> AddLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
   // The shape rules are shared with job validation (engine/shapes/).
   return shapes::AddOutput(inputs);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "engine/kernels/cpu/parallel.h"
 #include "engine/registry.h"
 #include "engine/rng.h"
 #include "engine/shapes/layer_shapes.h"
@@ -13,7 +14,6 @@
 namespace yoke::engine {
 namespace {
 
-constexpr int64_t kParallelThreshold = 32768;  // elements
 // Philox blocks (4 draws each) per work item: large enough that the Seek per
 // item is noise, small enough to balance two threads on small tensors.
 constexpr int64_t kBlocksPerChunk = 1024;

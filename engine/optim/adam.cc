@@ -7,12 +7,9 @@
 #endif
 
 #include "common/status.h"
+#include "engine/kernels/cpu/parallel.h"
 
 namespace yoke::engine {
-namespace {
-constexpr int64_t kParallelThreshold = 32768;  // elements
-}  // namespace
-
 Adam::Adam(ParamSet* params, const AdamOptions& options) : Optimizer(params), options_(options) {}
 
 absl::Status Adam::AllocateState() {

@@ -1,12 +1,9 @@
 #include "engine/optim/sgd.h"
 
 #include "common/status.h"
+#include "engine/kernels/cpu/parallel.h"
 
 namespace yoke::engine {
-namespace {
-constexpr int64_t kParallelThreshold = 32768;  // elements
-}  // namespace
-
 void SgdUpdate(const SgdOptions& o, float lr, float* __restrict p, const float* __restrict g,
                float* __restrict v, int64_t n, float grad_scale) {
   const float wd = o.weight_decay, mu = o.momentum, gs = grad_scale;
