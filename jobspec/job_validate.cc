@@ -16,6 +16,7 @@
 #include "engine/zoo/model_zoo.h"
 #include "jobspec/model_input_check.h"
 #include "jobspec/path_confinement.h"
+#include "jobspec/pipeline_check.h"
 
 namespace yoke::common {
 
@@ -411,8 +412,7 @@ void CheckTrainingOptions(Checker& c, const v1::JobSpec& spec) {
   }
   c.NonNegative("training.accumulation_steps", t.accumulation_steps());
   const int64_t k = t.accumulation_steps();
-  const int64_t replicas = static_cast<int64_t>(std::max(spec.distribution().workers(), 1)) *
-                           std::max(spec.distribution().devices_per_worker(), 1);
+  const int64_t replicas = DataParallelReplicas(spec);
   if (k > 1 && t.batch_size() > 0) {
     if (t.batch_size() % k != 0) {
       c.Add(absl::StrCat("training.accumulation_steps: training.batch_size (", t.batch_size(),
@@ -516,13 +516,23 @@ void CheckPlacement(Checker& c, const v1::JobSpec& spec) {
   c.OneOf("distribution.gradient_compression", d.gradient_compression(), {"none", "fp16", "bf16"},
           "compression", true);
   c.NonNegative("distribution.collective_timeout_s", d.collective_timeout_s());
-  // The global batch is split over replicas; each needs at least one example.
-  const int64_t replicas =
-      static_cast<int64_t>(std::max(d.workers(), 1)) * std::max(d.devices_per_worker(), 1);
+  // The global batch is split over the data-parallel replicas (pipelines,
+  // when there are stages); each needs at least one example.
+  const int64_t replicas = DataParallelReplicas(spec);
   if (spec.training().batch_size() > 0 && spec.training().batch_size() < replicas) {
     c.Add(absl::StrCat("training.batch_size: the global batch (", spec.training().batch_size(),
                        ") must be at least the number of replicas (", replicas,
-                       " = distribution.workers x devices_per_worker)"));
+                       d.has_pipeline()
+                           ? " pipelines = distribution.workers x devices_per_worker / stages)"
+                           : " = distribution.workers x devices_per_worker)"));
+  }
+  for (std::string& e : PipelineSpecErrors(spec)) c.Add(std::move(e));
+  if (d.has_pipeline()) {
+    // The schedules, the stage runner and its transports exist
+    // (pipeline/); the trainer does not run a stage per rank yet.
+    c.Add(
+        "distribution.pipeline: jobs cannot run pipelines yet: the trainer runs whole-model "
+        "replicas only (docs/pipeline.md says what exists)");
   }
   const v1::CheckpointSpec& k = spec.checkpoint();
   c.NonNegative("checkpoint.every_steps", k.every_steps());
