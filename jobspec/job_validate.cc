@@ -527,13 +527,6 @@ void CheckPlacement(Checker& c, const v1::JobSpec& spec) {
                            : " = distribution.workers x devices_per_worker)"));
   }
   for (std::string& e : PipelineSpecErrors(spec)) c.Add(std::move(e));
-  if (d.has_pipeline()) {
-    // The schedules, the stage runner and its transports exist
-    // (pipeline/); the trainer does not run a stage per rank yet.
-    c.Add(
-        "distribution.pipeline: jobs cannot run pipelines yet: the trainer runs whole-model "
-        "replicas only (docs/pipeline.md says what exists)");
-  }
   const v1::CheckpointSpec& k = spec.checkpoint();
   c.NonNegative("checkpoint.every_steps", k.every_steps());
   c.NonNegative("checkpoint.keep", k.keep());

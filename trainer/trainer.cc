@@ -165,12 +165,20 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
   if (t->test_) classes = std::max(classes, t->test_->num_classes());
 
   engine::Shape input(t->train_->example_shape().begin(), t->train_->example_shape().end());
+  if (spec.distribution().pipeline().stages() > 1) {
+    t->stages_ = spec.distribution().pipeline().stages();
+    RETURN_IF_ERROR(t->PlanPipeline(input, classes));
+  }
   for (int i = 0; i < options.num_replicas; ++i) {
     auto r = std::make_unique<Replica>();
     r->local = i;
     r->rank = options.first_rank + i;
     r->device = t->device_;
-    ASSIGN_OR_RETURN(r->model, engine::Model::Create(spec.model(), input, classes, r->device));
+    if (t->pipelined()) {
+      RETURN_IF_ERROR(t->CreateStage(*r, input, classes));
+    } else {
+      ASSIGN_OR_RETURN(r->model, engine::Model::Create(spec.model(), input, classes, r->device));
+    }
     ASSIGN_OR_RETURN(r->loss,
                      engine::CreateLoss(tr.loss().empty() ? "softmax_cross_entropy" : tr.loss(),
                                         tr.label_smoothing(), r->device));
@@ -215,24 +223,42 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
   return t;
 }
 
-absl::Status Trainer::Connect(Replica& r) {
+collective::GlooOptions Trainer::GlooFor() const {
   collective::GlooOptions go;
   go.hostname = options_.hostname;
   go.rank_hosts = options_.rank_hosts;
   go.connect_timeout = collective_timeout_;
+  return go;
+}
+
+void Trainer::Adopt(std::unique_ptr<collective::Communicator>* slot,
+                    std::unique_ptr<collective::Communicator> comm) {
+  absl::MutexLock l(&comm_mu_);
+  *slot = std::move(comm);
+  if (aborted_) (*slot)->Abort("another replica of this trainer failed");
+}
+
+absl::Status Trainer::Connect(Replica& r) {
+  const collective::GlooOptions go = GlooFor();
   // Ranks that share a host (by rank_hosts) reduce gradients through shared
   // memory, and only one of them per host talks to the other hosts
   // (shm_communicator.h; YOKE_SHM=0 in the worker's environment turns it off).
   ASSIGN_OR_RETURN(auto comm, collective::CreateCommunicator(group_store_.get(), r.rank,
                                                              options_.world_size, go));
   collective::Communicator* c = comm.get();
-  {
-    absl::MutexLock l(&comm_mu_);
-    r.comm = std::move(comm);
-    if (aborted_) r.comm->Abort("another replica of this trainer failed");
+  Adopt(&r.comm, std::move(comm));
+  RETURN_IF_ERROR(BroadcastInitialState(r, c));
+  RETURN_IF_ERROR(CheckResumePosition(r));
+  RETURN_IF_ERROR(CreateReducer(r, c));
+  if (spec_.distribution().sync_batch_norm()) {
+    r.sync_stats = std::make_unique<CommunicatorSum>(c, collective_timeout_);
   }
-  // Every rank starts from global rank 0's parameters, state buffers and
-  // optimizer state (identical already when every rank used the same seed or
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::BroadcastInitialState(Replica& r, collective::Communicator* c) {
+  // Every rank starts from rank 0's parameters, state buffers and optimizer
+  // state (identical already when every rank used the same seed or
   // checkpoint; the broadcast makes it a guarantee, once, before step 1).
   engine::ParamSet& ps = r.model->params();
   std::vector<std::pair<std::string, engine::Tensor>> tensors = {
@@ -247,6 +273,11 @@ absl::Status Trainer::Connect(Replica& r) {
     o.tag = "initial " + name;
     works.push_back(c->Broadcast(FlatBuffer(t), /*root=*/0, o));
   }
+  for (auto& w : works) RETURN_IF_ERROR(w->Wait());
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::CheckResumePosition(Replica& r) {
   // Every rank continues from where rank 0 does. They differ when the
   // checkpoint directory is not one storage that every worker sees: a rank
   // that found no checkpoint would start at step 0 beside ranks at step
@@ -260,8 +291,7 @@ absl::Status Trainer::Connect(Replica& r) {
   collective::Options po;
   po.timeout = collective_timeout_;
   po.tag = "resume position";
-  works.push_back(c->Broadcast(pos, /*root=*/0, po));
-  for (auto& w : works) RETURN_IF_ERROR(w->Wait());
+  RETURN_IF_ERROR(r.comm->Broadcast(pos, /*root=*/0, po)->Wait());
   if (std::equal(mine, mine + 3, root) == false) {
     return absl::FailedPreconditionError(absl::StrCat(
         "rank ", r.rank, " would continue from step ", mine[0],
@@ -270,7 +300,11 @@ absl::Status Trainer::Connect(Replica& r) {
         " but rank 0 from step ", root[0],
         ": checkpoint.dir must be storage that every worker sees, with the same path"));
   }
+  return absl::OkStatus();
+}
 
+absl::Status Trainer::CreateReducer(Replica& r, collective::Communicator* c) {
+  engine::ParamSet& ps = r.model->params();
   std::vector<collective::ParamRange> ranges;
   for (const auto& e : ps.entries()) ranges.push_back({e.offset, engine::NumElements(e.shape)});
   const v1::DistributionSpec& d = spec_.distribution();
@@ -285,7 +319,6 @@ absl::Status Trainer::Connect(Replica& r) {
   ro.timeout = collective_timeout_;
   ASSIGN_OR_RETURN(r.reducer, collective::Reducer::Create(c, FlatBuffer(ps.flat_grads()),
                                                           std::move(ranges), ro));
-  if (d.sync_batch_norm()) r.sync_stats = std::make_unique<CommunicatorSum>(c, collective_timeout_);
   return absl::OkStatus();
 }
 
@@ -293,10 +326,11 @@ void Trainer::AbortOthers(const Replica* failed, const absl::Status& why) {
   absl::MutexLock l(&comm_mu_);
   aborted_ = true;
   for (auto& r : replicas_) {
-    if (r.get() != failed && r->comm) {
-      r->comm->Abort(absl::StrCat("local replica ", failed->local, " (rank ", failed->rank,
-                                  ") failed: ", why.message()));
-    }
+    if (r.get() == failed) continue;
+    const std::string msg = absl::StrCat("local replica ", failed->local, " (rank ", failed->rank,
+                                         ") failed: ", why.message());
+    if (r->comm) r->comm->Abort(msg);
+    if (r->stage_comm) r->stage_comm->Abort(msg);
   }
 }
 

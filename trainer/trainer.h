@@ -99,9 +99,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "collective/communicator.h"
+#include "collective/gloo_communicator.h"
 #include "collective/store.h"
 #include "data/batch.h"
 #include "data/dataset.h"
+#include "data/pipeline.h"
 #include "engine/losses/loss.h"
 #include "engine/model.h"
 #include "engine/optim/optimizer.h"
@@ -236,6 +239,24 @@ class Trainer {
   void WriteEpochEvents(int64_t step, const v1::EpochResult& e);
   // Rendezvous, reducer and broadcast of rank 0's state, on r's thread.
   absl::Status Connect(Replica& r);
+  // The Gloo options of this process's ranks, and a new communicator put in
+  // `*slot` under comm_mu_ (aborted at once when a sibling already failed).
+  collective::GlooOptions GlooFor() const;
+  void Adopt(std::unique_ptr<collective::Communicator>* slot,
+             std::unique_ptr<collective::Communicator> comm);
+  // Evaluation's data (in order, batches of training.eval_batch_size or
+  // 500) and its layer context.
+  absl::StatusOr<std::unique_ptr<data::Pipeline>> EvalPipeline(
+      const std::shared_ptr<data::Dataset>& set) const;
+  engine::LayerContext EvalContext() const;
+  // Connect's parts: rank 0's parameters, state and optimizer state
+  // broadcast over `comm` (from its rank 0); every rank's resume position
+  // checked against global rank 0's over r.comm; the gradient reducer over
+  // `comm`.
+  absl::Status BroadcastInitialState(Replica& r, collective::Communicator* comm);
+  absl::Status CheckResumePosition(Replica& r);
+  absl::Status CreateReducer(Replica& r, collective::Communicator* comm);
+
   // Replica r's training loop from the Trainer's position at Run(). Local
   // replica 0 keeps the Trainer's position and reports progress into
   // `result`; global rank 0 also evaluates and checkpoints.
@@ -299,6 +320,24 @@ class Trainer {
   // training loss; stopped mid-epoch, also a checkpoint of the exact
   // position (SaveStopCheckpoint).
   absl::Status FinishRun(const LoopState& s, v1::TrainResult* result);
+  // Pipeline jobs (trainer_pipeline.cc; docs/pipeline.md).
+  bool pipelined() const { return stages_ > 1; }
+  // In Create: the stage plan, and replica r's stage model and runner.
+  absl::Status PlanPipeline(const engine::Shape& input, int classes);
+  absl::Status CreateStage(Replica& r, const engine::Shape& input, int classes);
+  // On r's thread: the global scalar communicator, the pipeline's transport,
+  // and with several pipelines the stage's communicator and reducer.
+  absl::Status ConnectPipeline(Replica& r);
+  // TrainStep for a stage: the schedule's micro-batches through the stages,
+  // the stage's gradient reduced over the pipelines, the step's loss, count
+  // and stop votes summed over every rank, then the optimizer step.
+  absl::StatusOr<StepOutcome> PipelineStep(LoopState& s, data::Batch& batch);
+  // Every rank: the test and validation splits forwarded through pipeline
+  // 0's stages, the last stage's sums shared with every rank (into
+  // pipeline_eval_, which EvaluateOn then reports).
+  absl::Status PipelineEvaluate(Replica& r);
+  absl::StatusOr<std::pair<double, double>> PipelineEvaluateOn(
+      Replica& r, const std::shared_ptr<data::Dataset>& set, int tag);
   // A replica failed with `why`: aborts the other local communicators.
   void AbortOthers(const Replica* failed, const absl::Status& why);
   // Progress lines before the first step (model, data, placement), and the
@@ -319,6 +358,12 @@ class Trainer {
   absl::Mutex comm_mu_;  // guards the replicas' `comm` while they connect
   bool aborted_ ABSL_GUARDED_BY(comm_mu_) = false;
   std::unique_ptr<engine::LrSchedule> schedule_;
+  int stages_ = 1;                 // distribution.pipeline.stages, or 1
+  std::vector<int> stage_starts_;  // the first layer of each stage
+  int model_layers_ = 0;
+  // Pipelined evaluation's last results: test, then validation (loss,
+  // accuracy).
+  std::pair<double, double> pipeline_eval_[2] = {};
   int threads_ = 1;        // per replica
   engine::Device device_;  // the replicas' device: the CPU, or cuda:0
   int64_t steps_per_epoch_ = 0;

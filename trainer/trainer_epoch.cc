@@ -54,6 +54,8 @@ absl::Status Trainer::EndEpoch(LoopState& s, v1::TrainResult* result) {
     step_in_epoch_ = 0;
   }
   const bool early_stopping = !spec_.training().early_stopping().monitor().empty();
+  // A pipeline's evaluation runs through all of pipeline 0's stages.
+  if (pipelined()) RETURN_IF_ERROR(PipelineEvaluate(s.rep));
   if (s.root) {
     ASSIGN_OR_RETURN(const v1::EpochResult e, SummarizeEpoch(s));
     *result->add_history() = e;
@@ -122,9 +124,11 @@ void Trainer::LeaveGroup(Replica& r) {
   // containers). Not a collective, so a rank that stopped early mismatches
   // no op; it waits here until its peers fail or leave. Training is done, so
   // a failure here (a peer's own, which that peer reports) is only logged.
-  if (r.comm != nullptr && r.comm->size() > 1) {
-    if (absl::Status st = r.comm->Leave(collective_timeout_); !st.ok()) {
-      spdlog::warn("rank {}: leaving the communicator: {}", r.rank, st.ToString());
+  for (collective::Communicator* c : {r.stage_comm.get(), r.comm.get()}) {
+    if (c != nullptr && c->size() > 1) {
+      if (absl::Status st = c->Leave(collective_timeout_); !st.ok()) {
+        spdlog::warn("rank {}: leaving the communicator: {}", r.rank, st.ToString());
+      }
     }
   }
 }

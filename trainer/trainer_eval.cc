@@ -15,9 +15,14 @@ using trainer_internal::BatchInput;
 using trainer_internal::BatchLabels;
 using trainer_internal::OnDevice;
 
-absl::StatusOr<std::pair<double, double>> Trainer::Evaluate() { return EvaluateOn(test_); }
+absl::StatusOr<std::pair<double, double>> Trainer::Evaluate() {
+  // A pipeline's stages evaluated together (PipelineEvaluate).
+  if (pipelined()) return pipeline_eval_[0];
+  return EvaluateOn(test_);
+}
 
 absl::StatusOr<std::pair<double, double>> Trainer::EvaluateValidation() {
+  if (pipelined()) return pipeline_eval_[1];
   return EvaluateOn(validation_);
 }
 
@@ -49,22 +54,30 @@ Trainer::EarlyStop Trainer::EarlyStopping() const {
   return out;
 }
 
-absl::StatusOr<std::pair<double, double>> Trainer::EvaluateOn(
-    const std::shared_ptr<data::Dataset>& set) {
-  if (!set) return std::make_pair(0.0, 0.0);
-  int64_t bs = spec_.training().eval_batch_size() > 0 ? spec_.training().eval_batch_size() : 500;
+absl::StatusOr<std::unique_ptr<data::Pipeline>> Trainer::EvalPipeline(
+    const std::shared_ptr<data::Dataset>& set) const {
   data::SamplerOptions so;
-  so.batch_size = bs;
+  so.batch_size = spec_.training().eval_batch_size() > 0 ? spec_.training().eval_batch_size() : 500;
   so.seed = spec_.training().seed();
   so.shuffle = false;
   data::PipelineOptions po;
   po.prefetch = 2;
-  ASSIGN_OR_RETURN(auto pipe, data::Pipeline::Create(set, so, spec_.data().transform(),
-                                                     /*train=*/false, po));
+  return data::Pipeline::Create(set, so, spec_.data().transform(), /*train=*/false, po);
+}
+
+engine::LayerContext Trainer::EvalContext() const {
   engine::LayerContext ctx;
   ctx.training = false;
   ctx.seed = spec_.training().seed();
   ctx.step = step_;
+  return ctx;
+}
+
+absl::StatusOr<std::pair<double, double>> Trainer::EvaluateOn(
+    const std::shared_ptr<data::Dataset>& set) {
+  if (!set) return std::make_pair(0.0, 0.0);
+  ASSIGN_OR_RETURN(auto pipe, EvalPipeline(set));
+  const engine::LayerContext ctx = EvalContext();
   double loss_sum = 0;
   int64_t correct = 0, n = 0;
   while (true) {

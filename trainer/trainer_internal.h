@@ -18,6 +18,8 @@
 #include "engine/model.h"
 #include "engine/tensor.h"
 #include "google/protobuf/repeated_field.h"
+#include "pipeline/runtime/stage_runner.h"
+#include "pipeline/runtime/transport.h"
 #include "trainer/trainer.h"
 
 namespace yoke::worker {
@@ -136,6 +138,17 @@ struct Trainer::Replica {
   std::unique_ptr<engine::Loss> loss;
   std::unique_ptr<engine::Optimizer> optimizer;
   std::unique_ptr<collective::Communicator> comm;  // set under comm_mu_
+  // A pipeline job (distribution.pipeline): this rank runs stage `stage` of
+  // data-parallel pipeline `pipeline` (rank = pipeline x stages + stage).
+  // comm then spans every rank for the step's scalars only; the gradients
+  // are reduced over stage_comm, the same stage's ranks of every pipeline
+  // (none with one pipeline), and the activations travel over `transport`.
+  int stage = 0;
+  int pipeline = 0;
+  std::unique_ptr<collective::Store> stage_store, pipe_store;
+  std::unique_ptr<collective::Communicator> stage_comm;  // set under comm_mu_
+  std::unique_ptr<pipeline::Transport> transport;
+  std::unique_ptr<pipeline::StageRunner> runner;
   std::unique_ptr<collective::Reducer> reducer;
   // Set when distribution.sync_batch_norm: batch_norm's statistics span
   // every replica's samples.

@@ -107,7 +107,7 @@ absl::StatusOr<v1::TrainResult> Trainer::Run() {
 
 // The outline of one replica's run; each part's contract is in trainer.h.
 absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
-  if (distributed()) RETURN_IF_ERROR(Connect(rep));
+  if (distributed()) RETURN_IF_ERROR(pipelined() ? ConnectPipeline(rep) : Connect(rep));
   LoopState s(rep, std::max(spec_.training().accumulation_steps(), 1));
   RETURN_IF_ERROR(StartLoop(s));
   const int log_every =
@@ -117,13 +117,15 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     // Alone, a stop request ends the run before the next step; distributed,
     // it is voted on with the step's sample count (StopVote), so every rank
     // stops after the same step.
-    if (!s.reducer && stop_.load()) break;
+    if (!s.reducer && !pipelined() && stop_.load()) break;
     const auto t0 = Clock::now();
     ASSIGN_OR_RETURN(auto batch, s.pipe->Next());
     if (!batch.has_value()) break;
     s.window.data_wait += Seconds(Clock::now() - t0);
-    ASSIGN_OR_RETURN(const StepOutcome out, TrainStep(s, *batch));
-    const int64_t n = batch->n;
+    ASSIGN_OR_RETURN(const StepOutcome out,
+                     pipelined() ? PipelineStep(s, *batch) : TrainStep(s, *batch));
+    // A pipeline's sums are the job's (PipelineStep shares them).
+    const int64_t n = pipelined() ? out.global_n : batch->n;
     const bool last_in_epoch = batch->last_in_epoch;
     s.pipe->Recycle(std::move(*batch));
     EndStep(s, n, out.global_n, Seconds(Clock::now() - t0));
@@ -139,6 +141,9 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
   // it) is waited for here, not lost.
   RETURN_IF_ERROR(engine::SynchronizeDevice(rep.device));
   s.pipe.reset();
+  // A pipeline's evaluation needs every rank: a run stopped mid-epoch (or
+  // before its first) is evaluated here, as FinishRun reports it.
+  if (pipelined() && (s.step_in_epoch != 0 || s.epoch == 0)) RETURN_IF_ERROR(PipelineEvaluate(rep));
   LeaveGroup(rep);
   if (!s.root) return absl::OkStatus();
   return FinishRun(s, result);
@@ -159,8 +164,10 @@ absl::Status Trainer::StartLoop(LoopState& s) {
   so.shuffle = true;
   data::PipelineOptions po;
   po.prefetch = spec_.data().prefetch() > 0 ? spec_.data().prefetch() : 2;
-  po.rank = s.rep.rank;
-  po.world_size = options_.world_size;
+  // Every stage of a pipeline reads the same slice: the first its inputs,
+  // the last its labels.
+  po.rank = pipelined() ? s.rep.pipeline : s.rep.rank;
+  po.world_size = pipelined() ? options_.world_size / stages_ : options_.world_size;
   po.start_epoch = s.epoch;
   po.start_step = s.step_in_epoch;
   po.end_epoch = tr.epochs();

@@ -116,7 +116,7 @@ absl::StatusOr<StageRunner::StepResult> StageRunner::Step(const engine::Tensor* 
   for (int k = sets - 1; k >= 0; --k) free_sets.push_back(k);
   std::vector<int> set_of(m, -1);
   std::vector<engine::Tensor> x_in(m), out(m), dlogits(m), dout(m);
-  const float scale = 1.0f / static_cast<float>(batch);
+  const float scale = opt_.sum_loss ? 1.0f : 1.0f / static_cast<float>(batch);
   StepResult result;
   result.micro_batches = m;
   int in_flight = 0, next_backward = 0;

@@ -87,6 +87,10 @@ struct StageOptions {
   int stages = 1;
   ScheduleKind schedule = ScheduleKind::k1F1B;
   int micro_batches = 1;  // m: a step's batch is split into at most m
+  // The loss gradient of the per-sample sum (scale 1) instead of the step's
+  // mean: for a caller that divides by a count over several pipelines
+  // (the data-parallel reducer's).
+  bool sum_loss = false;
 };
 
 class StageRunner {

@@ -19,6 +19,7 @@
 #include "engine/testing/random.h"
 #include "gtest/gtest.h"
 #include "pipeline/runtime/gloo_transport.h"
+#include "pipeline/runtime/stage_plan.h"
 #include "pipeline/split.h"
 
 namespace yoke::pipeline {
@@ -141,20 +142,7 @@ Values RunOneRank(const Case& c, const std::vector<int64_t>& batches, int micro)
 std::vector<int> Starts(const Case& c) {
   if (!c.starts.empty()) return c.starts;
   const Model::Cuts cuts = Model::PipelineCuts(c.spec, c.input, c.classes).value();
-  // Balance the MACs over segments between legal cuts.
-  std::vector<int64_t> seg;
-  std::vector<int> seg_start{0};
-  for (int b : cuts.cuts) seg_start.push_back(b);
-  for (size_t k = 0; k < seg_start.size(); ++k) {
-    const int end = k + 1 < seg_start.size() ? seg_start[k + 1] : cuts.layers;
-    int64_t cost = 0;
-    for (int l = seg_start[k]; l < end; ++l) cost += cuts.macs[l] + 1;
-    seg.push_back(cost);
-  }
-  const std::vector<int> s = BalancedSplit(seg, c.stages).value();
-  std::vector<int> starts;
-  for (int k : s) starts.push_back(seg_start[k]);
-  return starts;
+  return PlanStages(cuts, c.stages, {}, "test").value().starts;
 }
 
 struct PipelineRun {

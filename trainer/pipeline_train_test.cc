@@ -1,0 +1,198 @@
+// Pipeline jobs through the Trainer, over real Gloo on loopback: a model
+// split into stages trains exactly as one rank accumulating the same
+// micro-batches (bit for bit), two pipelines exactly as two data-parallel
+// ranks accumulating them, and the pipelined evaluation reports what one
+// rank's does.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "collective/store.h"
+#include "config/config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "trainer/testing/trainer_runs.h"
+#include "trainer/trainer.h"
+
+namespace yoke::worker {
+namespace {
+
+using testing::MakeWorkers;
+using testing::RunWorkers;
+using testing::Worker;
+
+// The Fashion-MNIST MLP with dropout on the first 2,000 training images and
+// 500 test images; cut after the first hidden layer's dropout.
+v1::JobSpec MlpJob() {
+  auto spec = common::LoadJobSpecString(R"(
+model:
+  layers:
+    - flatten
+    - {name: fc1, dense: {units: 128}}
+    - relu
+    - {name: drop, dropout: {rate: 0.25}}
+    - {name: fc2, dense: {units: 64}}
+    - relu
+    - {name: out, dense: {units: 10}}
+data:
+  train: {format: idx, num_examples: 2000,
+          images: /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz,
+          labels: /usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz}
+  test: {format: idx, num_examples: 500,
+         images: /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz,
+         labels: /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz}
+  transform: {divisor: 255}
+training:
+  epochs: 1
+  batch_size: 64
+  max_steps: 12
+  seed: 3
+  loss: softmax_cross_entropy
+  optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+  threads: 1
+)",
+                                        {}, "test");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return spec.ok() ? *spec : v1::JobSpec();
+}
+
+// On `workers` workers of `devices` ranks each.
+v1::JobSpec Pipelined(v1::JobSpec spec, int workers, int devices, int stages, int micro,
+                      const std::string& schedule, std::vector<std::string> boundaries = {}) {
+  spec.mutable_distribution()->set_workers(workers);
+  spec.mutable_distribution()->set_devices_per_worker(devices);
+  v1::PipelineSpec* p = spec.mutable_distribution()->mutable_pipeline();
+  p->set_stages(stages);
+  p->set_micro_batches(micro);
+  p->set_schedule(schedule);
+  for (auto& b : boundaries) p->add_boundaries(b);
+  return spec;
+}
+
+// Every parameter and state entry by name, over local replicas [first,
+// first + count) of `t` (a pipeline's stages hold disjoint names).
+using Named = std::map<std::string, std::vector<float>>;
+void Collect(Trainer& t, int first, int count, Named* out) {
+  for (int i = first; i < first + count; ++i) {
+    const engine::ParamSet& ps = t.model(i).params();
+    for (size_t k = 0; k < ps.entries().size(); ++k) {
+      const engine::Tensor v = ps.value(static_cast<int>(k));
+      (*out)[ps.entries()[k].name].assign(v.data<float>(), v.data<float>() + v.numel());
+    }
+    for (size_t k = 0; k < ps.state_entries().size(); ++k) {
+      const engine::Tensor v = ps.state(static_cast<int>(k));
+      (*out)["state " + ps.state_entries()[k].name].assign(v.data<float>(),
+                                                           v.data<float>() + v.numel());
+    }
+  }
+}
+
+struct Alone {
+  Named values;
+  v1::TrainResult result;
+};
+
+// One trainer of `ranks` local replicas (ranks 0..ranks-1) over an
+// in-memory store.
+Alone RunLocal(const v1::JobSpec& spec, int ranks, int collect_first, int collect_count) {
+  collective::InMemoryStore store;
+  std::vector<Worker> w = MakeWorkers(spec, 1, ranks, &store);
+  RunWorkers(w);
+  EXPECT_TRUE(w[0].status.ok()) << w[0].status;
+  Alone out;
+  if (!w[0].status.ok()) return out;
+  Collect(*w[0].trainer, collect_first, collect_count, &out.values);
+  out.result = w[0].result;
+  return out;
+}
+
+Alone RunAlone(v1::JobSpec spec, int accumulation) {
+  spec.mutable_training()->set_accumulation_steps(accumulation);
+  auto t = Trainer::Create(spec, TrainerOptions());
+  EXPECT_TRUE(t.ok()) << t.status();
+  Alone out;
+  if (!t.ok()) return out;
+  auto r = (*t)->Run();
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (r.ok()) out.result = *r;
+  Collect(**t, 0, 1, &out.values);
+  return out;
+}
+
+TEST(PipelineTrainTest, TwoStagesEqualOneRankAccumulatingTheMicroBatches) {
+  const v1::JobSpec spec = MlpJob();
+  const Alone one = RunAlone(spec, 4);
+  ASSERT_FALSE(one.values.empty());
+  for (const std::string schedule : {"1f1b", "gpipe"}) {
+    // Two trainers of one rank each: stage 0 and stage 1.
+    collective::InMemoryStore store;
+    std::vector<Worker> w = MakeWorkers(Pipelined(spec, 2, 1, 2, 4, schedule), 2, 1, &store);
+    RunWorkers(w);
+    for (auto& x : w) ASSERT_TRUE(x.status.ok()) << x.status;
+    Named piped;
+    Collect(*w[0].trainer, 0, 1, &piped);
+    Collect(*w[1].trainer, 0, 1, &piped);
+    EXPECT_EQ(piped, one.values) << schedule;
+    EXPECT_EQ(w[0].result.steps(), 12);
+    // The job's loss and the evaluation reach global rank 0 (stage 0, which
+    // computes neither) exactly as one rank computes them.
+    EXPECT_EQ(w[0].result.test_accuracy(), one.result.test_accuracy()) << schedule;
+    EXPECT_GT(one.result.test_accuracy(), 0.3);
+    EXPECT_NEAR(w[0].result.train_loss(), one.result.train_loss(),
+                1e-6 * std::abs(one.result.train_loss()));
+  }
+  // Without the accumulation the runs differ: the comparison can fail.
+  EXPECT_NE(RunAlone(spec, 1).values, one.values);
+}
+
+TEST(PipelineTrainTest, TwoPipelinesEqualTwoRanksAccumulating) {
+  v1::JobSpec spec = MlpJob();
+  spec.mutable_training()->set_batch_size(128);
+  // Two data-parallel ranks, each accumulating 4 micro-batches of its 64.
+  v1::JobSpec dp = spec;
+  dp.mutable_training()->set_accumulation_steps(4);
+  const Alone two = RunLocal(dp, 2, 0, 1);
+  ASSERT_FALSE(two.values.empty());
+  // Ranks 0-1 are pipeline 0 (stages 0, 1), ranks 2-3 pipeline 1.
+  const v1::JobSpec piped_spec = Pipelined(spec, 2, 2, 2, 4, "1f1b", {"fc2"});
+  collective::InMemoryStore store;
+  std::vector<Worker> w = MakeWorkers(piped_spec, 2, 2, &store);
+  RunWorkers(w);
+  for (auto& x : w) ASSERT_TRUE(x.status.ok()) << x.status;
+  Named p0, p1;
+  Collect(*w[0].trainer, 0, 2, &p0);
+  Collect(*w[1].trainer, 0, 2, &p1);
+  EXPECT_EQ(p0, p1) << "both pipelines apply the same reduced gradients";
+  EXPECT_EQ(p0, two.values);
+}
+
+TEST(PipelineTrainTest, ABoundaryInsideAResidualBlockIsRefusedAtCreate) {
+  v1::JobSpec spec = MlpJob();
+  *spec.mutable_data()->mutable_train() = [] {
+    v1::DatasetSpec d;
+    d.set_format("synthetic");
+    d.add_shape(8);
+    d.add_shape(8);
+    d.add_shape(3);
+    d.set_num_classes(10);
+    d.set_num_examples(64);
+    return d;
+  }();
+  spec.mutable_data()->clear_test();
+  spec.mutable_data()->clear_transform();
+  spec.mutable_model()->Clear();
+  spec.mutable_model()->set_zoo("resnet20");
+  spec.mutable_model()->set_width(8);
+  TrainerOptions o;
+  o.world_size = 2;
+  collective::InMemoryStore store;
+  o.store = &store;
+  auto t = Trainer::Create(Pipelined(spec, 2, 1, 2, 2, "1f1b", {"layer1.0.bn1"}), o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(),
+              ::testing::HasSubstr("distribution.pipeline.boundaries[0]: the model cannot be cut "
+                                   "before 'layer1.0.bn1'"));
+}
+
+}  // namespace
+}  // namespace yoke::worker
