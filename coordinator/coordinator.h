@@ -242,6 +242,7 @@ class Coordinator {
   struct Draining {
     std::string kind;
     std::vector<int> devices;
+    std::string owner;  // they count toward its max_running_devices_per_submitter
   };
 
   Coordinator(JobStore* store, const common::Clock* clock, CoordinatorOptions options);

@@ -152,6 +152,42 @@ TEST_F(CoordinatorTest, RunningDeviceCapHoldsBackOnlyThatSubmittersJobs) {
   EXPECT_EQ(Job(*second).state(), v1::JOB_SCHEDULED) << Job(*second).reason();
 }
 
+// A job stopped at the run-time limit keeps its devices in its submitter's
+// count until the worker reports its trainer exited: otherwise her next job
+// would take a free device while the stopped one still holds its own, and a
+// hostile submitter could run one device past the cap for good.
+TEST_F(CoordinatorTest, AStoppingTrainersDevicesCountTowardTheCap) {
+  max_running_devices_ = 1;
+  default_max_run_seconds_ = 30;
+  Restart();
+  const std::string w = Register(3);
+  auto first = coord_->Submit(Spec(), 0, "eve");
+  auto next = coord_->Submit(Spec(), 0, "eve");
+  ASSERT_TRUE(first.ok() && next.ok());
+  Beat(w, {Status(*first, 1, v1::AttemptStatus::RUNNING)});
+  EXPECT_EQ(Job(*next).state(), v1::JOB_PENDING);
+  clock_.Advance(absl::Seconds(31));
+  Beat(w, {Status(*first, 1, v1::AttemptStatus::RUNNING)});
+  coord_->Tick();
+  ASSERT_EQ(Job(*first).state(), v1::JOB_FAILED) << Job(*first).reason();
+  // Told to stop, the trainer is still running: two devices are free, yet
+  // Eve's next job waits.
+  Beat(w, {Status(*first, 1, v1::AttemptStatus::RUNNING)});
+  Beat(w, {Status(*first, 1, v1::AttemptStatus::RUNNING)});
+  EXPECT_EQ(Job(*next).state(), v1::JOB_PENDING);
+  EXPECT_EQ(Job(*next).reason(),
+            "needs 1 worker with 1 cpu device; held back: submitter 'eve' runs 1 device, and 1 "
+            "more would pass max_running_devices_per_submitter (1)");
+  auto bob = coord_->Submit(Spec(), 0, "bob");
+  ASSERT_TRUE(bob.ok());
+  EXPECT_EQ(Job(*bob).state(), v1::JOB_SCHEDULED);
+  v1::AttemptStatus exited = Status(*first, 1, v1::AttemptStatus::EXITED);
+  exited.set_exit_code(143);
+  Beat(w, {exited, Status(*bob, 1, v1::AttemptStatus::RUNNING)});
+  Beat(w, {Status(*bob, 1, v1::AttemptStatus::RUNNING)});
+  EXPECT_EQ(Job(*next).state(), v1::JOB_SCHEDULED) << Job(*next).reason();
+}
+
 TEST_F(CoordinatorTest, BadSpecsAreRejectedNamingTheFieldAndNothingIsStored) {
   auto bad = coord_->Submit(Spec({"training.batch_size=-4"}), 0);
   ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);

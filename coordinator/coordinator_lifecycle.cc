@@ -36,6 +36,14 @@ void Coordinator::RunScheduler() {
     policy.usage[aj.job.owner()] +=
         a->world_size() * std::max<int64_t>(0, now_ms - a->start_time_ms()) / 1e3;
   }
+  // A stopped attempt's trainer holds its devices until it exits: they stay
+  // its submitter's, or a job stopped at max_run_seconds would let the next
+  // one take a device more than the cap while the first is still stopping.
+  for (const auto& [worker, attempts] : draining_) {
+    for (const auto& [key, d] : attempts) {
+      policy.running_devices[d.owner] += static_cast<int64_t>(d.devices.size());
+    }
+  }
   for (auto& [owner, device_seconds] : policy.usage) device_seconds += AddUsage(owner, 0);
   for (const PendingJob& j : jobs) {
     if (!policy.usage.count(j.owner)) policy.usage[j.owner] = AddUsage(j.owner, 0);
@@ -122,7 +130,7 @@ void Coordinator::EndAttempt(ActiveJob& aj, v1::AttemptState state, const std::s
     // stops reporting it (lost workers hold nothing).
     if (aj.exited.count(s.worker_id()) || !registry_.IsAlive(s.worker_id())) continue;
     draining_[s.worker_id()][AttemptKey(aj.job.id(), a->number())] =
-        Draining{kind, std::vector<int>(s.devices().begin(), s.devices().end())};
+        Draining{kind, std::vector<int>(s.devices().begin(), s.devices().end()), aj.job.owner()};
   }
   Unindex(aj);
 }

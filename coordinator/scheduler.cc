@@ -178,10 +178,10 @@ ScheduleResult Schedule(std::vector<PendingJob> jobs, std::vector<WorkerCapacity
   for (const PendingJob& job : jobs) {
     const GangShape& shape = job.shape;
     if (cap > 0 && running[job.owner] + shape.world_size() > cap) {
-      result.pending[job.id] =
-          absl::StrCat(Needs(shape), "; held back: ", SubmitterName(job.owner), " runs ",
-                       running[job.owner], " devices, and ", shape.world_size(),
-                       " more would pass max_running_devices_per_submitter (", cap, ")");
+      result.pending[job.id] = absl::StrCat(
+          Needs(shape), "; held back: ", SubmitterName(job.owner), " runs ",
+          Plural(static_cast<int>(running[job.owner]), "device"), ", and ", shape.world_size(),
+          " more would pass max_running_devices_per_submitter (", cap, ")");
       continue;
     }
     std::vector<size_t> chosen = PickWorkers(shape, workers);

@@ -70,8 +70,9 @@ struct PendingJob {
 struct SchedulePolicy {
   // Devices one submitter's placed jobs may hold together; 0: no limit.
   int64_t max_running_devices_per_submitter = 0;
-  // Devices each submitter's placed (scheduled or running) jobs hold now:
-  // the cap's count and the fair-share order.
+  // Devices each submitter's placed (scheduled or running) jobs hold now,
+  // with those of its stopped trainers that have not exited yet: the cap's
+  // count and the fair-share order.
   std::map<std::string, int64_t> running_devices;
   // Device-seconds each submitter's attempts used lately, running ones
   // included, decayed by the coordinator: the fair-share order's second key.

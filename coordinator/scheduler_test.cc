@@ -220,7 +220,7 @@ TEST(SchedulerTest, ASubmittersDeviceCapHoldsBackOnlyItsOwnJobs) {
   EXPECT_EQ(r.placed[0].job_id, "bob");
   EXPECT_EQ(r.placed[1].job_id, "alice-small");
   EXPECT_EQ(r.pending["alice-big"],
-            "needs 1 worker with 2 cpu devices; held back: submitter 'alice' runs 1 devices, and 2 "
+            "needs 1 worker with 2 cpu devices; held back: submitter 'alice' runs 1 device, and 2 "
             "more would pass max_running_devices_per_submitter (2)");
   EXPECT_NE(r.pending["alice-third"].find("runs 2 devices"), std::string::npos);
   // Without the cap everything fits.
