@@ -78,6 +78,7 @@ class Model {
     // Per layer: forward multiply-accumulates and output values per example
     // (the costs a split balances).
     std::vector<int64_t> macs, output_elements;
+    int64_t parameters = 0;  // of the whole model
   };
   static absl::StatusOr<Cuts> PipelineCuts(const v1::ModelSpec& spec, const Shape& input_shape,
                                            int num_classes);

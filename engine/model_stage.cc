@@ -89,6 +89,7 @@ absl::StatusOr<Model::Cuts> Model::PipelineCuts(const v1::ModelSpec& spec, const
     c.macs.push_back(layer->ForwardMacsPerExample());
     c.output_elements.push_back(NumElements(e.plan.shapes[i]));
   }
+  c.parameters = scratch.num_parameters();
   return c;
 }
 

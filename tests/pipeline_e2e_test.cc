@@ -4,7 +4,9 @@
 // job trains one epoch to the accuracy one process reaches, reported by
 // global rank 0 (stage 0, which computes neither the loss nor the logits).
 #include <cstdio>
+#include <cstdlib>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/e2e_util.h"
 
@@ -34,6 +36,19 @@ TEST(PipelineE2ETest, TwoStagesOnTwoWorkersTrainTheMlp) {
   EXPECT_GE(job.result().test_accuracy(), 0.82);
   EXPECT_GT(job.result().train_loss(), 0.0);
   EXPECT_EQ(job.history_size(), 1);
+  // Each rank says which stage it runs; the stages' parameters add up to the
+  // whole model's, which the result reports.
+  const RunResult logs = cluster.Yoke("logs " + run.id);
+  int64_t stage_params = 0;
+  for (int s = 1; s <= 2; ++s) {
+    const std::string said = absl::StrCat("runs stage ", s, " of 2 (layers ");
+    const size_t at = logs.out.find(said);
+    ASSERT_NE(at, std::string::npos) << logs.out;
+    const size_t comma = logs.out.find(", ", at + said.size());
+    ASSERT_NE(comma, std::string::npos) << logs.out;
+    stage_params += std::atoll(logs.out.c_str() + comma + 2);
+  }
+  EXPECT_EQ(stage_params, job.result().num_parameters()) << logs.out;
   std::printf("%s: 2 stages, test accuracy %.4f, train loss %.4f, %.0f samples/s, %.0fs\n",
               run.id.c_str(), job.result().test_accuracy(), job.result().train_loss(),
               job.result().samples_per_second(), run.seconds);

@@ -231,16 +231,18 @@ int64_t UnexplainedWaitMs(const Record& r, const std::vector<Record>& normal) {
   return std::max<int64_t>(0, to - from - covered);
 }
 
-// A job of Eve's placed while one of Alice's or Bob's waited: its start
-// after the normal job's creation and before the normal job's start.
+// An attempt of Eve's placed while one of Alice's or Bob's jobs waited: its
+// start after the normal job's creation and before the normal job's start.
 std::string PlacedAhead(const std::vector<Record>& normal, const std::vector<v1::Job>& eve) {
   for (const Record& r : normal) {
     for (const v1::Job& e : eve) {
-      if (e.start_time_ms() == 0) continue;
-      if (e.start_time_ms() > r.job.create_time_ms() && e.start_time_ms() < r.job.start_time_ms()) {
-        return absl::StrCat(e.id(), " (Eve's) started at ", e.start_time_ms(), " while ",
-                            r.job.id(), " (", r.who, "'s) waited from ", r.job.create_time_ms(),
-                            " to ", r.job.start_time_ms());
+      for (const v1::Attempt& a : e.attempts()) {
+        const int64_t t = a.start_time_ms();
+        if (t > r.job.create_time_ms() && t < r.job.start_time_ms()) {
+          return absl::StrCat(e.id(), " (Eve's) attempt ", a.number(), " started at ", t, " while ",
+                              r.job.id(), " (", r.who, "'s) waited from ", r.job.create_time_ms(),
+                              " to ", r.job.start_time_ms());
+        }
       }
     }
   }

@@ -134,6 +134,9 @@ TEST(PipelineTrainTest, TwoStagesEqualOneRankAccumulatingTheMicroBatches) {
     Collect(*w[1].trainer, 0, 1, &piped);
     EXPECT_EQ(piped, one.values) << schedule;
     EXPECT_EQ(w[0].result.steps(), 12);
+    // Each rank builds one stage; the result counts the whole model.
+    EXPECT_EQ(w[0].result.num_parameters(), one.result.num_parameters());
+    EXPECT_GT(one.result.num_parameters(), w[0].trainer->model().params().num_parameters());
     // The job's loss and the evaluation reach global rank 0 (stage 0, which
     // computes neither) exactly as one rank computes them.
     EXPECT_EQ(w[0].result.test_accuracy(), one.result.test_accuracy()) << schedule;

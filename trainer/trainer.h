@@ -361,6 +361,8 @@ class Trainer {
   int stages_ = 1;                 // distribution.pipeline.stages, or 1
   std::vector<int> stage_starts_;  // the first layer of each stage
   int model_layers_ = 0;
+  // The whole model's, where a replica builds one stage of it.
+  int64_t model_parameters_ = 0, model_macs_ = 0;
   // Pipelined evaluation's last results: test, then validation (loss,
   // accuracy).
   std::pair<double, double> pipeline_eval_[2] = {};

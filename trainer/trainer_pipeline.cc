@@ -85,6 +85,9 @@ absl::Status Trainer::PlanPipeline(const engine::Shape& input, int classes) {
                                                       : "distribution.pipeline.boundaries"));
   stage_starts_ = plan.starts;
   model_layers_ = plan.layers;
+  model_parameters_ = cuts.parameters;
+  model_macs_ = 0;
+  for (int64_t m : cuts.macs) model_macs_ += m;
   return absl::OkStatus();
 }
 

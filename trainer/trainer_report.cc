@@ -23,8 +23,9 @@ void Trainer::ReportStart() const {
     options_.progress->OnInfo(absl::StrFormat(
         "model: %d parameters, %.1f MFLOP per example (forward+backward); "
         "train %d examples, %s%d steps per epoch, %d threads",
-        model0.params().num_parameters(), 6.0 * model0.ForwardMacsPerExample() / 1e6,
-        train_->size(), test_ ? absl::StrCat("test ", test_->size(), " examples, ") : std::string(),
+        pipelined() ? model_parameters_ : model0.params().num_parameters(),
+        6.0 * (pipelined() ? model_macs_ : model0.ForwardMacsPerExample()) / 1e6, train_->size(),
+        test_ ? absl::StrCat("test ", test_->size(), " examples, ") : std::string(),
         steps_per_epoch_, threads_ * options_.num_replicas));
     if (distributed()) {
       options_.progress->OnInfo(absl::StrFormat(
@@ -33,6 +34,15 @@ void Trainer::ReportStart() const {
           options_.first_rank, options_.first_rank + options_.num_replicas - 1, options_.world_size,
           threads_, spec_.training().batch_size(),
           spec_.training().batch_size() / options_.world_size));
+    }
+    for (const auto& r : replicas_) {
+      if (!pipelined()) break;
+      const int end = r->stage + 1 < stages_ ? stage_starts_[r->stage + 1] : model_layers_;
+      options_.progress->OnInfo(absl::StrFormat(
+          "pipeline: rank %d runs stage %d of %d (layers %d..%d of %d, %d parameters) of "
+          "pipeline %d of %d",
+          r->rank, r->stage + 1, stages_, stage_starts_[r->stage] + 1, end, model_layers_,
+          r->model->params().num_parameters(), r->pipeline + 1, options_.world_size / stages_));
     }
   }
 }

@@ -40,7 +40,7 @@ absl::StatusOr<v1::TrainResult> Trainer::Run() {
   const auto wall_start = Clock::now();
   v1::TrainResult result;
   const engine::Model& model0 = *replicas_[0]->model;
-  result.set_num_parameters(model0.params().num_parameters());
+  result.set_num_parameters(pipelined() ? model_parameters_ : model0.params().num_parameters());
   result.set_device(device_.is_cpu() ? "cpu" : "cuda");
   result.set_threads(threads_ * options_.num_replicas);
   result.set_replicas(options_.world_size);
