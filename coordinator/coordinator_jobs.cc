@@ -38,7 +38,9 @@ absl::Status Coordinator::CheckMemory(const v1::JobSpec& spec) const {
   }
   if (largest <= 0 || est.bytes <= largest) return absl::OkStatus();  // no worker reports memory
   return absl::FailedPreconditionError(absl::StrCat(
-      "memory: each replica needs at least ", common::FormatBytes(est.bytes),
+      "memory: each replica",
+      est.stages > 1 ? absl::StrCat(" (one stage of ", est.stages, ")") : std::string(),
+      " needs at least ", common::FormatBytes(est.bytes),
       kind == "cpu" ? ", but the largest replica share is "
                     : absl::StrCat(", but the largest ", kind, " device has "),
       common::FormatBytes(largest),

@@ -283,6 +283,46 @@ TEST_F(CoordinatorTest, AJobNoWorkerHasTheMemoryForIsRefusedNamingTheLayer) {
   EXPECT_TRUE(coord_->Submit(Spec(), 0).ok()) << "an ordinary job is unaffected";
 }
 
+// Model parallelism is for this: a model no replica share can hold whole
+// is accepted split into stages that each fit, and refused, naming its
+// stage, when its largest stage still does not.
+TEST_F(CoordinatorTest, AModelTooBigForAReplicaIsAcceptedAsAPipelineOfStagesThatFit) {
+  v1::RegisterWorkerRequest reg = Reg(2);
+  for (v1::Device& d : *reg.mutable_devices()) d.set_memory_bytes(int64_t{1} << 30);
+  ASSERT_TRUE(coord_->RegisterWorker(reg).ok());
+  // Two dense layers of about 600 MiB each (parameters and gradients).
+  const std::string model =
+      "model={layers: [flatten, {dense: {units: 10000}}, {dense: {units: 8000}, name: b}, "
+      "{dense: {units: 2}}]}";
+  const std::vector<std::string> wide = {model,
+                                         "data.train.format=synthetic",
+                                         "data.train.shape=[8000]",
+                                         "data.train.num_classes=2",
+                                         "data.train.num_examples=64",
+                                         "data.test.format=synthetic",
+                                         "data.test.shape=[8000]",
+                                         "data.test.num_classes=2",
+                                         "data.test.num_examples=64",
+                                         "training.batch_size=8"};
+  auto whole = coord_->Submit(Spec(wide), 0);
+  ASSERT_EQ(whole.status().code(), absl::StatusCode::kFailedPrecondition) << whole.status();
+  std::vector<std::string> split = wide;
+  split.push_back("distribution.devices_per_worker=2");
+  split.push_back("distribution.pipeline={stages: 2, boundaries: [b]}");
+  auto piped = coord_->Submit(Spec(split), 0);
+  EXPECT_TRUE(piped.ok()) << piped.status();
+  // At a boundary that leaves both layers in one stage, it does not fit.
+  split.back() = "distribution.pipeline={stages: 2, boundaries: [layer_3]}";
+  split.push_back(
+      "model={layers: [flatten, {dense: {units: 10000}}, {dense: {units: 8000}}, "
+      "{dense: {units: 2}, name: layer_3}]}");
+  auto lopsided = coord_->Submit(Spec(split), 0);
+  ASSERT_EQ(lopsided.status().code(), absl::StatusCode::kFailedPrecondition) << lopsided.status();
+  EXPECT_NE(lopsided.status().message().find("memory: each replica (one stage of 2) needs"),
+            std::string::npos)
+      << lopsided.status();
+}
+
 // Zoo models are expanded and counted like written-out layers, and a
 // synthetic set's shuffle order counts too: none of these reaches a trainer.
 TEST_F(CoordinatorTest, GiantZooModelsAndDataSetsAreRefusedAtSubmit) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/shapes/layer_shapes.h"
 #include "engine/zoo/model_zoo.h"
+#include "jobspec/pipeline_check.h"
 
 namespace yoke::common {
 namespace {
@@ -136,6 +137,87 @@ std::vector<bool> SharedOutputs(const List& layers, std::vector<std::vector<int>
   return shared;
 }
 
+// One layer's parameters and output shape where the input's shape is not
+// known: every size the spec leaves open taken as 1.
+double BoundLayer(const v1::LayerSpec& l, const Dims& in, Dims* out) {
+  double params = 0;
+  switch (l.kind_case()) {
+    case v1::LayerSpec::kDense: {
+      const double units = std::max(0, l.dense().units());
+      params = units * (in.channels * in.spatial) + (l.dense().no_bias() ? 0 : units);
+      *out = {units, 1};
+      break;
+    }
+    case v1::LayerSpec::kConv2D: {
+      const v1::Conv2dSpec& c = l.conv2d();
+      const double filters = std::max(0, c.filters());
+      const double k = std::max(0, c.kernel());
+      params = filters * in.channels * k * k + (c.no_bias() ? 0 : filters);
+      const double stride = std::max(1, c.stride());
+      *out = {filters, std::max(1.0, in.spatial / (stride * stride))};
+      break;
+    }
+    case v1::LayerSpec::kMaxPool2D:
+    case v1::LayerSpec::kAvgPool2D: {
+      const v1::Pool2dSpec& p = l.has_max_pool2d() ? l.max_pool2d() : l.avg_pool2d();
+      const double stride = p.stride() > 0 ? p.stride() : (p.size() > 0 ? p.size() : 2);
+      out->spatial = std::max(1.0, in.spatial / (stride * stride));
+      break;
+    }
+    case v1::LayerSpec::kGlobalAvgPool:
+      out->spatial = 1;
+      break;
+    case v1::LayerSpec::kBatchNorm:
+      params = 2 * in.channels;  // plus running statistics, not trained
+      break;
+    case v1::LayerSpec::kFlatten:
+      *out = {in.channels * in.spatial, 1};
+      break;
+    default:  // elementwise layers keep the shape
+      break;
+  }
+  return params;
+}
+
+// The largest stage's layers, for a pipeline of pp.stages(). At explicit
+// boundaries each stage is counted as its layers are (with its largest
+// activation gradient); where the trainer balances the split itself, the
+// largest stage holds at least an even share of the layers, and at least
+// the largest layer: a lower bound either way.
+template <typename LayerAt>
+double StageBytes(const v1::PipelineSpec& pp, int num_layers, const LayerAt& layer,
+                  const std::vector<double>& layer_bytes, const std::vector<double>& grad_outputs,
+                  double per_activation) {
+  std::vector<int> starts = {0};
+  for (const std::string& b : pp.boundaries()) {
+    int at = -1;
+    for (int i = starts.back() + 1; i < num_layers && at < 0; ++i) {
+      if (layer(i).name() == b) at = i;
+    }
+    if (at < 0) break;  // unknown or out of order: the trainer says which
+    starts.push_back(at);
+  }
+  if (static_cast<int>(starts.size()) == pp.stages()) {
+    starts.push_back(num_layers);
+    double largest = 0;
+    for (size_t s = 0; s + 1 < starts.size(); ++s) {
+      double bytes = 0, grad = 0;
+      for (int i = starts[s]; i < starts[s + 1]; ++i) {
+        bytes += layer_bytes[i];
+        grad = std::max(grad, grad_outputs[i]);
+      }
+      largest = std::max(largest, bytes + grad * per_activation);
+    }
+    return largest;
+  }
+  double total = 0, largest_layer = 0;
+  for (double b : layer_bytes) {
+    total += b;
+    largest_layer = std::max(largest_layer, b);
+  }
+  return std::max(total / pp.stages(), largest_layer);
+}
+
 }  // namespace
 
 MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
@@ -162,7 +244,14 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
       m.zoo().empty() ? "model.layers" : absl::StrCat("model.zoo ", m.zoo(), ": layer ");
   const int replicas = std::max(1, spec.distribution().workers()) *
                        std::max(1, spec.distribution().devices_per_worker());
-  const double batch = std::max(1.0, static_cast<double>(spec.training().batch_size()) / replicas);
+  // A pipeline's stage runs one micro-batch at a time: its batch over the
+  // data-parallel pipelines and the micro-batches.
+  const v1::PipelineSpec& pp = spec.distribution().pipeline();
+  const bool piped = spec.distribution().has_pipeline() && pp.stages() > 1;
+  const double share = piped ? static_cast<double>(DataParallelReplicas(spec)) *
+                                   std::max(1, PipelineMicroBatches(pp))
+                             : replicas;
+  const double batch = std::max(1.0, static_cast<double>(spec.training().batch_size()) / share);
   // Parameters are stored with their gradient and the optimizer's copies.
   const double per_param = 4.0 * (2 + OptimizerCopies(spec.training().optimizer()));
   // Activations are kept for backward. Their gradients share memory by
@@ -185,6 +274,7 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
   // reading a layer that has one (the engine skips the rest, such as a
   // flatten before the first dense layer).
   std::vector<bool> needs_grad(num_layers, graph.empty());
+  std::vector<double> layer_bytes(num_layers, 0), grad_outputs(num_layers, 0);
 
   std::map<std::string, Dims> outputs;  // by layer name, for explicit inputs
   Dims cur;                             // the previous layer's output
@@ -197,42 +287,7 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
       in = it != outputs.end() ? it->second : Dims{};
     }
     Dims out = in;
-    double params = 0;
-    switch (l.kind_case()) {
-      case v1::LayerSpec::kDense: {
-        const double units = std::max(0, l.dense().units());
-        params = units * (in.channels * in.spatial) + (l.dense().no_bias() ? 0 : units);
-        out = {units, 1};
-        break;
-      }
-      case v1::LayerSpec::kConv2D: {
-        const v1::Conv2dSpec& c = l.conv2d();
-        const double filters = std::max(0, c.filters());
-        const double k = std::max(0, c.kernel());
-        params = filters * in.channels * k * k + (c.no_bias() ? 0 : filters);
-        const double stride = std::max(1, c.stride());
-        out = {filters, std::max(1.0, in.spatial / (stride * stride))};
-        break;
-      }
-      case v1::LayerSpec::kMaxPool2D:
-      case v1::LayerSpec::kAvgPool2D: {
-        const v1::Pool2dSpec& p = l.has_max_pool2d() ? l.max_pool2d() : l.avg_pool2d();
-        const double stride = p.stride() > 0 ? p.stride() : (p.size() > 0 ? p.size() : 2);
-        out.spatial = std::max(1.0, in.spatial / (stride * stride));
-        break;
-      }
-      case v1::LayerSpec::kGlobalAvgPool:
-        out.spatial = 1;
-        break;
-      case v1::LayerSpec::kBatchNorm:
-        params = 2 * in.channels;  // plus running statistics, not trained
-        break;
-      case v1::LayerSpec::kFlatten:
-        out = {in.channels * in.spatial, 1};
-        break;
-      default:  // elementwise layers keep the shape
-        break;
-    }
+    double params = BoundLayer(l, in, &out);
     double out_elements = out.channels * out.spatial;
     if (!exact.empty()) {
       params = exact[i].params;
@@ -244,8 +299,9 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
       for (int src : graph[i]) needs_grad[i] = needs_grad[i] || (src >= 0 && needs_grad[src]);
     }
     const double bytes = params * per_param + (kept ? out_elements * per_activation : 0);
-    est.bytes += bytes;
-    if (kept && needs_grad[i]) largest_output = std::max(largest_output, out_elements);
+    layer_bytes[i] = bytes;
+    if (kept && needs_grad[i]) grad_outputs[i] = out_elements;
+    largest_output = std::max(largest_output, grad_outputs[i]);
     if (bytes > est.largest_layer_bytes) {
       est.largest_layer_bytes = bytes;
       est.largest_layer = l.name().empty() ? absl::StrCat(where, "[", i, "]")
@@ -254,7 +310,13 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
     cur = out;
     outputs[l.name().empty() ? absl::StrCat("layer_", i) : l.name()] = out;
   }
-  est.bytes += largest_output * per_activation;
+  if (!piped) {
+    for (double b : layer_bytes) est.bytes += b;
+    est.bytes += largest_output * per_activation;
+    return est;
+  }
+  est.stages = pp.stages();
+  est.bytes += StageBytes(pp, num_layers, layer, layer_bytes, grad_outputs, per_activation);
   return est;
 }
 

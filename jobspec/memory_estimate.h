@@ -24,6 +24,12 @@
 // that passes may still not fit, and fails in its trainer with a message
 // saying how much memory it needed.
 //
+// A pipeline job's replica holds one stage (distribution.pipeline): its
+// layers' parameters, and their activations for one micro-batch (the batch
+// over the pipelines and micro-batches). At explicit boundaries the largest
+// stage is counted; where the trainer picks the split, the larger of an even
+// share of the layers and the largest layer.
+//
 // Zoo models are expanded into their layers by the engine's own zoo code
 // (engine/zoo/), for the smallest input the spec allows, and counted the
 // same way. The data pipeline adds the sampler's permutation of a synthetic
@@ -45,6 +51,7 @@ struct MemoryEstimate {
   std::string largest_layer;  // the layer that contributes most ("" if none)
   double largest_layer_bytes = 0;
   double data_bytes = 0;  // the data pipeline's share of `bytes`
+  int stages = 1;         // a pipeline job's: `bytes` is its largest stage's
 };
 
 MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec);

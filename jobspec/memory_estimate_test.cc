@@ -1,5 +1,6 @@
 #include "jobspec/memory_estimate.h"
 
+#include "absl/strings/str_cat.h"
 #include "config/config.h"
 #include "engine/zoo/model_zoo.h"
 #include "gtest/gtest.h"
@@ -72,6 +73,30 @@ training: {batch_size: 1, optimizer: {type: sgd, lr: 0.1}}
   // + the 1x1 conv: 1 x 8 + 4x4x1 x 4 = 72; the 3x3 conv's output now
   // counted: 4x4x2 x 4 = 128, and the largest gradient is its: 128
   EXPECT_DOUBLE_EQ(two.bytes, 8 + 72 + 160 + 128 + 32 + 32 + 760 + 128);
+}
+
+// A pipeline's replica holds one stage, for one micro-batch: the first
+// test's model (19,600 bytes on one rank) in 2 stages of 2 micro-batches.
+TEST(MemoryEstimateTest, APipelineReplicaCountsItsLargestStageAtTheMicroBatch) {
+  const std::string job = R"(
+model: {layers: [{dense: {units: 100}}, {relu: {}}, {dense: {units: 10}, name: out}]}
+training: {batch_size: 8, optimizer: {type: sgd, lr: 0.1}}
+distribution: {workers: 2, pipeline: {stages: 2, micro_batches: 2)";
+  const MemoryEstimate at = EstimateReplicaMemory(Spec(job + ", boundaries: [out]}}"));
+  // 4 examples a micro-batch. Stage 1: dense 100 (1600 + 100 x 4 x 4),
+  // relu 1600, its largest gradient 1600: 6400. Stage 2: out (8080 + 160)
+  // and its gradient 160: 8400, the larger.
+  EXPECT_DOUBLE_EQ(at.bytes, 8400);
+  EXPECT_EQ(at.stages, 2);
+  // Split by the trainer: at least half the layers' 13,040, and at least
+  // the largest layer's 8,240.
+  const MemoryEstimate balanced = EstimateReplicaMemory(Spec(job + "}}"));
+  EXPECT_DOUBLE_EQ(balanced.bytes, 8240);
+  // Two pipelines of 2 stages: 8 examples over 2 pipelines and 2
+  // micro-batches is 2 each.
+  const MemoryEstimate two = EstimateReplicaMemory(
+      Spec(absl::StrCat(job, ", boundaries: [out]}, devices_per_worker: 2}")));
+  EXPECT_DOUBLE_EQ(two.bytes, 8080 + 80 + 80);
 }
 
 TEST(MemoryEstimateTest, AdamKeepsTwoMoreCopiesAndReplicasSplitTheBatch) {
