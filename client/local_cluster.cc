@@ -31,12 +31,12 @@ namespace yoke::client {
 const char kUpDownUsage[] =
     "  up [--workers N] [--devices-per-worker K] [--dir DIR] [--port P]\n"
     "     [--data-root DIR ...] [--checkpoint-root DIR ...] [--detach] [--insecure]\n"
-    "     [--coordinator-config FILE]\n"
+    "     [--coordinator-config FILE] [--memory-limit SIZE]\n"
     "                      start a local coordinator and N workers (default 1 worker,\n"
     "                      1 cpu replica each) with mutual TLS (certificates in\n"
     "                      DIR/tls); Ctrl-C stops them. FILE: the coordinator's\n"
     "                      config (quotas, limits); yoke up sets its listen address,\n"
-    "                      store and credentials\n"
+    "                      store and credentials; SIZE: each worker's --memory-limit\n"
     "  down [--dir DIR] [--grace SECONDS]\n"
     "                      stop the cluster `yoke up --detach` started\n";
 
@@ -70,6 +70,7 @@ struct UpFlags {
   std::vector<std::string> data_roots;
   std::vector<std::string> checkpoint_roots;
   std::string coordinator_config;  // --config for yoke-coordinator
+  int64_t memory_limit = 0;        // each worker's --memory-limit; 0: its default
   bool detach = false;
   bool json = false;
   bool insecure = false;
@@ -117,6 +118,8 @@ common::FlagParser UpParser(UpFlags* f) {
       .Strings("--data-root", &f->data_roots)
       .Strings("--checkpoint-root", &f->checkpoint_roots)
       .String("--coordinator-config", &f->coordinator_config)
+      .Bytes("--memory-limit", &f->memory_limit, int64_t{64} << 20,
+             "a size of at least 64MiB such as 2GiB, for each worker")
       .Bool("--detach,-d", &f->detach)
       .Bool("--insecure", &f->insecure)
       .Custom("--output,-o", [f](const std::string& v) {
@@ -396,6 +399,9 @@ bool Up::StartWorkers() {
                                      std::to_string(f_.devices),
                                      "--work-dir",
                                      wdir};
+    if (f_.memory_limit > 0) {
+      argv.insert(argv.end(), {"--memory-limit", std::to_string(f_.memory_limit)});
+    }
     if (f_.insecure) {
       argv.push_back("--insecure");
     } else {

@@ -138,6 +138,10 @@ TEST(LocalClusterTest, UpRejectsBadFlags) {
   EXPECT_NE(FileContents(err).find("--workers: expected an integer >= 1, got '0'"),
             std::string::npos);
   EXPECT_EQ(RunUp({"--bogus"}, out, err), 2);
+  EXPECT_EQ(RunUp({"--memory-limit", "1MiB"}, out, err), 2);
+  EXPECT_NE(FileContents(err).find("--memory-limit: expected a size of at least 64MiB"),
+            std::string::npos)
+      << FileContents(err);
   EXPECT_EQ(RunDown({"--grace", "x"}, out, err), 2);
   std::fclose(out);
   std::fclose(err);

@@ -57,7 +57,14 @@ Trainer::EarlyStop Trainer::EarlyStopping() const {
 absl::StatusOr<std::unique_ptr<data::Pipeline>> Trainer::EvalPipeline(
     const std::shared_ptr<data::Dataset>& set) const {
   data::SamplerOptions so;
-  so.batch_size = spec_.training().eval_batch_size() > 0 ? spec_.training().eval_batch_size() : 500;
+  // A pipeline's stages each hold an evaluation batch's activations and two
+  // messages of them: by default, a training batch of one pipeline.
+  const int default_batch = pipelined()
+                                ? std::max<int>(1, spec_.training().batch_size() /
+                                                       std::max(1, options_.world_size / stages_))
+                                : 500;
+  so.batch_size =
+      spec_.training().eval_batch_size() > 0 ? spec_.training().eval_batch_size() : default_batch;
   so.seed = spec_.training().seed();
   so.shuffle = false;
   data::PipelineOptions po;
