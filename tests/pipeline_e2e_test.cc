@@ -63,6 +63,13 @@ TEST(PipelineE2ETest, TwoStagesOnTwoWorkersTrainTheMlp) {
 // as 1x1x1; coordinator_jobs_test checks the per-stage estimate on
 // synthetic shapes.)
 TEST(PipelineE2ETest, AModelTooBigForOneWorkerTrainsSplitAcrossTwo) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__has_feature)
+#if defined(__SANITIZE_ADDRESS__) || __has_feature(address_sanitizer)
+  // Measured under ASan: a stage passed the 640 MiB share too. The bound is
+  // the real allocator's, which make test runs with.
+  GTEST_SKIP() << "ASan's allocator (redzones, quarantine) adds to every trainer's memory";
+#endif
+#endif
   // Two dense layers of 25 M parameters each, with gradients and momentum
   // about 290 MiB each. Measured peaks: whole, 830 MiB in one process; the
   // first stage, 528 MiB.
