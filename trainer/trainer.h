@@ -322,6 +322,10 @@ class Trainer {
   absl::Status FinishRun(const LoopState& s, v1::TrainResult* result);
   // Pipeline jobs (trainer_pipeline.cc; docs/pipeline.md).
   bool pipelined() const { return stages_ > 1; }
+  // The data-parallel replicas: pipelines, or every rank without one.
+  int data_parallel_ranks() const { return options_.world_size / stages_; }
+  // The whole model's parameters, where a replica may hold one stage.
+  int64_t model_parameters() const;
   // In Create: the stage plan, and replica r's stage model and runner.
   absl::Status PlanPipeline(const engine::Shape& input, int classes);
   absl::Status CreateStage(Replica& r, const engine::Shape& input, int classes);

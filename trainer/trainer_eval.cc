@@ -59,10 +59,8 @@ absl::StatusOr<std::unique_ptr<data::Pipeline>> Trainer::EvalPipeline(
   data::SamplerOptions so;
   // A pipeline's stages each hold an evaluation batch's activations and two
   // messages of them: by default, a training batch of one pipeline.
-  const int default_batch = pipelined()
-                                ? std::max<int>(1, spec_.training().batch_size() /
-                                                       std::max(1, options_.world_size / stages_))
-                                : 500;
+  const int default_batch =
+      pipelined() ? std::max(1, spec_.training().batch_size() / data_parallel_ranks()) : 500;
   so.batch_size =
       spec_.training().eval_batch_size() > 0 ? spec_.training().eval_batch_size() : default_batch;
   so.seed = spec_.training().seed();

@@ -103,7 +103,7 @@ absl::Status Trainer::CreateStage(Replica& r, const engine::Shape& input, int cl
 
 absl::Status Trainer::ConnectPipeline(Replica& r) {
   const int p = stages_;
-  const int d = options_.world_size / p;
+  const int d = data_parallel_ranks();
   const collective::GlooOptions go = GlooFor();
   // Every rank: the step's scalars and the epoch's decisions.
   ASSIGN_OR_RETURN(auto comm, collective::CreateCommunicator(group_store_.get(), r.rank,

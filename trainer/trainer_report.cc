@@ -17,13 +17,17 @@ int64_t PeakRssBytes() {
   return static_cast<int64_t>(ru.ru_maxrss) * 1024;
 }
 
+int64_t Trainer::model_parameters() const {
+  return pipelined() ? model_parameters_ : replicas_[0]->model->params().num_parameters();
+}
+
 void Trainer::ReportStart() const {
   const engine::Model& model0 = *replicas_[0]->model;
   if (options_.progress) {
     options_.progress->OnInfo(absl::StrFormat(
         "model: %d parameters, %.1f MFLOP per example (forward+backward); "
         "train %d examples, %s%d steps per epoch, %d threads",
-        pipelined() ? model_parameters_ : model0.params().num_parameters(),
+        model_parameters(),
         6.0 * (pipelined() ? model_macs_ : model0.ForwardMacsPerExample()) / 1e6, train_->size(),
         test_ ? absl::StrCat("test ", test_->size(), " examples, ") : std::string(),
         steps_per_epoch_, threads_ * options_.num_replicas));
@@ -35,14 +39,14 @@ void Trainer::ReportStart() const {
           threads_, spec_.training().batch_size(),
           spec_.training().batch_size() / options_.world_size));
     }
-    for (const auto& r : replicas_) {
-      if (!pipelined()) break;
+    for (size_t i = 0; pipelined() && i < replicas_.size(); ++i) {
+      const Replica* r = replicas_[i].get();
       const int end = r->stage + 1 < stages_ ? stage_starts_[r->stage + 1] : model_layers_;
       options_.progress->OnInfo(absl::StrFormat(
           "pipeline: rank %d runs stage %d of %d (layers %d..%d of %d, %d parameters) of "
           "pipeline %d of %d",
           r->rank, r->stage + 1, stages_, stage_starts_[r->stage] + 1, end, model_layers_,
-          r->model->params().num_parameters(), r->pipeline + 1, options_.world_size / stages_));
+          r->model->params().num_parameters(), r->pipeline + 1, data_parallel_ranks()));
     }
   }
 }

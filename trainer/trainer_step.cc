@@ -39,8 +39,7 @@ absl::StatusOr<double> DeviceGradNorm(const engine::ParamSet& ps, float grad_sca
 absl::StatusOr<v1::TrainResult> Trainer::Run() {
   const auto wall_start = Clock::now();
   v1::TrainResult result;
-  const engine::Model& model0 = *replicas_[0]->model;
-  result.set_num_parameters(pipelined() ? model_parameters_ : model0.params().num_parameters());
+  result.set_num_parameters(model_parameters());
   result.set_device(device_.is_cpu() ? "cpu" : "cuda");
   result.set_threads(threads_ * options_.num_replicas);
   result.set_replicas(options_.world_size);
@@ -167,7 +166,7 @@ absl::Status Trainer::StartLoop(LoopState& s) {
   // Every stage of a pipeline reads the same slice: the first its inputs,
   // the last its labels.
   po.rank = pipelined() ? s.rep.pipeline : s.rep.rank;
-  po.world_size = pipelined() ? options_.world_size / stages_ : options_.world_size;
+  po.world_size = data_parallel_ranks();
   po.start_epoch = s.epoch;
   po.start_step = s.step_in_epoch;
   po.end_epoch = tr.epochs();
