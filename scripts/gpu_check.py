@@ -48,6 +48,8 @@ NOT_BUILT = {
 # The parity binaries of stages 3 and 4 (engine/cuda_parity/).
 PARITY = {3: ["engine_op_parity_test", "engine_loss_optim_parity_test"],
           4: ["engine_model_parity_test"]}
+# Tests of the no-GPU error paths, which skip where a GPU is present.
+NO_DEVICE_ONLY = re.compile(r"NoDevice")
 # Too slow under compute-sanitizer for stage 2; stage 4 runs it plainly.
 NOT_SMOKE = {"engine_model_parity_test"}
 # Stage 2 runs the op parity cases under memcheck at small shapes only (the
@@ -97,6 +99,45 @@ def find_library(prefix, dirs):
     return max(found, key=version)
 
 
+def library_versions(found):
+    """The full versions the libraries found report through their own calls
+    (a file name such as libcudnn.so.9 names only the major version)."""
+    import ctypes
+    queries = {  # key: (function, how its number reads)
+        "cudart": ("cudaRuntimeGetVersion", lambda v: f"{v // 1000}.{v % 1000 // 10}"),
+        "cudnn": ("cudnnGetVersion", lambda v: f"{v // 10000}.{v % 10000 // 100}.{v % 100}"),
+        "cublaslt": ("cublasLtGetVersion",
+                     lambda v: f"{v // 10000}.{v % 10000 // 100}.{v % 100}"),
+        "nccl": ("ncclGetVersion", lambda v: f"{v // 10000}.{v % 10000 // 100}.{v % 100}"),
+    }
+    out = {}
+    for key, (fn, fmt) in queries.items():
+        path = (found.get(key) or {}).get("path")
+        if not path:
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+            if key in ("cudart", "nccl"):
+                v = ctypes.c_int(0)
+                if getattr(lib, fn)(ctypes.byref(v)) != 0:
+                    continue
+                out[key] = fmt(v.value)
+            else:
+                f = getattr(lib, fn)
+                f.restype = ctypes.c_size_t
+                out[key] = fmt(f())
+        except (OSError, AttributeError) as e:
+            out[key] = f"unknown ({e})"
+    try:
+        drv = ctypes.CDLL("libcuda.so.1")
+        v = ctypes.c_int(0)
+        if drv.cuDriverGetVersion(ctypes.byref(v)) == 0:
+            out["driver_api"] = f"{v.value // 1000}.{v.value % 1000 // 10}"
+    except (OSError, AttributeError):
+        pass
+    return out
+
+
 def stage_env(args, dirs):
     r = {"library_dirs": dirs}
     code, smi = run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,compute_cap,uuid",
@@ -112,6 +153,7 @@ def stage_env(args, dirs):
                      ("libcublasLt", "cublaslt"), ("libnccl", "nccl")):
         path = find_library(lib, dirs)
         r[key] = {"path": path, "version": path.rsplit(".so.", 1)[1] if path else None}
+    r["versions"] = library_versions(r)
     r["compute_sanitizer"] = shutil.which("compute-sanitizer") or next(
         iter(glob.glob("/usr/local/cuda*/compute-sanitizer/compute-sanitizer")), None)
     if not gpus:
@@ -120,9 +162,10 @@ def stage_env(args, dirs):
         return r
     g = gpus[0]
     r["verdict"] = "PASS"
+    v = r["versions"]
     r["line"] = (f"{g['name']}, driver {g['driver']}, sm {g['compute_capability']}, CUDA "
-                 f"{r['cuda_toolkit']}, cuDNN {r['cudnn']['version']}, cuBLAS "
-                 f"{r['cublas']['version']}, NCCL {r['nccl']['version']}")
+                 f"{r['cuda_toolkit']}, cuDNN {v.get('cudnn', r['cudnn']['version'])}, cuBLAS "
+                 f"{r['cublas']['version']}, NCCL {v.get('nccl', r['nccl']['version'])}")
     return r
 
 
@@ -139,11 +182,15 @@ def stage_smoke(args, dirs, env_result):
         if os.path.basename(b) in SMOKE_FILTER:
             cmd.append("--gtest_filter=" + SMOKE_FILTER[os.path.basename(b)])
         if sanitizer:
+            # API errors are not reported: a test that provokes one (an
+            # out-of-memory) checks the status itself, and NCCL probes kernel
+            # images its library lacks for this card and handles the error.
             cmd = [sanitizer, "--tool", "memcheck", "--error-exitcode", "99",
-                   "--print-limit", "20"] + cmd
+                   "--report-api-errors", "no", "--print-limit", "20"] + cmd
         t0 = time.monotonic()
         code, out = run(cmd, timeout=args.test_timeout, env=env)
-        skipped = len(re.findall(r"^\[  SKIPPED \]", out, re.M))
+        skipped = len([t for t in re.findall(r"^\[  SKIPPED \] (\S+) \(", out, re.M)
+                       if not NO_DEVICE_ONLY.search(t)])
         passed = code == 0 and skipped == 0
         ok = ok and passed
         name = os.path.basename(b)
@@ -263,10 +310,12 @@ def stage_parity(args, dirs, stage):
         runs += run_tests_of(binary, log, args, env)
     if stage == 4:
         trainer_check(tools, env, log, args)
-    checks = [json.loads(line) for line in open(log) if line.strip()]
+    lines = [json.loads(line) for line in open(log) if line.strip()]
+    checks = [c for c in lines if not c.get("info")]
     failed = [c for c in checks if not c.get("pass")]
     ok = (bool(checks) and not failed and all(r["exit"] == 0 and r["skipped"] == 0 for r in runs))
     r = {"runs": runs, "checks": len(checks), "failed": failed,
+         "reported": [c for c in lines if c.get("info")],
          "worst": sorted((c for c in checks if "rel_l2" in c),
                          key=lambda c: -c["rel_l2"])[:10]}
     if stage == 3:

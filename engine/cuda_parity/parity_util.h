@@ -54,6 +54,9 @@ Measure Compare(const Tensor& got, const Tensor& want);
 // YOKE_PARITY_INJECT=<op> makes that op's checks differ (the harness's own
 // test proves a difference is reported).
 bool Record(const std::string& op, const std::string& check, const Measure& m, double bound);
+// Records a measure that is reported, not checked (logged with
+// "info": true): how far a chaotic run drifted, say.
+void Note(const std::string& op, const std::string& check, const Measure& m);
 // Records a count that must be at most `max` (device allocations, host
 // waits).
 bool RecordCount(const std::string& op, const std::string& check, int64_t value, int64_t max);
