@@ -167,7 +167,7 @@ test-asan: $(SAN_BUILD)/build.ninja
 # to $$OUT, or gpu-check-out/.
 GPU_STAGES ?= 1,2,3,4
 gpu-bundle: build
-	@ninja -C $(BUILD) yoke-trainer-cuda $$(cd $(BUILD) && ctest -N -L '^gpu$$' | sed -n 's/^ *Test *#[0-9]*: *//p')
+	@ninja -C $(BUILD) yoke-trainer-cuda yoke-trainer yoke-worker yoke-coordinator yoke $$(cd $(BUILD) && ctest -N -L '^gpu$$' | sed -n 's/^ *Test *#[0-9]*: *//p')
 	@scripts/gpu_bundle.sh $(BUILD) gpu-bundle/yoke-gpu.tar.gz
 
 gpu-check:

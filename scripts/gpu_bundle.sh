@@ -13,7 +13,8 @@
 # NVIDIA's libraries (the machine's own must match its driver).
 #
 # The tarball holds bin/ (the test binaries), tools/ (yoke-trainer-cuda, which
-# stage 4 trains a job with on the GPU and on the CPU), lib/ and MANIFEST
+# stage 4 trains a job with on the GPU and on the CPU, and the CLI, daemons
+# and trainer that stage 6 runs a cluster with), lib/ and MANIFEST
 # (each binary, each library and where it came from). It fails when a library cannot be found here, and when
 # the tarball passes the size limit (YOKE_GPU_BUNDLE_MAX_BYTES, default
 # 48 MiB: the device tool carries 64 MiB in all, the repository included).
@@ -78,11 +79,13 @@ for t in "${tests[@]}"; do
   fi
   pack "$bin" bin
 done
-if [ ! -x "$build/bin/yoke-trainer-cuda" ]; then
-  echo "gpu_bundle: $build/bin/yoke-trainer-cuda is not built (ninja -C $build yoke-trainer-cuda)" >&2
-  exit 1
-fi
-pack "$build/bin/yoke-trainer-cuda" tools
+for t in yoke-trainer-cuda yoke-trainer yoke-worker yoke-coordinator yoke; do
+  if [ ! -x "$build/bin/$t" ]; then
+    echo "gpu_bundle: $build/bin/$t is not built (ninja -C $build $t)" >&2
+    exit 1
+  fi
+  pack "$build/bin/$t" tools
+done
 
 mkdir -p "$(dirname "$out")"
 tar -C "$stage" -czf "$out" bin tools lib MANIFEST

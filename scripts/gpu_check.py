@@ -20,7 +20,11 @@ Stages, in this order (--stages picks some, e.g. 1,2):
              trainer (tools/yoke-trainer-cuda) trains a CNN job on the GPU
              and on the CPU, and the epochs' losses must agree;
   5 speed    ResNet-50 throughput against PyTorch (not built yet: it
-             reports NOT_BUILT, and a run that asks for it fails).
+             reports NOT_BUILT, and a run that asks for it fails);
+  6 cluster  the daemons on the GPU machine: `yoke up` with one worker,
+             which must list the card as a cuda device; the stage-4 job
+             submitted on cuda and on the cpu must both succeed, the first
+             placed on the card, and their epochs' losses agree.
 Stages 3 and 4 write every check of the parity binaries as a JSON line
 (stage3_ops.jsonl, stage4_model.jsonl) and sum them up in their JSON. A
 binary that dies (a device fault is sticky for the process) is rerun one
@@ -41,7 +45,7 @@ import sys
 import tarfile
 import time
 
-STAGES = {1: "env", 2: "smoke", 3: "ops", 4: "model", 5: "speed"}
+STAGES = {1: "env", 2: "smoke", 3: "ops", 4: "model", 5: "speed", 6: "cluster"}
 NOT_BUILT = {
     5: "the ResNet-50 speed run needs the GPU trainer (not built yet)",
 }
@@ -290,6 +294,83 @@ def trainer_check(tools, env, log, args):
             f.write(json.dumps(c) + "\n")
 
 
+def yoke_cli(tools, env, args, *cmd, timeout=None):
+    return run([os.path.join(tools, "yoke"), *cmd], timeout=timeout or args.test_timeout, env=env)
+
+
+def stage_cluster(args, dirs, env_result):
+    """Stage 6: the GPU through the daemons (see the module doc)."""
+    if args.bin_dir:
+        tools, env = args.bin_dir, dict(os.environ)
+    else:
+        bundle = unpack(args)
+        tools, env = os.path.join(bundle, "tools"), dict(os.environ)
+        env["LD_LIBRARY_PATH"] = ":".join([os.path.join(bundle, "lib")] + dirs)
+    cluster = os.path.join(args.work, "cluster")
+    os.makedirs(args.work, exist_ok=True)
+    env["YOKE_STATE_DIR"] = os.path.join(cluster, "state")
+    for k in ("YOKE_COORDINATOR", "YOKE_TLS_DIR", "YOKE_TOKEN"):
+        env.pop(k, None)
+    want = "cpu" if args.self_test else "cuda"
+    checks, r = [], {}
+    code, out = yoke_cli(tools, env, args, "up", "--workers", "1", "--dir", cluster, "--detach",
+                         timeout=120)
+    r["up"] = out[-2000:]
+    try:
+        if code != 0:
+            return {"verdict": "FAIL", "why": f"yoke up failed ({code}): {out[-500:]}"}
+        code, out = yoke_cli(tools, env, args, "workers", "--output", "json")
+        workers = json.loads(out) if code == 0 else []
+        r["workers"] = workers
+        devices = [d for w in workers for d in w.get("devices", [])]
+        gpu_name = (env_result.get("gpus") or [{}])[0].get("name", "")
+        listed = [d for d in devices if d.get("kind") == want
+                  and (args.self_test or gpu_name in d.get("name", ""))]
+        checks.append({"check": "worker_lists_the_card", "pass": bool(listed),
+                       "devices": devices})
+        job = os.path.join(args.work, "cluster_job.yaml")
+        with open(job, "w") as f:
+            f.write(TRAINER_JOB)
+        results = {}
+        for device in ("cuda", "cpu"):
+            dev = "cpu" if args.self_test else device
+            code, out = yoke_cli(tools, env, args, "submit", job, "--set",
+                                 f"distribution.device={dev}")
+            job_id = out.strip().splitlines()[-1] if code == 0 and out.strip() else None
+            if job_id:
+                code, _ = yoke_cli(tools, env, args, "watch", job_id)
+                _, got = yoke_cli(tools, env, args, "get", job_id, "--output", "json")
+                try:
+                    results[device] = json.loads(got)
+                except ValueError:
+                    results[device] = {"unparsed": got[-1000:]}
+            checks.append({"check": f"{device}_job_succeeded", "pass": bool(job_id) and code == 0,
+                           "job": job_id, "submit": out[-500:] if not job_id else ""})
+        r["jobs"] = results
+        gpu_job, cpu_job = results.get("cuda", {}), results.get("cpu", {})
+        checks.append({"check": "placed_on_the_card",
+                       "pass": (gpu_job.get("result") or {}).get("device") == want,
+                       "assignments": [a.get("assignments") for a in gpu_job.get("attempts", [])]})
+        hist = zip((gpu_job.get("result") or {}).get("history", []),
+                   (cpu_job.get("result") or {}).get("history", []))
+        n = 0
+        for hg, hc in hist:
+            rel = abs(hg["train_loss"] - hc["train_loss"]) / max(abs(hc["train_loss"]), 1e-30)
+            checks.append({"check": f"epoch{hg['epoch']}_loss", "rel_l2": rel, "bound": 1e-3,
+                           "pass": rel <= 1e-3})
+            n += 1
+        checks.append({"check": "epochs_compared", "pass": n == 2, "count": n})
+    finally:
+        code, out = yoke_cli(tools, env, args, "down", "--dir", cluster, timeout=60)
+        r["down"] = out[-500:]
+    failed = [c["check"] for c in checks if not c["pass"]]
+    r["checks"] = checks
+    r["verdict"] = "PASS" if not failed else "FAIL"
+    r["line"] = (f"{len(checks)} checks, {len(failed)} failed"
+                 + (f": {', '.join(failed)}" if failed else ""))
+    return r
+
+
 def stage_parity(args, dirs, stage):
     if args.bin_dir:
         bin_dir, tools, env = args.bin_dir, args.bin_dir, dict(os.environ)
@@ -355,9 +436,9 @@ def main():
     try:
         stages = sorted({int(s) for s in args.stages.split(",") if s})
     except ValueError:
-        p.error(f"--stages: expected numbers 1-5, got {args.stages!r}")
+        p.error(f"--stages: expected numbers 1-6, got {args.stages!r}")
     if not stages or any(s not in STAGES for s in stages):
-        p.error(f"--stages: expected numbers 1-5, got {args.stages!r}")
+        p.error(f"--stages: expected numbers 1-6, got {args.stages!r}")
     os.makedirs(args.out, exist_ok=True)
     shutil.rmtree(args.work, ignore_errors=True)
     dirs = library_dirs()
@@ -368,12 +449,16 @@ def main():
             r = env_result
         elif args.self_test and s in PARITY:
             r = stage_parity(args, dirs, s)
+        elif args.self_test and s == 6:
+            r = stage_cluster(args, dirs, env_result)
         elif env_result["verdict"] == "NO_GPU":
             r = {"verdict": "SKIPPED", "why": "no GPU (stage 1)"}
         elif s == 2:
             r = stage_smoke(args, dirs, env_result)
         elif s in PARITY:
             r = stage_parity(args, dirs, s)
+        elif s == 6:
+            r = stage_cluster(args, dirs, env_result)
         else:
             r = {"verdict": "NOT_BUILT", "why": NOT_BUILT[s]}
         r["stage"] = s
@@ -389,7 +474,7 @@ def main():
     if env_result["verdict"] == "NO_GPU" and not args.self_test:
         return 3
     if args.self_test:
-        return 0 if all(summary[s] == "PASS" for s in stages if s in PARITY) else 1
+        return 0 if all(summary[s] == "PASS" for s in stages if s in PARITY or s == 6) else 1
     return 0 if all(v == "PASS" for v in summary.values()) else 1
 
 
