@@ -15,6 +15,12 @@ softmax cross-entropy, the batch in channels-last (NHWC) memory format,
 oneDNN's preferred layout on the CPU. Prints one JSON line with the field
 names of `yoke train --output json`: steps, samples_per_second over the
 timed steps (the first --warmup are left out), train_loss, num_parameters.
+
+On a GPU (--device cuda, for `make gpu-check` stage 5) the images and labels
+are made on the device, the clock is read after a device synchronisation,
+--precision picks fp32 (TF32 off: Yoke's CUDA engine's arithmetic), tf32, or
+bf16 (autocast, the usual mixed precision), --layout nchw or nhwc, and the
+peak is the device's (torch.cuda.max_memory_allocated).
 """
 
 import argparse
@@ -76,34 +82,55 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--classes", type=int, default=10)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"])
+    ap.add_argument("--layout", default="nhwc", choices=["nchw", "nhwc"])
     args = ap.parse_args()
     if args.steps <= args.warmup:
         ap.error("--steps must exceed --warmup")
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
-    model = ResNet50(args.classes).to(memory_format=torch.channels_last)
+    dev = torch.device(args.device)
+    cuda = dev.type == "cuda"
+    if cuda:
+        tf32 = args.precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cudnn.benchmark = True
+    fmt = torch.channels_last if args.layout == "nhwc" else torch.contiguous_format
+    model = ResNet50(args.classes).to(dev, memory_format=fmt)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.rand(args.batch, 3, 224, 224).to(memory_format=torch.channels_last)
-    y = torch.randint(0, args.classes, (args.batch,))
+    x = torch.rand(args.batch, 3, 224, 224, device=dev).to(memory_format=fmt)
+    y = torch.randint(0, args.classes, (args.batch,), device=dev)
+    autocast = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=args.precision == "bf16")
     loss = None
     t0 = None
     for step in range(args.steps):
         if step == args.warmup:
+            if cuda:
+                torch.cuda.synchronize()
             t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        with autocast:
+            loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
+    if cuda:
+        torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     timed = args.steps - args.warmup
+    name = f"pytorch {torch.__version__} eager"
+    if cuda:
+        name += f" {args.precision} {args.layout}"
     print(json.dumps({
-        "framework": f"pytorch {torch.__version__} eager",
+        "framework": name,
         "steps": args.steps,
         "samples_per_second": timed * args.batch / seconds,
         "train_loss": float(loss),
         "num_parameters": sum(p.numel() for p in model.parameters()),
-        "peak_memory_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "peak_memory_bytes": (torch.cuda.max_memory_allocated() if cuda else
+                              resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024),
     }))
 
 

@@ -49,6 +49,16 @@ absl::Status CopyTensor(const Tensor& dst, const Tensor& src) {
   return b->Copy(dst.raw(), dst.device(), src.raw(), src.device(), dst.bytes());
 }
 
+absl::Status SetDevicePrecision(Device device, const std::string& precision) {
+  if (device.is_cpu()) {
+    if (precision.empty() || precision == "fp32") return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("precision '", precision, "' is not implemented on the CPU"));
+  }
+  ASSIGN_OR_RETURN(DeviceBackend * b, BackendFor(device));
+  return b->SetPrecision(device.index, precision);
+}
+
 absl::Status SynchronizeDevice(Device device) {
   if (device.is_cpu()) return absl::OkStatus();
   ASSIGN_OR_RETURN(DeviceBackend * b, BackendFor(device));

@@ -63,6 +63,11 @@ class DeviceBackend {
   // first asynchronous error it reported.
   virtual absl::Status Synchronize(int index) = 0;
 
+  // The arithmetic of the matrix products and convolutions that device
+  // `index` builds from now on: "fp32" (the default) or "tf32".
+  // INVALID_ARGUMENT for a precision this backend does not implement.
+  virtual absl::Status SetPrecision(int index, const std::string& precision) = 0;
+
   // The device implementations of a loss and an optimizer, with the
   // arguments and errors of CreateLoss (engine/losses/loss.h) and
   // CreateOptimizer (engine/optim/optimizer.h).
@@ -88,6 +93,10 @@ absl::Status CopyTensor(const Tensor& dst, const Tensor& src);
 
 // Waits for everything enqueued on `device` (a no-op for the CPU).
 absl::Status SynchronizeDevice(Device device);
+
+// DeviceBackend::SetPrecision for `device`; the CPU takes "fp32" (and "",
+// the spec's default) only.
+absl::Status SetDevicePrecision(Device device, const std::string& precision);
 
 }  // namespace yoke::engine
 

@@ -404,11 +404,16 @@ void CheckSchedule(Checker& c, const v1::TrainingSpec& t) {
 void CheckTrainingOptions(Checker& c, const v1::JobSpec& spec) {
   const v1::TrainingSpec& t = spec.training();
   c.OneOf("training.precision", t.precision(), {"fp32", "tf32", "bf16", "fp16"}, "precision", true);
-  if (t.precision() == "tf32" || t.precision() == "bf16" || t.precision() == "fp16") {
+  const bool cuda = spec.distribution().device() == "cuda";
+  if (t.precision() == "tf32" && !cuda) {
+    c.Add(
+        "training.precision: 'tf32' is a GPU precision (tensor cores reading fp32 at TF32); "
+        "use it with distribution.device: cuda, or fp32 on the cpu");
+  } else if (t.precision() == "bf16" || t.precision() == "fp16") {
     c.Add(absl::StrCat("training.precision: '", t.precision(), "' is not implemented yet on ",
-                       spec.distribution().device() == "cuda" ? "cuda" : "cpu",
-                       " (only fp32; tf32, bf16 and fp16 come with the CUDA engine's mixed "
-                       "precision)"));
+                       cuda ? "cuda" : "cpu",
+                       " (fp32 everywhere, and tf32 on cuda; bf16 and fp16 come with the CUDA "
+                       "engine's mixed precision)"));
   }
   c.NonNegative("training.accumulation_steps", t.accumulation_steps());
   const int64_t k = t.accumulation_steps();

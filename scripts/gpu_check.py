@@ -12,15 +12,24 @@ Stages, in this order (--stages picks some, e.g. 1,2):
   2 smoke    every CUDA test binary of the bundle under compute-sanitizer
              memcheck; a test that skips on a GPU machine fails the stage;
   3 ops      per-op parity against the CPU engine: every layer case, loss
-             and optimizer of engine/cuda_parity/ (fp32, TF32 off; the
-             tf32, bf16 and fp16 precisions are not built yet);
+             and optimizer of engine/cuda_parity/ (fp32, TF32 off), then
+             the layer cases again at training.precision tf32 (named
+             NAME@tf32: convolutions and dense layers within 5e-4, the rest
+             unchanged); bf16 and fp16 are not built yet;
   4 model    model parity: ResNet-20 and the CNN trained against the CPU
              engine, a GPU checkpoint resumed on CPU and GPU, a repeated
              run bit for bit, and the steady-state counters; then the real
              trainer (tools/yoke-trainer-cuda) trains a CNN job on the GPU
              and on the CPU, and the epochs' losses must agree;
-  5 speed    ResNet-50 throughput against PyTorch (not built yet: it
-             reports NOT_BUILT, and a run that asks for it fails);
+  5 speed    ResNet-50 training throughput at 224x224, batch 64, 1,000
+             classes, SGD with momentum, synthetic images: Yoke
+             (yoke-trainer-cuda at fp32 and tf32) against PyTorch eager on
+             the same card (bench/resnet50_torch.py: fp32 with TF32 off in
+             NCHW and NHWC, tf32 and bf16 autocast in NHWC), alternated over
+             --speed-runs runs; medians, and each Yoke variant's paired
+             ratio to each peer. Reported, not asserted: the stage fails
+             only when a run fails or a result is wrong (a loss not finite,
+             a parameter count unlike Yoke's);
   6 cluster  the daemons on the GPU machine: `yoke up` with one worker,
              which must list the card as a cuda device; the stage-4 job
              submitted on cuda and on the cpu must both succeed, the first
@@ -46,9 +55,7 @@ import tarfile
 import time
 
 STAGES = {1: "env", 2: "smoke", 3: "ops", 4: "model", 5: "speed", 6: "cluster"}
-NOT_BUILT = {
-    5: "the ResNet-50 speed run needs the GPU trainer (not built yet)",
-}
+NOT_BUILT = {}
 # The parity binaries of stages 3 and 4 (engine/cuda_parity/).
 PARITY = {3: ["engine_op_parity_test", "engine_loss_optim_parity_test"],
           4: ["engine_model_parity_test"]}
@@ -212,18 +219,18 @@ def stage_smoke(args, dirs, env_result):
     return r
 
 
-def run_tests_of(binary, log, args, env):
+def run_tests_of(binary, log, args, env, tag=""):
     """Runs a gtest binary with YOKE_PARITY_LOG=log; if it dies (not a
     plain test failure), reruns it one test at a time. Returns a list of
     {test, exit, skipped} for what ran."""
     env = dict(env, YOKE_PARITY_LOG=log)
     code, out = run([binary, "--gtest_brief=0"], timeout=args.test_timeout, env=env)
     name = os.path.basename(binary)
-    with open(log.replace(".jsonl", f"_{name}.log"), "w") as f:
+    with open(log.replace(".jsonl", f"_{name}{tag.replace('@', '_')}.log"), "w") as f:
         f.write(out)
     skipped = len(re.findall(r"^\[  SKIPPED \]", out, re.M))
     if code in (0, 1):
-        return [{"test": name, "exit": code, "skipped": skipped}]
+        return [{"test": name + tag, "exit": code, "skipped": skipped}]
     # Died: start the log again and run each test in its own process.
     open(log, "w").close()
     _, listing = run([binary, "--gtest_list_tests"], env=env)
@@ -292,6 +299,126 @@ def trainer_check(tools, env, log, args):
     with open(log, "a") as f:
         for c in checks:
             f.write(json.dumps(c) + "\n")
+
+
+# Stage 5: ResNet-50 as bench/resnet50_vs_torch.sh runs it, at GPU sizes.
+SPEED_BATCH, SPEED_STEPS, SPEED_WARMUP = 64, 25, 5
+SPEED_JOB = """name: gpu-check-resnet50
+model: {{zoo: resnet50}}
+data:
+  train: {{format: synthetic, shape: [224, 224, 3], num_classes: 1000,
+          num_examples: {examples}, seed: 1}}
+training:
+  epochs: 1
+  batch_size: {batch}
+  seed: 1
+  log_every_steps: 1
+  precision: {precision}
+  optimizer: {{type: sgd, lr: 0.01, momentum: 0.9}}
+distribution: {{device: {device}}}
+"""
+SPEED_YOKE = ["fp32", "tf32"]
+SPEED_PEERS = [("fp32", "nchw"), ("fp32", "nhwc"), ("tf32", "nhwc"), ("bf16", "nhwc")]
+
+
+def speed_sizes(args):
+    """(batch, steps, warm-up steps): tiny in a self-test, which proves the
+    stage's plumbing on a CPU."""
+    return (2, 3, 1) if args.self_test else (SPEED_BATCH, SPEED_STEPS, SPEED_WARMUP)
+
+
+def speed_yoke(tools, env, args, device, precision):
+    """One Yoke run: samples/s over the steps after the warm-up, and the
+    result's loss and parameter count."""
+    batch, n, warmup = speed_sizes(args)
+    job = os.path.join(args.work, "speed_job.yaml")
+    with open(job, "w") as f:
+        f.write(SPEED_JOB.format(examples=batch * n, batch=batch, device=device,
+                                 precision=precision))
+    code, out = run([os.path.join(tools, "yoke-trainer-cuda"), job, "--output", "events"],
+                    timeout=args.test_timeout, env=env)
+    steps, seconds, result = 0, 0.0, None
+    for line in out.splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if "step" in e and int(e["step"]["step"]) > warmup:
+            steps += int(e["step"]["window_steps"])
+            seconds += float(e["step"]["step_seconds"])
+        elif "result" in e:
+            result = e["result"]
+    if code != 0 or result is None or steps == 0:
+        return {"error": f"exit {code}: {out[-800:]}"}
+    return {"samples_per_second": steps * batch / seconds,
+            "train_loss": float(result["train_loss"]),
+            "num_parameters": int(result["num_parameters"])}
+
+
+def speed_torch(args, device, precision, layout):
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench",
+                          "resnet50_torch.py")
+    batch, n, warmup = speed_sizes(args)
+    code, out = run([sys.executable, script, "--device", device, "--precision", precision,
+                     "--layout", layout, "--batch", str(batch), "--classes", "1000",
+                     "--steps", str(n), "--warmup", str(warmup)],
+                    timeout=args.test_timeout)
+    lines = [l for l in out.splitlines() if l.startswith("{")]
+    if code != 0 or not lines:
+        return {"error": f"exit {code}: {out[-800:]}"}
+    return json.loads(lines[-1])
+
+
+def stage_speed(args, dirs):
+    """Stage 5 (see the module doc)."""
+    import math
+    import statistics
+    if args.bin_dir:
+        tools, env = args.bin_dir, dict(os.environ)
+    else:
+        bundle = unpack(args)
+        tools, env = os.path.join(bundle, "tools"), dict(os.environ)
+        env["LD_LIBRARY_PATH"] = ":".join([os.path.join(bundle, "lib")] + dirs)
+    os.makedirs(args.work, exist_ok=True)
+    device = "cpu" if args.self_test else "cuda"
+    # The self-test's CPU has no tf32.
+    yokes = ["fp32"] if args.self_test else SPEED_YOKE
+    mine = [f"yoke {p}" for p in yokes]
+    names = mine + [f"pytorch {p} {l}" for p, l in SPEED_PEERS]
+    runs = {n: [] for n in names}
+    for _ in range(args.speed_runs):  # alternated, so drift hits every one alike
+        for p in yokes:
+            runs[f"yoke {p}"].append(speed_yoke(tools, env, args, device, p))
+        for p, l in SPEED_PEERS:
+            runs[f"pytorch {p} {l}"].append(speed_torch(args, device, p, l))
+    batch, n, warmup = speed_sizes(args)
+    r = {"batch": batch, "steps": n, "warmup": warmup, "runs": runs}
+    wrong = []
+    params = {x.get("num_parameters") for n in names for x in runs[n] if "error" not in x}
+    for n in names:
+        for x in runs[n]:
+            if "error" in x:
+                wrong.append(f"{n}: {x['error'][-300:]}")
+            elif not math.isfinite(x["train_loss"]):
+                wrong.append(f"{n}: loss {x['train_loss']}")
+    if len(params) > 1:
+        wrong.append(f"the parameter counts differ: {sorted(params)}")
+    if wrong:
+        return dict(r, verdict="FAIL", why="; ".join(wrong), line="; ".join(wrong)[:400])
+    med = {n: statistics.median(x["samples_per_second"] for x in runs[n]) for n in names}
+    peers = names[len(mine):]
+    # Paired ratios: run i of each Yoke variant against run i of each peer.
+    ratio = {y: {n: statistics.median(a["samples_per_second"] / b["samples_per_second"]
+                                      for a, b in zip(runs[y], runs[n])) for n in peers}
+             for y in mine}
+    best = max(peers, key=lambda n: med[n])
+    fastest = max(mine, key=lambda n: med[n])
+    r.update(median_samples_per_second=med, yoke_over_peer=ratio, best_peer=best)
+    r["verdict"] = "PASS"
+    r["line"] = (f"samples/s (median of {args.speed_runs}): "
+                 + ", ".join(f"{n} {med[n]:.0f}" for n in names)
+                 + f"; {fastest}/best peer ({best}) {ratio[fastest][best]:.2f}x")
+    return r
 
 
 def yoke_cli(tools, env, args, *cmd, timeout=None):
@@ -389,6 +516,13 @@ def stage_parity(args, dirs, stage):
         if not os.path.isfile(binary):
             return {"verdict": "FAIL", "why": f"{name} is not in the bundle (make gpu-bundle)"}
         runs += run_tests_of(binary, log, args, env)
+    if stage == 3:  # the products again at training.precision: tf32, logged apart
+        tf32_log = log.replace(".jsonl", "_tf32.jsonl")
+        open(tf32_log, "w").close()
+        runs += run_tests_of(os.path.join(bin_dir, "engine_op_parity_test"), tf32_log, args,
+                             dict(env, YOKE_PARITY_PRECISION="tf32"), tag="@tf32")
+        with open(tf32_log) as f, open(log, "a") as out:
+            out.write(f.read())
     if stage == 4:
         trainer_check(tools, env, log, args)
     lines = [json.loads(line) for line in open(log) if line.strip()]
@@ -400,7 +534,7 @@ def stage_parity(args, dirs, stage):
          "worst": sorted((c for c in checks if "rel_l2" in c),
                          key=lambda c: -c["rel_l2"])[:10]}
     if stage == 3:
-        r["precisions"] = {"fp32": "run", "tf32": "not built", "bf16": "not built",
+        r["precisions"] = {"fp32": "run", "tf32": "run", "bf16": "not built",
                            "fp16": "not built"}
     r["verdict"] = "PASS" if ok else "FAIL"
     bad = ", ".join(f"{c['op']}/{c['check']}" for c in failed[:6])
@@ -427,6 +561,7 @@ def main():
     p.add_argument("--out", default=os.environ.get("OUT") or "gpu-check-out")
     p.add_argument("--work", default="/tmp/yoke-gpu-check")
     p.add_argument("--test-timeout", type=int, default=240)
+    p.add_argument("--speed-runs", type=int, default=3, help="stage 5's runs of each")
     p.add_argument("--bin-dir", help="run stages 3 and 4 from this folder's binaries (a build "
                    "tree's bin/) instead of the bundle")
     p.add_argument("--self-test", action="store_true",
@@ -451,6 +586,8 @@ def main():
             r = stage_parity(args, dirs, s)
         elif args.self_test and s == 6:
             r = stage_cluster(args, dirs, env_result)
+        elif args.self_test and s == 5:
+            r = stage_speed(args, dirs)
         elif env_result["verdict"] == "NO_GPU":
             r = {"verdict": "SKIPPED", "why": "no GPU (stage 1)"}
         elif s == 2:
@@ -459,6 +596,8 @@ def main():
             r = stage_parity(args, dirs, s)
         elif s == 6:
             r = stage_cluster(args, dirs, env_result)
+        elif s == 5:
+            r = stage_speed(args, dirs)
         else:
             r = {"verdict": "NOT_BUILT", "why": NOT_BUILT[s]}
         r["stage"] = s

@@ -97,6 +97,7 @@ absl::StatusOr<engine::Device> CudaDevice(const v1::JobSpec& spec, const Trainer
   if (!usable.ok()) {
     return common::Annotate(usable.status(), "distribution.device: 'cuda': no usable GPU");
   }
+  RETURN_IF_ERROR(engine::SetDevicePrecision(device, spec.training().precision()));
   return device;
 }
 

@@ -4,7 +4,10 @@
 // losses and the optimizers. fp32 with TF32 off: relative L2 <= 1e-5, and
 // bit for bit where the arithmetic has one order (ReLU, add, flatten, max
 // pool, dropout masks). Every output is poisoned with NaN first, so an
-// element a kernel never writes fails the check.
+// element a kernel never writes fails the check. With
+// YOKE_PARITY_PRECISION=tf32 the device computes at training.precision
+// tf32: the cases are named NAME@tf32, convolutions and dense layers are
+// held to 5e-4, and every other op to its fp32 bound.
 //
 // gpu-labelled: skips without a CUDA device.
 #include <cmath>
@@ -22,6 +25,9 @@ namespace yoke::engine::parity {
 namespace {
 
 constexpr double kFp32 = 1e-5;
+// training.precision: tf32 (YOKE_PARITY_PRECISION=tf32): the products read
+// their fp32 inputs at TF32's 10-bit mantissa.
+constexpr double kTf32 = 5e-4;
 
 struct OpCase {
   std::string name;           // unique, for the log and the test name
@@ -186,6 +192,16 @@ TEST_P(OpParityTest, MatchesCpu) {
   const OpCase& c = GetParam();
   v1::LayerSpec spec;
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(c.spec, &spec)) << c.spec;
+  // Under tf32 the products (conv2d, dense) get the tf32 bound; the rest
+  // must not change at all.
+  const bool tf32 = ParityPrecision() == "tf32";
+  const bool product = spec.has_conv2d() || spec.has_dense();
+  const std::string name = tf32 ? c.name + "@tf32" : c.name;
+  const double bound = tf32 && product ? kTf32 : c.bound;
+  const double param_bound = tf32 && product ? kTf32 : kFp32;
+  if (!SelfTest()) {
+    ASSERT_TRUE(SetDevicePrecision(Gpu(), tf32 ? "tf32" : "fp32").ok());
+  }
   Built cpu, gpu;
   ASSERT_NO_FATAL_FAILURE(BuildOn(spec, c, Device::CPU(), &cpu));
   ASSERT_NO_FATAL_FAILURE(BuildOn(spec, c, Gpu(), &gpu));
@@ -213,7 +229,7 @@ TEST_P(OpParityTest, MatchesCpu) {
   Tensor yc = Tensor::Empty(out_shape), yg = NanDevice(out_shape);
   ASSERT_TRUE(cpu.layer->Forward(xc, &yc, ctx).ok());
   ASSERT_TRUE(gpu.layer->Forward(xg, &yg, ctx).ok());
-  bool ok = Record(c.name, "forward", Compare(ToHost(yg), yc), c.bound);
+  bool ok = Record(name, "forward", Compare(ToHost(yg), yc), bound);
 
   Tensor dy = RandomHost(out_shape, 200);
   Tensor dyd = ToDevice(dy);
@@ -232,15 +248,15 @@ TEST_P(OpParityTest, MatchesCpu) {
     absl::Status s = gpu.layer->Backward(xg, yg, dyd, ding, ctx);
     ASSERT_TRUE(s.ok()) << s;
     for (size_t i = 0; i < dxc.size(); ++i) {
-      ok &= Record(c.name, "dx" + std::to_string(i), Compare(ToHost(dxg[i]), dxc[i]), c.bound);
+      ok &= Record(name, "dx" + std::to_string(i), Compare(ToHost(dxg[i]), dxc[i]), bound);
     }
     if (!cpu.params.entries().empty()) {
-      ok &= Record(c.name, "dparams",
-                   Compare(ToHost(gpu.params.flat_grads()), cpu.params.flat_grads()), kFp32);
+      ok &= Record(name, "dparams",
+                   Compare(ToHost(gpu.params.flat_grads()), cpu.params.flat_grads()), param_bound);
     }
   }
   if (!cpu.params.state_entries().empty()) {
-    ok &= Record(c.name, "state", Compare(ToHost(gpu.params.flat_state()), cpu.params.flat_state()),
+    ok &= Record(name, "state", Compare(ToHost(gpu.params.flat_state()), cpu.params.flat_state()),
                  kFp32);
   }
   EXPECT_TRUE(ok) << c.name << ": see the parity log ($YOKE_PARITY_LOG) for the measures";

@@ -22,6 +22,11 @@ void CheckOk(const absl::Status& s, const char* what) {
 
 }  // namespace
 
+std::string ParityPrecision() {
+  const char* v = std::getenv("YOKE_PARITY_PRECISION");
+  return v != nullptr && *v != '\0' ? v : "fp32";
+}
+
 bool SelfTest() {
   static const bool on = [] {
     const char* v = std::getenv("YOKE_PARITY_SELF_TEST");

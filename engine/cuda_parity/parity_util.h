@@ -25,6 +25,8 @@ namespace yoke::engine::parity {
 // CI checks the cases and the harness on machines without a GPU.
 bool SelfTest();
 inline Device Gpu() { return SelfTest() ? Device::CPU() : Device::CUDA(0); }
+// The precision the device computes at: $YOKE_PARITY_PRECISION, else "fp32".
+std::string ParityPrecision();
 
 // A host f32 tensor of `shape` with values uniform in [lo, hi) from `seed`.
 Tensor RandomHost(const Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f);

@@ -28,7 +28,7 @@ constexpr int64_t kMaxWorkspaceBytes = int64_t{256} << 20;
 
 auto Key(const ConvGeometry& g) {
   return std::make_tuple(g.n, g.h, g.w, g.c, g.k, g.kh, g.kw, g.stride_h, g.stride_w, g.pad_top,
-                         g.pad_bottom, g.pad_left, g.pad_right, g.oh, g.ow);
+                         g.pad_bottom, g.pad_left, g.pad_right, g.oh, g.ow, g.tf32);
 }
 
 // cuDNN dims (N, C, H, W) and strides of a row-major NHWC buffer.
@@ -161,9 +161,10 @@ absl::Status ConvGraph::Impl::BuildPlan(cudnnHandle_t handle, bool allow_nondete
   RETURN_IF_ERROR(FeStatus(gr.build_operation_graph(handle), "build_operation_graph"));
   RETURN_IF_ERROR(FeStatus(gr.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}),
                            "create_execution_plans"));
-  // fp32 stays fp32: no TF32 (down-converted inputs on tensor cores).
-  std::vector<fe::NumericalNote_t> barred{fe::NumericalNote_t::DOWN_CONVERT_INPUTS,
-                                          fe::NumericalNote_t::TENSOR_CORE};
+  // fp32 stays fp32: no TF32 (tensor cores on fp32 inputs) unless asked
+  // for, and never inputs down-converted to a narrower type.
+  std::vector<fe::NumericalNote_t> barred{fe::NumericalNote_t::DOWN_CONVERT_INPUTS};
+  if (!geom.tf32) barred.push_back(fe::NumericalNote_t::TENSOR_CORE);
   if (!allow_nondeterministic) barred.push_back(fe::NumericalNote_t::NONDETERMINISTIC);
   gr.deselect_numeric_notes(barred);
   gr.deselect_workspace_greater_than(kMaxWorkspaceBytes);

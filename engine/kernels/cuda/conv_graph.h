@@ -45,6 +45,9 @@ struct ConvGeometry {
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
   int64_t oh = 0, ow = 0;  // output (N, OH, OW, K), Yoke's shape rules
+  // TF32 allowed: tensor-core engines that read fp32 inputs at TF32
+  // precision (training.precision: tf32). Off: fp32 arithmetic only.
+  bool tf32 = false;
   bool operator<(const ConvGeometry& o) const;
 };
 

@@ -52,6 +52,16 @@ class CudaBackend final : public DeviceBackend {
     return ctx->Synchronize();
   }
 
+  absl::Status SetPrecision(int index, const std::string& precision) override {
+    if (!precision.empty() && precision != "fp32" && precision != "tf32") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("precision '", precision, "' is not implemented on CUDA yet"));
+    }
+    ASSIGN_OR_RETURN(DeviceContext * ctx, ContextFor(index));
+    ctx->set_tf32(precision == "tf32");
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::unique_ptr<Loss>> CreateLoss(const std::string& name, float label_smoothing,
                                                    int index) override {
     return CreateCudaLoss(name, label_smoothing, index);

@@ -61,11 +61,17 @@ class DeviceContext {
   absl::Status Synchronize();
   int64_t synchronizations() const { return synchronizations_; }
 
+  // Whether matrix products and convolutions made from now on may use TF32
+  // (training.precision: tf32). Off by default: fp32 arithmetic.
+  bool tf32() const { return tf32_; }
+  void set_tf32(bool on) { tf32_ = on; }
+
  private:
   friend absl::StatusOr<DeviceContext*> ContextFor(int index);
   DeviceContext() = default;
 
   int device_ = 0;
+  bool tf32_ = false;
   cudaStream_t stream_ = nullptr;
   CachingAllocator* allocator_ = nullptr;
   cublasLtHandle_t cublaslt_ = nullptr;

@@ -60,7 +60,8 @@ LtGemm::~LtGemm() {
 absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(const GemmShape& g) {
   if (absl::Status s = CheckShape(g); !s.ok()) return s;
   std::unique_ptr<LtGemm> lt(new LtGemm(g));
-  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&lt->op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(
+      &lt->op_, g.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = g.transa ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = g.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
   CUBLAS_RETURN_IF_ERROR(

@@ -40,6 +40,8 @@ struct GemmShape {
   bool transa = false, transb = false;
   int64_t m = 0, n = 0, k = 0;
   int64_t lda = 0, ldb = 0, ldc = 0;
+  // TF32 allowed (CUBLAS_COMPUTE_32F_FAST_TF32); off: CUBLAS_COMPUTE_32F.
+  bool tf32 = false;
 };
 
 enum class DenseProduct {

@@ -48,5 +48,22 @@ TEST_F(NoDeviceTest, LossesAndLayersAreMadeWithoutADevice) {
   EXPECT_EQ((*backend)->Synchronize(0).code(), absl::StatusCode::kUnavailable);
 }
 
+// The precision rules hold before any device is touched: a precision the
+// backend lacks is refused by name, and tf32 is a GPU precision.
+TEST_F(NoDeviceTest, PrecisionsAreCheckedByName) {
+  EXPECT_TRUE(SetDevicePrecision(Device::CPU(), "fp32").ok());
+  EXPECT_TRUE(SetDevicePrecision(Device::CPU(), "").ok());
+  absl::Status cpu_tf32 = SetDevicePrecision(Device::CPU(), "tf32");
+  EXPECT_EQ(cpu_tf32.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(cpu_tf32.message().find("'tf32' is not implemented on the CPU"), std::string::npos)
+      << cpu_tf32;
+  absl::Status bf16 = SetDevicePrecision(Device::CUDA(0), "bf16");
+  EXPECT_EQ(bf16.code(), absl::StatusCode::kInvalidArgument) << bf16;
+  EXPECT_NE(bf16.message().find("'bf16' is not implemented on CUDA yet"), std::string::npos)
+      << bf16;
+  // A known one reaches the device, which this machine lacks.
+  EXPECT_EQ(SetDevicePrecision(Device::CUDA(0), "tf32").code(), absl::StatusCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace yoke::engine

@@ -29,6 +29,8 @@ absl::StatusOr<CudaConv2dLayer::Graphs*> CudaConv2dLayer::Entry(const Tensor& x)
     // An epoch sees at most two batch sizes; forget the rest.
     if (graphs_.size() >= 4) graphs_.clear();
     ASSIGN_OR_RETURN(ConvGeometry g, GeometryForConv2d(spec().conv2d(), input_shapes()[0], n));
+    ASSIGN_OR_RETURN(DeviceContext * dc, Context(x));
+    g.tf32 = dc->tf32();
     Graphs e;
     e.padded = Asymmetric(g) && !NativeAsymmetricPadding();
     e.geom = e.padded ? SymmetricOnPaddedInput(g) : g;

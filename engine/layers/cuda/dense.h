@@ -14,6 +14,7 @@
 
 #include <map>
 #include <memory>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -35,9 +36,9 @@ class CudaDenseLayer final : public CudaLayer {
  private:
   bool has_bias() const { return num_params() > 1; }
   // The cached matmul of product p at batch n.
-  absl::StatusOr<LtGemm*> Gemm(DenseProduct p, int64_t n);
+  absl::StatusOr<LtGemm*> Gemm(DenseProduct p, int64_t n, bool tf32);
 
-  std::map<std::pair<int, int64_t>, std::unique_ptr<LtGemm>> gemms_;  // by (product, n)
+  std::map<std::tuple<int, int64_t, bool>, std::unique_ptr<LtGemm>> gemms_;  // (product, n, tf32)
 };
 
 }  // namespace yoke::engine::cuda
