@@ -206,6 +206,7 @@ void Coordinator::Tick() {
     }
   }
   StopOverdueJobs();
+  FailEchoedAttempts();
   const absl::Time now = clock_->Now();
   for (auto& [id, aj] : active_) {
     if (aj.dirty && now - aj.last_persist >= options_.progress_flush_interval) {

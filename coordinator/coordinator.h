@@ -57,6 +57,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -84,6 +85,11 @@ struct CoordinatorOptions {
   absl::Duration heartbeat_interval = absl::Seconds(1);
   // Progress and pending reasons reach the store at most this often per job.
   absl::Duration progress_flush_interval = absl::Seconds(5);
+  // How long a trainer's failure that only echoes a peer's ("Connection
+  // closed by peer") waits for that peer's own exit, which says why the
+  // attempt failed (out of memory: not retried) before it is taken as the
+  // attempt's failure.
+  int64_t peer_exit_grace_ms = 3000;
   // Absolute directories jobs may read data from / write checkpoints to;
   // empty: anywhere.
   std::vector<std::string> data_roots;
@@ -238,6 +244,16 @@ class Coordinator {
     // yoke_recovery_seconds: cleared by the next attempt's first step.
     int64_t failed_at_ms = 0;
     std::vector<CurvePoint> curve;  // rank 0's logged steps (Curve())
+    // The first share of the current attempt that failed only as the echo
+    // of a peer's failure (coordinator_internal::PeerCaused): the attempt
+    // fails with it at deadline_ms, or when every share has exited,
+    // unless a share's own failure comes first.
+    struct Echo {
+      std::string reason;
+      bool retryable = true;
+      int64_t deadline_ms = 0;
+    };
+    std::optional<Echo> echo;
   };
   struct Draining {
     std::string kind;
@@ -321,6 +337,12 @@ class Coordinator {
   bool ApplyExit(ActiveJob& aj, v1::Attempt& a, const v1::Assignment& share,
                  const std::string& worker_id, const v1::AttemptStatus& st)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ExitReason with the hang report (the blamed workers' addresses named).
+  std::string FailureReason(const ActiveJob& aj, const v1::Attempt& a, const v1::Assignment& share,
+                            const v1::AttemptStatus& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails the attempts whose echoed failure (ActiveJob::echo) waited past
+  // its deadline for the peer's own exit.
+  void FailEchoedAttempts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Ends the current attempt of `aj` (FAILED or CANCELLED): unindexes it and
   // moves the devices of shares still running to draining.

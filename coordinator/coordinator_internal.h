@@ -58,6 +58,12 @@ void AddCurvePoint(const v1::StepProgress& p, size_t max_points, std::vector<Cur
 std::string ExitReason(const v1::Attempt& a, const v1::Assignment& share,
                        const v1::AttemptStatus& st);
 
+// True when a trainer's failure reads as the echo of a peer's: its
+// connection to a peer was closed or reset, or the hang listener broke its
+// communicator for a peer's failure. Such an exit is not trusted to say
+// why the attempt failed while the peer's own exit may still come.
+bool PeerCaused(absl::string_view reason);
+
 }  // namespace yoke::server::coordinator_internal
 
 #endif  // YOKE_COORDINATOR_COORDINATOR_INTERNAL_H_

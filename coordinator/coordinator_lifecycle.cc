@@ -159,6 +159,7 @@ void Coordinator::FailAttempt(ActiveJob& aj, const std::string& reason, bool ret
                                  restarts_used + 1, " of ", max_restarts, ")"));
   aj.reported.clear();
   aj.exited.clear();
+  aj.echo.reset();
   aj.collective_done.clear();
   pending_.insert(aj.job.id());
   schedule_needed_ = true;

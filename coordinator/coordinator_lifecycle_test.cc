@@ -95,6 +95,86 @@ TEST_F(CoordinatorTest, AnOutOfMemoryAttemptIsNotRetriedUnchanged) {
   EXPECT_EQ(Job(*other).attempts_size(), 2) << Job(*other).reason();  // retried
 }
 
+// An EXITED status of `attempt` of `job` with `code` and `reason`.
+v1::AttemptStatus Exited(const std::string& job, int attempt, int code, const std::string& reason) {
+  v1::AttemptStatus st = Status(job, attempt, v1::AttemptStatus::EXITED);
+  st.set_exit_code(code);
+  st.set_reason(reason);
+  return st;
+}
+
+class EchoTest : public CoordinatorTest {
+ protected:
+  // A two-rank job (w1 rank 0, w2 rank 1) with restarts left, running.
+  void SetUp() override {
+    CoordinatorTest::SetUp();
+    w1_ = Register(1);
+    w2_ = Register(1);
+    auto id = coord_->Submit(Spec({"distribution.workers=2", "restart.max_restarts=3"}), 0);
+    ASSERT_TRUE(id.ok()) << id.status();
+    id_ = *id;
+    Running(1);
+  }
+  void Running(int attempt) {
+    Beat(w1_, {Status(id_, attempt, v1::AttemptStatus::RUNNING)});
+    Beat(w2_, {Status(id_, attempt, v1::AttemptStatus::RUNNING)});
+  }
+  std::string w1_, w2_, id_;
+};
+
+// A share that fails only because its peer died ("Connection closed by
+// peer") usually reports first; the peer's own exit, which says why (out of
+// memory: not retried), comes a moment later. The attempt waits for it.
+TEST_F(EchoTest, APeersEchoWaitsForThePeersOwnExit) {
+  Beat(w2_, {Exited(id_, 1, 1, "pipeline: receiving from stage 0: Connection closed by peer")});
+  EXPECT_EQ(Job(id_).state(), v1::JOB_RUNNING);
+  clock_.Advance(absl::Seconds(1));
+  coord_->Tick();
+  EXPECT_EQ(Job(id_).state(), v1::JOB_RUNNING);
+  Beat(w1_, {Exited(id_, 1, 137,
+                    "killed by signal 9 (Killed): out of memory: the trainer passed its memory "
+                    "share")});
+  const v1::Job j = Job(id_);
+  EXPECT_EQ(j.state(), v1::JOB_FAILED) << j.reason();
+  EXPECT_EQ(j.attempts_size(), 1);
+  EXPECT_NE(j.reason().find("trainer of rank 0 on w-1 killed by signal 9 (Killed): out of memory"),
+            std::string::npos)
+      << j.reason();
+  EXPECT_NE(j.reason().find("not retried"), std::string::npos) << j.reason();
+}
+
+// When the peer's own exit does not come (it hangs, or its worker is slow to
+// say), the echo fails the attempt after the grace, retryable as before; and
+// when every share only echoes, the first echo is the reason at once.
+TEST_F(EchoTest, AnEchoAloneFailsTheAttemptAfterTheGrace) {
+  Beat(w2_, {Exited(id_, 1, 1, "allreduce: Connection reset by peer")});
+  clock_.Advance(absl::Milliseconds(2900));
+  coord_->Tick();
+  EXPECT_EQ(Job(id_).attempts(0).state(), v1::ATTEMPT_RUNNING);
+  clock_.Advance(absl::Milliseconds(200));
+  coord_->Tick();
+  EXPECT_EQ(Job(id_).attempts(0).state(), v1::ATTEMPT_FAILED);
+  Beat(w1_);  // its trainer stopped: the device is free for the retry
+  coord_->Tick();
+  v1::Job j = Job(id_);
+  ASSERT_EQ(j.attempts_size(), 2) << j.reason();  // retried
+  EXPECT_NE(j.attempts(0).reason().find("rank 1 on w-2 exited with code 1: allreduce: Connection "
+                                        "reset by peer"),
+            std::string::npos)
+      << j.attempts(0).reason();
+
+  // Attempt 2: both shares echo; the first one's reason, at once.
+  Running(2);
+  Beat(w1_, {Exited(id_, 2, 1, "communicator broken by a peer's failure: rank 1 left")});
+  Beat(w2_, {Exited(id_, 2, 1, "Connection closed by peer")});
+  coord_->Tick();
+  j = Job(id_);
+  ASSERT_EQ(j.attempts_size(), 3) << j.reason();
+  EXPECT_NE(j.attempts(1).reason().find("rank 0 on w-1 exited with code 1: communicator broken"),
+            std::string::npos)
+      << j.attempts(1).reason();
+}
+
 // max_run_seconds (issue 30): past it the job fails for good and its worker
 // is told to stop the trainer; the coordinator's default covers the rest.
 TEST_F(CoordinatorTest, MaxRunTimeFailsTheJobWithoutARetry) {

@@ -76,6 +76,13 @@ std::string ExitReason(const v1::Attempt& a, const v1::Assignment& share,
   return what;
 }
 
+bool PeerCaused(absl::string_view reason) {
+  for (absl::string_view echo : {"closed by peer", "reset by peer", "broken by a peer's failure"}) {
+    if (absl::StrContains(reason, echo)) return true;
+  }
+  return false;
+}
+
 }  // namespace coordinator_internal
 
 using coordinator_internal::ShareOf;
@@ -160,20 +167,53 @@ void Coordinator::MarkShareRunning(ActiveJob& aj, v1::Attempt& a, const std::str
   effect->state_changed = true;
 }
 
+void Coordinator::FailEchoedAttempts() {
+  const int64_t now = clock_->NowMs();
+  std::vector<std::string> due;  // FailAttempt may end a job and edit active_
+  for (const auto& [id, aj] : active_) {
+    if (aj.echo && now >= aj.echo->deadline_ms) due.push_back(id);
+  }
+  for (const std::string& id : due) {
+    auto it = active_.find(id);
+    if (it == active_.end() || !it->second.echo) continue;
+    const ActiveJob::Echo echo = *it->second.echo;
+    FailAttempt(it->second, echo.reason, echo.retryable);
+  }
+}
+
+std::string Coordinator::FailureReason(const ActiveJob& aj, const v1::Attempt& a,
+                                       const v1::Assignment& share, const v1::AttemptStatus& st) {
+  std::map<std::string, std::string> addresses;  // to name the blamed workers' addresses
+  for (const v1::Assignment& as : a.assignments()) {
+    if (const WorkerEntry* w = registry_.Find(as.worker_id())) addresses[w->id] = w->address;
+  }
+  return AttributeHang(coordinator_internal::ExitReason(a, share, st), a, aj.collective_done,
+                       addresses);
+}
+
 bool Coordinator::ApplyExit(ActiveJob& aj, v1::Attempt& a, const v1::Assignment& share,
                             const std::string& worker_id, const v1::AttemptStatus& st) {
   aj.exited[worker_id] = st.exit_code();
-  if (st.exit_code() != 0) {
-    std::map<std::string, std::string> addresses;  // to name the blamed workers' addresses
-    for (const v1::Assignment& as : a.assignments()) {
-      if (const WorkerEntry* w = registry_.Find(as.worker_id())) addresses[w->id] = w->address;
+  const bool everyone_exited = static_cast<int>(aj.exited.size()) == a.assignments_size();
+  if (st.exit_code() != 0 && coordinator_internal::PeerCaused(st.reason())) {
+    // Likely the echo of a peer that died (killed out of memory, say), whose
+    // own exit would say why: wait a little for it. Tick() fails the attempt
+    // with the first echo when it does not come in time.
+    if (!aj.echo) {
+      aj.echo = ActiveJob::Echo{FailureReason(aj, a, share, st), st.exit_code() != 2,
+                                clock_->NowMs() + options_.peer_exit_grace_ms};
     }
+    if (!everyone_exited) return false;
+    const ActiveJob::Echo echo = *aj.echo;
+    FailAttempt(aj, echo.reason, echo.retryable);
+    return true;
+  }
+  if (st.exit_code() != 0) {
     // Exit code 2 is a bad spec or input, and running out of memory (the
     // trainer's own check, or its worker's memory cgroup) happens again with
     // the same spec in the same share: a retry would fail the same way.
     const bool oom = absl::StrContains(st.reason(), "out of memory");
-    std::string reason = AttributeHang(coordinator_internal::ExitReason(a, share, st), a,
-                                       aj.collective_done, addresses);
+    std::string reason = FailureReason(aj, a, share, st);
     if (oom && st.exit_code() != 2) {
       absl::StrAppend(&reason,
                       "; not retried: the same spec would run out of memory again (lower "
@@ -183,7 +223,12 @@ bool Coordinator::ApplyExit(ActiveJob& aj, v1::Attempt& a, const v1::Assignment&
     return true;
   }
   if (share.first_rank() == 0) *aj.job.mutable_result() = st.result();
-  if (static_cast<int>(aj.exited.size()) != a.assignments_size()) return false;
+  if (!everyone_exited) return false;
+  if (aj.echo) {  // every share is out, and some failed only for a peer's failure
+    const ActiveJob::Echo echo = *aj.echo;
+    FailAttempt(aj, echo.reason, echo.retryable);
+    return true;
+  }
   a.set_state(v1::ATTEMPT_SUCCEEDED);
   a.set_end_time_ms(clock_->NowMs());
   Unindex(aj);
