@@ -53,10 +53,12 @@ void AddCurvePoint(const v1::StepProgress& p, size_t max_points, std::vector<Cur
 
 // "trainer on w-1 exited with code 1: <its message>"; in a world of more
 // than one rank the trainer's ranks are named too ("trainer of rank 1 on
-// w-2"); an exit code above 128 reads "killed by signal N", and the worker's
-// own "killed by signal N" at the start of st.reason() is not repeated.
+// w-2"), and in a job of `pipeline_stages` > 1 their stages (rank r runs
+// stage r % p + 1: "trainer of rank 1 (stage 2 of 2) on w-2"); an exit code
+// above 128 reads "killed by signal N", and the worker's own "killed by
+// signal N" at the start of st.reason() is not repeated.
 std::string ExitReason(const v1::Attempt& a, const v1::Assignment& share,
-                       const v1::AttemptStatus& st);
+                       const v1::AttemptStatus& st, int pipeline_stages = 1);
 
 // True when a trainer's failure reads as the echo of a peer's: its
 // connection to a peer was closed or reset, or the hang listener broke its

@@ -3,10 +3,12 @@
 // steps of coordinator/coordinator_internal.h.
 #include <algorithm>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_internal.h"
 #include "coordinator/coordinator_metrics.h"
@@ -56,10 +58,20 @@ void AddCurvePoint(const v1::StepProgress& p, size_t max_points, std::vector<Cur
 }
 
 std::string ExitReason(const v1::Attempt& a, const v1::Assignment& share,
-                       const v1::AttemptStatus& st) {
-  const std::string who =
-      a.world_size() > 1 ? absl::StrCat("trainer of ", RanksOf(share), " on ", share.worker_id())
-                         : absl::StrCat("trainer on ", share.worker_id());
+                       const v1::AttemptStatus& st, int pipeline_stages) {
+  std::string stages;
+  if (pipeline_stages > 1) {
+    std::set<int> s;
+    for (int r = share.first_rank(); r < share.first_rank() + std::max(share.num_replicas(), 1);
+         ++r) {
+      s.insert(r % pipeline_stages + 1);
+    }
+    stages = absl::StrCat(s.size() == 1 ? " (stage " : " (stages ", absl::StrJoin(s, ","), " of ",
+                          pipeline_stages, ")");
+  }
+  const std::string who = a.world_size() > 1 ? absl::StrCat("trainer of ", RanksOf(share), stages,
+                                                            " on ", share.worker_id())
+                                             : absl::StrCat("trainer on ", share.worker_id());
   std::string what = st.exit_code() > 128
                          ? absl::StrCat(who, " killed by signal ", st.exit_code() - 128)
                          : absl::StrCat(who, " exited with code ", st.exit_code());
@@ -187,8 +199,9 @@ std::string Coordinator::FailureReason(const ActiveJob& aj, const v1::Attempt& a
   for (const v1::Assignment& as : a.assignments()) {
     if (const WorkerEntry* w = registry_.Find(as.worker_id())) addresses[w->id] = w->address;
   }
-  return AttributeHang(coordinator_internal::ExitReason(a, share, st), a, aj.collective_done,
-                       addresses);
+  const int stages = aj.job.spec().distribution().pipeline().stages();
+  return AttributeHang(coordinator_internal::ExitReason(a, share, st, stages), a,
+                       aj.collective_done, addresses);
 }
 
 bool Coordinator::ApplyExit(ActiveJob& aj, v1::Attempt& a, const v1::Assignment& share,

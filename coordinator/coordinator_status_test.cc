@@ -122,5 +122,29 @@ TEST(ExitReasonTest, NamesTheTrainerItsRanksAndHowItEnded) {
   EXPECT_EQ(ExitReason(two, *r1, st), "trainer of rank 1 on w-2 killed by signal 9: out of memory");
 }
 
+// In a pipeline job rank r runs stage r % p + 1 (trainer/trainer_pipeline.cc),
+// so a failure names the stage too; a share of several ranks, each of theirs.
+TEST(ExitReasonTest, APipelineFailureNamesTheStage) {
+  v1::Attempt a;
+  a.set_world_size(4);  // 2 pipelines of 2 stages
+  v1::Assignment* one = a.add_assignments();
+  one->set_worker_id("w-2");
+  one->set_first_rank(3);
+  one->set_num_replicas(1);
+  v1::AttemptStatus st;
+  st.set_exit_code(137);
+  st.set_reason("out of memory");
+  EXPECT_EQ(ExitReason(a, *one, st, 2),
+            "trainer of rank 3 (stage 2 of 2) on w-2 killed by signal 9: out of memory");
+  v1::Assignment* both = a.add_assignments();
+  both->set_worker_id("w-1");
+  both->set_first_rank(0);
+  both->set_num_replicas(2);
+  EXPECT_EQ(ExitReason(a, *both, st, 2),
+            "trainer of ranks 0-1 (stages 1,2 of 2) on w-1 killed by signal 9: out of memory");
+  EXPECT_EQ(ExitReason(a, *one, st, 1),
+            "trainer of rank 3 on w-2 killed by signal 9: out of memory");
+}
+
 }  // namespace
 }  // namespace yoke::server::coordinator_internal
