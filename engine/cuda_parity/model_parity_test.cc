@@ -165,9 +165,9 @@ void NudgeByOneUlp(Replica* rep) {
 
 // Each step's loss within kLossBound relative. The updates (the change of
 // the parameters over one step) differ by about 1e-6 relative L2 on most
-// steps, but a step whose activations sit on a ReLU's kink by a rounding
-// differs far more: the CPU itself, from a state one ulp away, differs by up
-// to 9e-3 on such steps of the ResNet-20 recipe. So the median is held
+// steps, but a few steps differ far more (likely where an activation sits on
+// a ReLU's kink within a rounding): the CPU itself, from a state one ulp
+// away, differs by up to 9e-3 on such steps of the ResNet-20 recipe. So the median is held
 // tightly and the largest loosely.
 constexpr double kLossBound = 1e-4;
 constexpr double kUpdateMedianBound = 1e-5;
