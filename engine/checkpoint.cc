@@ -9,6 +9,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -59,64 +62,91 @@ const Tensor* Checkpoint::Find(const std::string& name) const {
   return nullptr;
 }
 
-absl::Status WriteCheckpoint(const std::string& path, v1::CheckpointHeader header,
-                             const NamedTensors& tensors) {
+absl::StatusOr<std::unique_ptr<CheckpointWriter>> CheckpointWriter::Open(
+    const std::string& path, v1::CheckpointHeader header, const std::vector<TensorDecl>& tensors) {
   header.clear_tensors();
   uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    if (!t.device().is_cpu()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("checkpoint tensor '", name, "' is not on the CPU"));
-    }
+  for (const TensorDecl& t : tensors) {
     v1::TensorRecord* r = header.add_tensors();
-    r->set_name(name);
-    r->set_dtype(DTypeName(t.dtype()));
-    for (int64_t d : t.shape()) r->add_shape(d);
+    r->set_name(t.name);
+    r->set_dtype(DTypeName(t.dtype));
+    for (int64_t d : t.shape) r->add_shape(d);
     r->set_offset(offset);
-    r->set_bytes(t.bytes());
-    offset += t.bytes();
+    const uint64_t bytes = static_cast<uint64_t>(NumElements(t.shape)) * DTypeSize(t.dtype);
+    r->set_bytes(bytes);
+    offset += bytes;
   }
   std::string hdr;
   if (!header.SerializeToString(&hdr)) {
     return absl::InternalError("cannot serialize the checkpoint header");
   }
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("cannot create", tmp);
-  uint32_t crc = crc32(0L, Z_NULL, 0);
-  auto put = [&](const void* data, size_t n) -> absl::Status {
-    // zlib's crc32 takes a uInt length; feed it in chunks.
-    const Bytef* p = static_cast<const Bytef*>(data);
-    for (size_t done = 0; done < n;) {
-      size_t chunk = std::min<size_t>(n - done, 1u << 30);
-      crc = crc32(crc, p + done, static_cast<uInt>(chunk));
-      done += chunk;
-    }
-    return WriteAll(fd, data, n, tmp);
-  };
-  uint32_t version = kCheckpointVersion;
-  uint32_t hdr_len = static_cast<uint32_t>(hdr.size());
-  absl::Status s = put(kCheckpointMagic, sizeof(kCheckpointMagic));
-  if (s.ok()) s = put(&version, sizeof(version));
-  if (s.ok()) s = put(&hdr_len, sizeof(hdr_len));
-  if (s.ok()) s = put(hdr.data(), hdr.size());
-  for (const auto& [name, t] : tensors) {
-    if (s.ok()) s = put(t.raw(), t.bytes());
+  std::unique_ptr<CheckpointWriter> w(new CheckpointWriter());
+  w->path_ = path;
+  w->tmp_ = path + ".tmp";
+  w->data_bytes_ = offset;
+  w->fd_ = ::open(w->tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (w->fd_ < 0) return ErrnoError("cannot create", w->tmp_);
+  w->crc_ = crc32(0L, Z_NULL, 0);
+  const uint32_t version = kCheckpointVersion;
+  const uint32_t hdr_len = static_cast<uint32_t>(hdr.size());
+  RETURN_IF_ERROR(w->Put(kCheckpointMagic, sizeof(kCheckpointMagic)));
+  RETURN_IF_ERROR(w->Put(&version, sizeof(version)));
+  RETURN_IF_ERROR(w->Put(&hdr_len, sizeof(hdr_len)));
+  RETURN_IF_ERROR(w->Put(hdr.data(), hdr.size()));
+  return w;
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
   }
-  if (s.ok()) s = WriteAll(fd, &crc, sizeof(crc), tmp);
-  if (s.ok() && ::fsync(fd) != 0) s = ErrnoError("fsync", tmp);
-  if (::close(fd) != 0 && s.ok()) s = ErrnoError("close", tmp);
+}
+
+absl::Status CheckpointWriter::Put(const void* data, size_t n) {
+  if (fd_ < 0) return absl::FailedPreconditionError("checkpoint writer is closed");
+  // zlib's crc32 takes a uInt length; feed it in chunks.
+  const Bytef* p = static_cast<const Bytef*>(data);
+  for (size_t done = 0; done < n;) {
+    const size_t chunk = std::min<size_t>(n - done, 1u << 30);
+    crc_ = crc32(crc_, p + done, static_cast<uInt>(chunk));
+    done += chunk;
+  }
+  return WriteAll(fd_, data, n, tmp_);
+}
+
+absl::Status CheckpointWriter::Append(const void* data, size_t bytes) {
+  if (bytes > data_bytes_ - appended_) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path_, ": ", appended_ + bytes,
+                                                   " data bytes appended, but the header declares ",
+                                                   data_bytes_));
+  }
+  appended_ += bytes;
+  return Put(data, bytes);
+}
+
+absl::Status CheckpointWriter::Finish() {
+  if (appended_ != data_bytes_) {
+    return absl::FailedPreconditionError(absl::StrCat("checkpoint ", path_, ": only ", appended_,
+                                                      " of the header's ", data_bytes_,
+                                                      " data bytes were appended"));
+  }
+  const uint32_t crc = crc_;
+  absl::Status s = WriteAll(fd_, &crc, sizeof(crc), tmp_);
+  if (s.ok() && ::fsync(fd_) != 0) s = ErrnoError("fsync", tmp_);
+  if (::close(fd_) != 0 && s.ok()) s = ErrnoError("close", tmp_);
+  fd_ = -1;
   if (!s.ok()) {
-    ::unlink(tmp.c_str());
+    ::unlink(tmp_.c_str());
     return s;
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    s = ErrnoError("cannot rename to", path);
-    ::unlink(tmp.c_str());
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    s = ErrnoError("cannot rename to", path_);
+    ::unlink(tmp_.c_str());
     return s;
   }
   // Make the rename itself durable.
-  int dfd = ::open(Dirname(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dfd = ::open(Dirname(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
@@ -124,9 +154,27 @@ absl::Status WriteCheckpoint(const std::string& path, v1::CheckpointHeader heade
   return absl::OkStatus();
 }
 
-absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
-  // Only a regular file, and only as many bytes as it had when opened: a
-  // directory, a FIFO or /dev/zero gets a clear error, never an endless read.
+absl::Status WriteCheckpoint(const std::string& path, v1::CheckpointHeader header,
+                             const NamedTensors& tensors) {
+  std::vector<TensorDecl> decls;
+  for (const auto& [name, t] : tensors) {
+    if (!t.device().is_cpu()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint tensor '", name, "' is not on the CPU"));
+    }
+    decls.push_back(TensorDecl{name, t.dtype(), t.shape()});
+  }
+  ASSIGN_OR_RETURN(auto w, CheckpointWriter::Open(path, std::move(header), decls));
+  for (const auto& [name, t] : tensors) RETURN_IF_ERROR(w->Append(t.raw(), t.bytes()));
+  return w->Finish();
+}
+
+namespace {
+
+// Only a regular file, and only as many bytes as it had when opened: a
+// directory, a FIFO or /dev/zero gets a clear error, never an endless read.
+// The descriptor and the file's size at open.
+absl::StatusOr<std::pair<int, size_t>> OpenRegular(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return absl::NotFoundError(
@@ -141,16 +189,142 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
         dir ? " but a directory (give a checkpoint file, or a directory to `yoke train --resume`)"
             : ""));
   }
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  return std::make_pair(fd, static_cast<size_t>(st.st_size));
+}
+
+// Up to `n` bytes into `out`; fewer only at the end of the file (or on an
+// error, which the caller's size checks then report).
+size_t ReadUpTo(int fd, char* out, size_t n) {
   size_t got = 0;
-  while (got < bytes.size()) {
-    const ssize_t r = ::read(fd, bytes.data() + got, bytes.size() - got);
+  while (got < n) {
+    const ssize_t r = ::read(fd, out + got, n - got);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;  // an error, or the file shrank: the checks below say so
+    if (r <= 0) break;
     got += static_cast<size_t>(r);
   }
+  return got;
+}
+
+uint32_t Crc(uint32_t crc, const char* p, size_t n) {
+  for (size_t done = 0; done < n;) {
+    const size_t chunk = std::min<size_t>(n - done, 1u << 30);
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(p) + done, static_cast<uInt>(chunk));
+    done += chunk;
+  }
+  return crc;
+}
+
+// Each record's shape and place against a data section of `data_len` bytes.
+absl::Status CheckRecords(const v1::CheckpointHeader& h, size_t data_len,
+                          const std::function<absl::Status(const std::string&)>& bad) {
+  for (const v1::TensorRecord& r : h.tensors()) {
+    ASSIGN_OR_RETURN(DType dt, ParseDType(r.dtype()));
+    for (int64_t d : r.shape()) {
+      if (d < 0) {
+        return bad(
+            absl::StrCat("tensor ", common::Quote(r.name(), 64), " has a negative dimension"));
+      }
+    }
+    const Shape shape(r.shape().begin(), r.shape().end());
+    if (r.offset() > data_len || r.bytes() > data_len - r.offset() ||
+        static_cast<uint64_t>(NumElements(shape)) * DTypeSize(dt) != r.bytes()) {
+      return bad(
+          absl::StrCat("tensor ", common::Quote(r.name(), 64), " does not fit the data section"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::CheckpointHeader> ReadCheckpointSlices(const std::string& path,
+                                                          const std::vector<TensorSlice>& slices) {
+  ASSIGN_OR_RETURN(auto opened, OpenRegular(path));
+  const int fd = opened.first;
+  const size_t size = opened.second;
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  auto bad = [&](const std::string& why) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", path, ": ", why));
+  };
+  const size_t fixed = sizeof(kCheckpointMagic) + 8;
+  std::string head(fixed, '\0');
+  if (size < fixed + 4 || ReadUpTo(fd, head.data(), fixed) != fixed) {
+    return bad(absl::StrCat("truncated: ", size, " bytes"));
+  }
+  if (std::memcmp(head.data(), kCheckpointMagic, sizeof(kCheckpointMagic)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a Yoke checkpoint (bad magic)"));
+  }
+  uint32_t version, hdr_len;
+  std::memcpy(&version, head.data() + 8, 4);
+  std::memcpy(&hdr_len, head.data() + 12, 4);
+  if (version != kCheckpointVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, ": version ", version,
+                                                   " is not supported (this build reads ",
+                                                   kCheckpointVersion, ")"));
+  }
+  if (hdr_len > size - fixed - 4) return bad("header length exceeds the file");
+  std::string hdr(hdr_len, '\0');
+  if (ReadUpTo(fd, hdr.data(), hdr_len) != hdr_len) return bad("truncated in the header");
+  uint32_t crc = Crc(Crc(crc32(0L, Z_NULL, 0), head.data(), fixed), hdr.data(), hdr_len);
+  v1::CheckpointHeader h;
+  if (!h.ParseFromString(hdr)) return bad("cannot parse the header (the file is corrupt)");
+  const size_t data_begin = fixed + hdr_len;
+  const size_t data_len = size - 4 - data_begin;
+  RETURN_IF_ERROR(CheckRecords(h, data_len, bad));
+  // Each slice as a byte range of the data section.
+  struct Range {
+    uint64_t begin, end;
+    char* dst;
+  };
+  std::vector<Range> ranges;
+  for (const TensorSlice& sl : slices) {
+    const v1::TensorRecord* rec = nullptr;
+    for (const v1::TensorRecord& r : h.tensors()) {
+      if (r.name() == sl.name) rec = &r;
+    }
+    if (rec == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint ", path, " has no '", sl.name, "' tensor"));
+    }
+    const uint64_t es = DTypeSize(sl.dst.dtype());
+    if (rec->dtype() != DTypeName(sl.dst.dtype()) || !sl.dst.device().is_cpu() || sl.first < 0 ||
+        static_cast<uint64_t>(sl.first + sl.dst.numel()) * es > rec->bytes()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint ", path, ": '", sl.name, "' holds ", rec->bytes() / std::max<uint64_t>(es, 1),
+          " ", rec->dtype(), " values, but elements ", sl.first, " to ",
+          sl.first + sl.dst.numel(), " (", DTypeName(sl.dst.dtype()),
+          ") were asked for (was it written for a different model?)"));
+    }
+    const uint64_t begin = rec->offset() + static_cast<uint64_t>(sl.first) * es;
+    ranges.push_back(Range{begin, begin + sl.dst.bytes(), static_cast<char*>(sl.dst.raw())});
+  }
+  constexpr size_t kChunk = 4u << 20;
+  std::string buf(std::min(kChunk, std::max<size_t>(data_len, 1)), '\0');
+  for (uint64_t pos = 0; pos < data_len;) {
+    const size_t want = std::min<uint64_t>(buf.size(), data_len - pos);
+    if (ReadUpTo(fd, buf.data(), want) != want) return bad("truncated in the data");
+    crc = Crc(crc, buf.data(), want);
+    for (const Range& r : ranges) {
+      const uint64_t lo = std::max(r.begin, pos), hi = std::min<uint64_t>(r.end, pos + want);
+      if (lo < hi) std::memcpy(r.dst + (lo - r.begin), buf.data() + (lo - pos), hi - lo);
+    }
+    pos += want;
+  }
+  uint32_t stored_crc = 0;
+  if (ReadUpTo(fd, reinterpret_cast<char*>(&stored_crc), 4) != 4) return bad("truncated");
+  if (crc != stored_crc) return bad("checksum mismatch (the file is truncated or corrupt)");
+  return h;
+}
+
+absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
+  ASSIGN_OR_RETURN(auto opened, OpenRegular(path));
+  const int fd = opened.first;
+  std::string bytes(opened.second, '\0');
+  bytes.resize(ReadUpTo(fd, bytes.data(), bytes.size()));
   ::close(fd);
-  bytes.resize(got);
   const size_t fixed = sizeof(kCheckpointMagic) + 8;
   auto bad = [&](const std::string& why) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path, ": ", why));
@@ -170,12 +344,7 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
                                                    kCheckpointVersion, ")"));
   }
   std::memcpy(&stored_crc, bytes.data() + bytes.size() - 4, 4);
-  uint32_t crc = crc32(0L, Z_NULL, 0);
-  for (size_t done = 0; done < bytes.size() - 4;) {
-    size_t chunk = std::min<size_t>(bytes.size() - 4 - done, 1u << 30);
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data()) + done, static_cast<uInt>(chunk));
-    done += chunk;
-  }
+  const uint32_t crc = Crc(crc32(0L, Z_NULL, 0), bytes.data(), bytes.size() - 4);
   if (crc != stored_crc) {
     return bad("checksum mismatch (the file is truncated or corrupt)");
   }
@@ -186,19 +355,10 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
   }
   const size_t data_begin = fixed + hdr_len;
   const size_t data_len = bytes.size() - 4 - data_begin;
+  RETURN_IF_ERROR(CheckRecords(ck.header, data_len, bad));
   for (const v1::TensorRecord& r : ck.header.tensors()) {
     ASSIGN_OR_RETURN(DType dt, ParseDType(r.dtype()));
-    Shape shape(r.shape().begin(), r.shape().end());
-    for (int64_t d : shape) {
-      if (d < 0)
-        return bad(
-            absl::StrCat("tensor ", common::Quote(r.name(), 64), " has a negative dimension"));
-    }
-    if (r.offset() > data_len || r.bytes() > data_len - r.offset() ||
-        static_cast<uint64_t>(NumElements(shape)) * DTypeSize(dt) != r.bytes()) {
-      return bad(
-          absl::StrCat("tensor ", common::Quote(r.name(), 64), " does not fit the data section"));
-    }
+    const Shape shape(r.shape().begin(), r.shape().end());
     ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(shape, dt, Device::CPU(),
                                                 absl::StrCat("checkpoint tensor ",
                                                              common::Quote(r.name(), 64))));

@@ -18,6 +18,8 @@
 #ifndef YOKE_ENGINE_CHECKPOINT_H_
 #define YOKE_ENGINE_CHECKPOINT_H_
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +47,61 @@ struct Checkpoint {
 // atomically to `path`. Errors: INTERNAL/UNAVAILABLE naming the path and errno.
 absl::Status WriteCheckpoint(const std::string& path, v1::CheckpointHeader header,
                              const NamedTensors& tensors);
+
+// A tensor of a checkpoint written piece by piece (CheckpointWriter).
+struct TensorDecl {
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape shape;
+};
+
+// Writes a checkpoint whose tensors arrive in pieces, as a pipeline's stages
+// gather them chunk by chunk to the rank that writes: the header first (at
+// Open), then the data section's bytes in file order (Append), then the
+// checksum and the atomic rename (Finish). The file is the one
+// WriteCheckpoint would write for the same tensors. A writer destroyed
+// before Finish removes its temporary file and leaves `path` untouched.
+class CheckpointWriter {
+ public:
+  // `tensors` declares every tensor, in file order.
+  static absl::StatusOr<std::unique_ptr<CheckpointWriter>> Open(
+      const std::string& path, v1::CheckpointHeader header, const std::vector<TensorDecl>& tensors);
+  ~CheckpointWriter();
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // The next `bytes` of the data section. INVALID_ARGUMENT past its end.
+  absl::Status Append(const void* data, size_t bytes);
+  // FAILED_PRECONDITION, naming the shortfall, unless every declared byte
+  // was appended; then makes the file durable and renames it into place.
+  absl::Status Finish();
+
+ private:
+  CheckpointWriter() = default;
+  absl::Status Put(const void* data, size_t n);
+  std::string path_, tmp_;
+  int fd_ = -1;
+  uint32_t crc_ = 0;
+  uint64_t data_bytes_ = 0, appended_ = 0;
+};
+
+// Part of a tensor to read: `dst` (a CPU tensor of the file's dtype)
+// receives dst.numel() elements of tensor `name`, from element `first` on.
+struct TensorSlice {
+  std::string name;
+  int64_t first = 0;
+  Tensor dst;
+};
+
+// Reads `path` front to back, verifying it as ReadCheckpoint does, and
+// copies each slice into its `dst`; holds a few MiB of the file at a time,
+// not the whole, so a pipeline stage resumes its share of a model larger
+// than its memory. Returns the header. A slice that names no tensor of the
+// file, has another dtype or runs past its tensor's end is
+// INVALID_ARGUMENT naming it; a corrupt file is DATA_LOSS, and then the
+// slices' contents are unspecified.
+absl::StatusOr<v1::CheckpointHeader> ReadCheckpointSlices(const std::string& path,
+                                                          const std::vector<TensorSlice>& slices);
 
 // Reads and verifies a checkpoint file. Anything but a regular file (a
 // directory, a FIFO, /dev/zero) is INVALID_ARGUMENT; at most the file's size

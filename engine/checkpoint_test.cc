@@ -110,5 +110,83 @@ TEST(CheckpointTest, LatestAndPrune) {
   EXPECT_EQ(access(CheckpointPath(dir, 100).c_str(), F_OK), 0);
 }
 
+// A checkpoint appended in odd-sized pieces is the file WriteCheckpoint
+// writes, and slices of it read back element for element.
+TEST(CheckpointTest, WrittenInPiecesAndReadInSlices) {
+  common::TempDir tmp("yoke_ckpt");
+  const std::string whole = tmp.path() + "/whole.yoke", pieces = tmp.path() + "/pieces.yoke";
+  v1::CheckpointHeader h;
+  h.set_step(7);
+  const NamedTensors t = Sample();
+  ASSERT_TRUE(WriteCheckpoint(whole, h, t).ok());
+  {
+    auto w = CheckpointWriter::Open(pieces, h,
+                                    {{"params", DType::kF32, {3, 5}}, {"labels", DType::kI32, {4}}});
+    ASSERT_TRUE(w.ok()) << w.status();
+    const char* a = static_cast<const char*>(t[0].second.raw());
+    const char* b = static_cast<const char*>(t[1].second.raw());
+    // 60 + 16 bytes, split across the tensors' boundary.
+    ASSERT_TRUE((*w)->Append(a, 13).ok());
+    ASSERT_TRUE((*w)->Append(a + 13, 47).ok());
+    ASSERT_TRUE((*w)->Append(b, 16).ok());
+    EXPECT_EQ((*w)->Append(b, 1).code(), absl::StatusCode::kInvalidArgument);
+    ASSERT_TRUE((*w)->Finish().ok());
+  }
+  EXPECT_EQ(ReadBytes(pieces), ReadBytes(whole));
+
+  Tensor mid = Tensor::Empty({6}), last = Tensor::Empty({2}, DType::kI32);
+  auto hr = ReadCheckpointSlices(pieces, {{"params", 4, mid}, {"labels", 2, last}});
+  ASSERT_TRUE(hr.ok()) << hr.status();
+  EXPECT_EQ(hr->step(), 7);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(mid.data<float>()[i], t[0].second.data<float>()[4 + i]);
+  EXPECT_EQ(last.data<int32_t>()[0], t[1].second.data<int32_t>()[2]);
+  EXPECT_EQ(last.data<int32_t>()[1], t[1].second.data<int32_t>()[3]);
+
+  // Past the tensor's end, another dtype, an unknown name: refused, named.
+  auto past = ReadCheckpointSlices(pieces, {{"params", 10, mid}});
+  EXPECT_EQ(past.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(past.status().message().find("elements 10 to 16"), std::string::npos)
+      << past.status();
+  EXPECT_FALSE(ReadCheckpointSlices(pieces, {{"labels", 0, mid}}).ok());
+  EXPECT_NE(ReadCheckpointSlices(pieces, {{"momentum", 0, mid}}).status().message().find(
+                "no 'momentum' tensor"),
+            std::string::npos);
+
+  // Every flipped byte after the fixed part and every truncation is an
+  // error, never a crash.
+  const std::string good = ReadBytes(pieces);
+  for (size_t i = 16; i < good.size(); i += 3) {
+    std::string flipped = good;
+    flipped[i] ^= 0x5a;
+    WriteBytes(pieces, flipped);
+    EXPECT_FALSE(ReadCheckpointSlices(pieces, {{"params", 0, mid}}).ok()) << "byte " << i;
+  }
+  for (size_t n = 0; n < good.size(); n += 5) {
+    WriteBytes(pieces, good.substr(0, n));
+    EXPECT_FALSE(ReadCheckpointSlices(pieces, {}).ok()) << "length " << n;
+  }
+}
+
+// A writer that is not finished leaves neither the file nor its temporary.
+TEST(CheckpointTest, AnUnfinishedWriterLeavesNothing) {
+  common::TempDir tmp("yoke_ckpt");
+  const std::string p = tmp.path() + "/c.yoke";
+  {
+    auto w = CheckpointWriter::Open(p, {}, {{"params", DType::kF32, {4}}});
+    ASSERT_TRUE(w.ok());
+    const float x[2] = {1, 2};
+    ASSERT_TRUE((*w)->Append(x, sizeof(x)).ok());
+    const absl::Status s = (*w)->Finish();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(s.message().find("only 8 of the header's 16 data bytes"), std::string::npos) << s;
+  }
+  {
+    auto w = CheckpointWriter::Open(p, {}, {{"params", DType::kF32, {4}}});
+    ASSERT_TRUE(w.ok());
+  }
+  EXPECT_NE(access(p.c_str(), F_OK), 0);
+  EXPECT_NE(access((p + ".tmp").c_str(), F_OK), 0);
+}
+
 }  // namespace
 }  // namespace yoke::engine
