@@ -61,8 +61,9 @@ std::string ExitReason(const v1::Attempt& a, const v1::Assignment& share,
                        const v1::AttemptStatus& st, int pipeline_stages = 1);
 
 // True when a trainer's failure reads as the echo of a peer's: its
-// connection to a peer was closed or reset, or the hang listener broke its
-// communicator for a peer's failure. Such an exit is not trusted to say
+// connection to a peer was closed or reset, the hang listener broke its
+// communicator for a peer's failure, or a local peer of its shared-memory
+// group died or broke the group. Such an exit is not trusted to say
 // why the attempt failed while the peer's own exit may still come.
 bool PeerCaused(absl::string_view reason);
 

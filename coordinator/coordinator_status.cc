@@ -89,7 +89,11 @@ std::string ExitReason(const v1::Attempt& a, const v1::Assignment& share,
 }
 
 bool PeerCaused(absl::string_view reason) {
-  for (absl::string_view echo : {"closed by peer", "reset by peer", "broken by a peer's failure"}) {
+  // Gloo's pairs, the hang listener, and the shared-memory group (a local
+  // peer that died, or that broke the group when its own op failed).
+  for (absl::string_view echo :
+       {"closed by peer", "reset by peer", "broken by a peer's failure",
+        "died while this rank waited for it", "broke the shared-memory group"}) {
     if (absl::StrContains(reason, echo)) return true;
   }
   return false;

@@ -146,5 +146,29 @@ TEST(ExitReasonTest, APipelineFailureNamesTheStage) {
             "trainer of rank 3 on w-2 killed by signal 9: out of memory");
 }
 
+// A trainer's exit that echoes a peer's failure, in each transport's words
+// (the shared-memory one as a killed pipeline stage's neighbour reported
+// it), waits for the peer's own exit; a failure of the trainer's own does
+// not.
+TEST(PeerCausedTest, EachTransportsEchoOfAPeersFailure) {
+  using coordinator_internal::PeerCaused;
+  for (const char* echo :
+       {"allreduce #12 (step counts) on rank 0 of 2 failed: Connection closed by peer "
+        "[127.0.0.1]:40123",
+        "Read error [10.0.0.2]:5000: Connection reset by peer",
+        "rank 1 of 2: communicator broken by a peer's failure: rank 0 exited",
+        "allreduce #890 (step counts) on rank 0 of 2 failed: local rank 1 (pid 31849) died "
+        "while this rank waited for it (free slots, shared memory)",
+        "allreduce #3 on rank 0 of 4: local rank 2 broke the shared-memory group (its op "
+        "failed or it was aborted)"}) {
+    EXPECT_TRUE(PeerCaused(echo)) << echo;
+  }
+  for (const char* own : {"out of memory: 512 MiB for the parameters",
+                          "training diverged: the loss became nan at step 3 (epoch 1)",
+                          "allreduce #4 timed out after 30s: local ranks 1 never arrived"}) {
+    EXPECT_FALSE(PeerCaused(own)) << own;
+  }
+}
+
 }  // namespace
 }  // namespace yoke::server::coordinator_internal

@@ -294,8 +294,8 @@ absl::StatusOr<v1::CheckpointHeader> ReadCheckpointSlices(const std::string& pat
         static_cast<uint64_t>(sl.first + sl.dst.numel()) * es > rec->bytes()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "checkpoint ", path, ": '", sl.name, "' holds ", rec->bytes() / std::max<uint64_t>(es, 1),
-          " ", rec->dtype(), " values, but elements ", sl.first, " to ",
-          sl.first + sl.dst.numel(), " (", DTypeName(sl.dst.dtype()),
+          " ", rec->dtype(), " values, but elements ", sl.first, " to ", sl.first + sl.dst.numel(),
+          " (", DTypeName(sl.dst.dtype()),
           ") were asked for (was it written for a different model?)"));
     }
     const uint64_t begin = rec->offset() + static_cast<uint64_t>(sl.first) * es;

@@ -120,8 +120,8 @@ TEST(CheckpointTest, WrittenInPiecesAndReadInSlices) {
   const NamedTensors t = Sample();
   ASSERT_TRUE(WriteCheckpoint(whole, h, t).ok());
   {
-    auto w = CheckpointWriter::Open(pieces, h,
-                                    {{"params", DType::kF32, {3, 5}}, {"labels", DType::kI32, {4}}});
+    auto w = CheckpointWriter::Open(
+        pieces, h, {{"params", DType::kF32, {3, 5}}, {"labels", DType::kI32, {4}}});
     ASSERT_TRUE(w.ok()) << w.status();
     const char* a = static_cast<const char*>(t[0].second.raw());
     const char* b = static_cast<const char*>(t[1].second.raw());
@@ -145,11 +145,12 @@ TEST(CheckpointTest, WrittenInPiecesAndReadInSlices) {
   // Past the tensor's end, another dtype, an unknown name: refused, named.
   auto past = ReadCheckpointSlices(pieces, {{"params", 10, mid}});
   EXPECT_EQ(past.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(past.status().message().find("elements 10 to 16"), std::string::npos)
-      << past.status();
+  EXPECT_NE(past.status().message().find("elements 10 to 16"), std::string::npos) << past.status();
   EXPECT_FALSE(ReadCheckpointSlices(pieces, {{"labels", 0, mid}}).ok());
-  EXPECT_NE(ReadCheckpointSlices(pieces, {{"momentum", 0, mid}}).status().message().find(
-                "no 'momentum' tensor"),
+  EXPECT_NE(ReadCheckpointSlices(pieces, {{"momentum", 0, mid}})
+                .status()
+                .message()
+                .find("no 'momentum' tensor"),
             std::string::npos);
 
   // Every flipped byte after the fixed part and every truncation is an

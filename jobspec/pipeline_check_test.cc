@@ -106,8 +106,6 @@ INSTANTIATE_TEST_SUITE_P(
              "training.accumulation_steps: a pipeline accumulates over its micro-batches"},
         Case{{"distribution.sync_batch_norm=true"},
              "distribution.sync_batch_norm: not supported with distribution.pipeline"},
-        Case{{"checkpoint.dir=/tmp/c"},
-             "checkpoint.dir: not supported with distribution.pipeline yet"},
         Case{{"training.clip_grad_norm=1"},
              "training.clip_grad_norm: not supported with distribution.pipeline yet"}));
 
@@ -116,6 +114,12 @@ TEST(PipelineCheckTest, ValidationCountsPipelinesAndReportsTheRules) {
   // batch check counts pipelines, not ranks.
   EXPECT_TRUE(
       ValidateJobSpec(Load({"distribution.pipeline.stages=4", "training.batch_size=2"})).ok());
+  // Its checkpoints hold the whole model (trainer_pipeline_checkpoint.cc).
+  const absl::Status ckpt = ValidateJobSpec(
+      Load({"checkpoint.dir=/tmp/c", "checkpoint.every_steps=5", "checkpoint.keep_best=true",
+            "training.early_stopping.monitor=validation_loss", "data.validation_split=0.1",
+            "training.early_stopping.patience=2"}));
+  EXPECT_TRUE(ckpt.ok()) << ckpt;
   EXPECT_THAT(
       ValidateJobSpec(Load({"distribution.pipeline=null", "training.batch_size=2"})).message(),
       HasSubstr("training.batch_size: the global batch (2) must be at least the number "

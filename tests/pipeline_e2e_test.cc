@@ -3,8 +3,12 @@
 // bootstrap their Gloo pairs through the coordinator's rendezvous, and the
 // job trains one epoch to the accuracy one process reaches, reported by
 // global rank 0 (stage 0, which computes neither the loss nor the logits).
+#include <signal.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -52,6 +56,68 @@ TEST(PipelineE2ETest, TwoStagesOnTwoWorkersTrainTheMlp) {
   std::printf("%s: 2 stages, test accuracy %.4f, train loss %.4f, %.0f samples/s, %.0fs\n",
               run.id.c_str(), job.result().test_accuracy(), job.result().train_loss(),
               job.result().samples_per_second(), run.seconds);
+}
+
+// A stage killed mid-job: the attempt fails naming the stage (not the
+// other stage's echo of the broken connection), and the next attempt
+// resumes every stage from the last whole-model checkpoint, so each epoch
+// is reported once and the job reaches the accuracy of an unbroken run.
+TEST(PipelineE2ETest, AKilledStageFailsTheAttemptAndTheJobResumesFromItsCheckpoint) {
+  using Clock = std::chrono::steady_clock;
+  TestCluster cluster(2);
+  ASSERT_TRUE(cluster.ok()) << cluster.up_output();
+  const std::string ckpt = MakeTempDir("yoke_e2e_pipeline_ckpt");
+  RunResult s = cluster.Yoke(
+      "submit " + Config("fashion_mnist_mlp_pipeline.yaml") +
+      " --set training.epochs=2 --set training.threads=1 --set training.log_every_steps=5"
+      " --set checkpoint.every_steps=100 --set restart.max_restarts=2 --set checkpoint.dir=" +
+      ckpt);
+  ASSERT_EQ(s.exit_code, 0) << s.out;
+  const std::string id = s.out.substr(0, s.out.find('\n'));
+  v1::Job job;
+  ASSERT_TRUE(WaitFor([&] { return cluster.GetJob(id, &job) && job.progress().step() >= 350; },
+                      std::chrono::seconds(180)))
+      << job.DebugString() << cluster.Logs();
+  const std::vector<pid_t> trainers = ChildrenOf(cluster.state().worker_pids[1], "yoke-trainer");
+  ASSERT_EQ(trainers.size(), 1u) << cluster.Logs();
+  ASSERT_EQ(kill(trainers[0], SIGKILL), 0);
+  const int64_t step_at_kill = job.progress().step();
+  const auto killed = Clock::now();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return cluster.GetJob(id, &job) &&
+               (job.state() == v1::JOB_SUCCEEDED || job.state() == v1::JOB_FAILED);
+      },
+      std::chrono::seconds(300)))
+      << job.DebugString() << cluster.Logs();
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
+  ASSERT_EQ(job.state(), v1::JOB_SUCCEEDED) << job.reason() << cluster.Logs();
+  ASSERT_GE(job.attempts_size(), 2);
+  const std::string& why = job.attempts(0).reason();
+  EXPECT_NE(why.find(" of 2) on "), std::string::npos) << why;
+  EXPECT_NE(why.find("signal 9"), std::string::npos) << why;
+  // The second attempt's stages said where they resumed: at a checkpoint
+  // of the 100-step cadence at or before the kill, past step 0.
+  const RunResult logs = cluster.Yoke("logs " + id);
+  const size_t at = logs.out.find("resumed from ");
+  ASSERT_NE(at, std::string::npos) << logs.out;
+  const size_t step_at = logs.out.find("): step ", at);
+  ASSERT_NE(step_at, std::string::npos) << logs.out.substr(at, 200);
+  const int64_t resumed = std::atoll(logs.out.c_str() + step_at + 8);
+  EXPECT_GE(resumed, 300) << logs.out.substr(at, 200);
+  EXPECT_LE(resumed, step_at_kill + 100);
+  EXPECT_EQ(resumed % 100, 0);
+  std::vector<int> epochs;
+  for (const auto& e : job.history()) epochs.push_back(e.epoch());
+  EXPECT_EQ(epochs, std::vector<int>({1, 2})) << "every epoch exactly once";
+  EXPECT_EQ(job.result().steps(), 2 * 938);
+  EXPECT_GE(job.result().test_accuracy(), 0.82);
+  std::printf(
+      "%s: stage killed at step %lld, resumed at step %lld; %s; done %.0fs after the kill\n",
+      id.c_str(), static_cast<long long>(step_at_kill), static_cast<long long>(resumed),
+      why.c_str(), seconds);
+  std::error_code ec;
+  std::filesystem::remove_all(ckpt, ec);
 }
 
 // Model parallelism's reason to exist: a model that needs more memory than

@@ -3,12 +3,15 @@
 // micro-batches (bit for bit), two pipelines exactly as two data-parallel
 // ranks accumulating them, and the pipelined evaluation reports what one
 // rank's does.
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "collective/store.h"
+#include "common/testing/temp_dir.h"
 #include "config/config.h"
+#include "engine/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "trainer/testing/trainer_runs.h"
@@ -106,9 +109,11 @@ Alone RunLocal(const v1::JobSpec& spec, int ranks, int collect_first, int collec
   return out;
 }
 
-Alone RunAlone(v1::JobSpec spec, int accumulation) {
+Alone RunAlone(v1::JobSpec spec, int accumulation, const std::string& resume = "") {
   spec.mutable_training()->set_accumulation_steps(accumulation);
-  auto t = Trainer::Create(spec, TrainerOptions());
+  TrainerOptions o;
+  o.resume = resume;
+  auto t = Trainer::Create(spec, o);
   EXPECT_TRUE(t.ok()) << t.status();
   Alone out;
   if (!t.ok()) return out;
@@ -117,6 +122,43 @@ Alone RunAlone(v1::JobSpec spec, int accumulation) {
   if (r.ok()) out.result = *r;
   Collect(**t, 0, 1, &out.values);
   return out;
+}
+
+// Pipeline 0's stages, one trainer each, over an in-memory store; their
+// parameters and state by name.
+Named RunStages(const v1::JobSpec& spec, int stages, const std::string& resume) {
+  collective::InMemoryStore store;
+  std::vector<Worker> w = MakeWorkers(spec, stages, 1, &store);
+  for (Worker& x : w) x.options.resume = resume;
+  RunWorkers(w);
+  Named out;
+  for (Worker& x : w) {
+    EXPECT_TRUE(x.status.ok()) << x.status;
+    if (!x.status.ok()) return {};
+    Collect(*x.trainer, 0, 1, &out);
+  }
+  return out;
+}
+
+// Every tensor of two checkpoint files, bit for bit, and their positions.
+void ExpectSameTensors(const std::string& a, const std::string& b) {
+  auto x = engine::ReadCheckpoint(a), y = engine::ReadCheckpoint(b);
+  ASSERT_TRUE(x.ok()) << x.status();
+  ASSERT_TRUE(y.ok()) << y.status();
+  ASSERT_EQ(x->tensors.size(), y->tensors.size());
+  for (size_t i = 0; i < x->tensors.size(); ++i) {
+    const auto& [name, t] = x->tensors[i];
+    EXPECT_EQ(name, y->tensors[i].first);
+    const engine::Tensor& u = y->tensors[i].second;
+    ASSERT_EQ(t.bytes(), u.bytes()) << name;
+    EXPECT_EQ(std::memcmp(t.raw(), u.raw(), t.bytes()), 0) << name << " differs: " << a;
+  }
+  EXPECT_EQ(x->header.step(), y->header.step());
+  EXPECT_EQ(x->header.step_in_epoch(), y->header.step_in_epoch());
+  EXPECT_EQ(x->header.optimizer_step(), y->header.optimizer_step());
+  EXPECT_EQ(x->header.num_classes(), y->header.num_classes());
+  EXPECT_EQ(std::vector<int64_t>(x->header.input_shape().begin(), x->header.input_shape().end()),
+            std::vector<int64_t>(y->header.input_shape().begin(), y->header.input_shape().end()));
 }
 
 TEST(PipelineTrainTest, TwoStagesEqualOneRankAccumulatingTheMicroBatches) {
@@ -149,14 +191,18 @@ TEST(PipelineTrainTest, TwoStagesEqualOneRankAccumulatingTheMicroBatches) {
 }
 
 TEST(PipelineTrainTest, TwoPipelinesEqualTwoRanksAccumulating) {
+  common::TempDir tmp("yoke_pipe_ckpt");
   v1::JobSpec spec = MlpJob();
   spec.mutable_training()->set_batch_size(128);
   // Two data-parallel ranks, each accumulating 4 micro-batches of its 64.
   v1::JobSpec dp = spec;
   dp.mutable_training()->set_accumulation_steps(4);
+  dp.mutable_checkpoint()->set_dir(tmp.path() + "/dp");
   const Alone two = RunLocal(dp, 2, 0, 1);
   ASSERT_FALSE(two.values.empty());
-  // Ranks 0-1 are pipeline 0 (stages 0, 1), ranks 2-3 pipeline 1.
+  // Ranks 0-1 are pipeline 0 (stages 0, 1), ranks 2-3 pipeline 1; both
+  // write the run's stop checkpoint (step 12 of 16 in the epoch) together.
+  spec.mutable_checkpoint()->set_dir(tmp.path() + "/piped");
   const v1::JobSpec piped_spec = Pipelined(spec, 2, 2, 2, 4, "1f1b", {"fc2"});
   collective::InMemoryStore store;
   std::vector<Worker> w = MakeWorkers(piped_spec, 2, 2, &store);
@@ -167,6 +213,8 @@ TEST(PipelineTrainTest, TwoPipelinesEqualTwoRanksAccumulating) {
   Collect(*w[1].trainer, 0, 2, &p1);
   EXPECT_EQ(p0, p1) << "both pipelines apply the same reduced gradients";
   EXPECT_EQ(p0, two.values);
+  ExpectSameTensors(engine::CheckpointPath(tmp.path() + "/piped", 12),
+                    engine::CheckpointPath(tmp.path() + "/dp", 12));
 }
 
 TEST(PipelineTrainTest, ABoundaryInsideAResidualBlockIsRefusedAtCreate) {
@@ -195,6 +243,68 @@ TEST(PipelineTrainTest, ABoundaryInsideAResidualBlockIsRefusedAtCreate) {
   EXPECT_THAT(t.status().message(),
               ::testing::HasSubstr("distribution.pipeline.boundaries[0]: the model cannot be cut "
                                    "before 'layer1.0.bn1'"));
+}
+
+// A pipeline's checkpoint holds the whole model: the files two stages write
+// (at the step cadence and where the run stops) are the ones one rank
+// accumulating the same micro-batches writes, tensor for tensor, and the
+// stopped run resumes onto another split, onto 3 stages and onto no
+// pipeline, each ending exactly where an uninterrupted run does.
+TEST(PipelineTrainTest, CheckpointsHoldTheWholeModelAndResumeOntoAnySplit) {
+  common::TempDir tmp("yoke_pipe_ckpt");
+  const v1::JobSpec spec = MlpJob();  // 12 steps of 64, SGD with momentum
+  const Alone full = RunAlone(spec, 4);
+  ASSERT_FALSE(full.values.empty());
+
+  v1::JobSpec half = spec;
+  half.mutable_training()->set_max_steps(6);
+  half.mutable_checkpoint()->set_every_steps(4);
+  half.mutable_checkpoint()->set_dir(tmp.path() + "/one");
+  RunAlone(half, 4);
+  half.mutable_checkpoint()->set_dir(tmp.path() + "/two");
+  ASSERT_FALSE(RunStages(Pipelined(half, 2, 1, 2, 4, "1f1b", {"fc2"}), 2, "").empty());
+  for (int step : {4, 6}) {
+    SCOPED_TRACE(step);
+    ExpectSameTensors(engine::CheckpointPath(tmp.path() + "/two", step),
+                      engine::CheckpointPath(tmp.path() + "/one", step));
+  }
+
+  const std::string at6 = engine::CheckpointPath(tmp.path() + "/two", 6);
+  EXPECT_EQ(RunStages(Pipelined(spec, 2, 1, 2, 4, "gpipe", {"out"}), 2, at6), full.values)
+      << "another split";
+  EXPECT_EQ(RunStages(Pipelined(spec, 3, 1, 3, 4, "1f1b", {"drop", "out"}), 3, at6), full.values)
+      << "3 stages";
+  EXPECT_EQ(RunAlone(spec, 4, at6).values, full.values) << "no pipeline";
+  // Six steps alone end elsewhere: the comparisons above can fail.
+  v1::JobSpec six = spec;
+  six.mutable_training()->set_max_steps(6);
+  EXPECT_NE(RunStages(Pipelined(six, 2, 1, 2, 4, "1f1b", {"fc2"}), 2, ""), full.values)
+      << "six steps equal twelve";
+}
+
+// The epoch-end and best-epoch checkpoints (checkpoint.keep_best, decided by
+// rank 0 and written by every stage) equal one rank's, tensor for tensor.
+TEST(PipelineTrainTest, EpochAndBestCheckpointsEqualOneRanks) {
+  common::TempDir tmp("yoke_pipe_ckpt");
+  v1::JobSpec spec = MlpJob();
+  spec.mutable_data()->mutable_train()->set_num_examples(256);  // 4 steps an epoch
+  spec.mutable_training()->set_epochs(2);
+  spec.mutable_training()->set_max_steps(0);
+  spec.mutable_training()->mutable_early_stopping()->set_monitor("test_loss");
+  spec.mutable_training()->mutable_early_stopping()->set_patience(3);
+  spec.mutable_checkpoint()->set_keep_best(true);
+  spec.mutable_checkpoint()->set_dir(tmp.path() + "/one");
+  const Alone one = RunAlone(spec, 4);
+  ASSERT_EQ(one.result.history_size(), 2);
+  EXPECT_GT(one.result.best_epoch(), 0);
+  spec.mutable_checkpoint()->set_dir(tmp.path() + "/two");
+  ASSERT_FALSE(RunStages(Pipelined(spec, 2, 1, 2, 4, "1f1b", {"fc2"}), 2, "").empty());
+  for (int step : {4, 8}) {
+    SCOPED_TRACE(step);
+    ExpectSameTensors(engine::CheckpointPath(tmp.path() + "/two", step),
+                      engine::CheckpointPath(tmp.path() + "/one", step));
+  }
+  ExpectSameTensors(tmp.path() + "/two/best.ckpt", tmp.path() + "/one/best.ckpt");
 }
 
 }  // namespace

@@ -101,6 +101,27 @@ absl::StatusOr<engine::Device> CudaDevice(const v1::JobSpec& spec, const Trainer
   return device;
 }
 
+// Synchronized batch norm needs every rank in every step's sums, so no
+// rank may be left without samples (the trainer skips forward and backward
+// on an empty slice).
+absl::Status CheckSyncBatchNormSteps(const v1::JobSpec& spec, int64_t examples, int world_size) {
+  const v1::TrainingSpec& tr = spec.training();
+  const int64_t last_batch = examples % tr.batch_size();
+  if (!spec.distribution().sync_batch_norm() || world_size <= 1 ||
+      (tr.batch_size() >= world_size && (last_batch == 0 || last_batch >= world_size))) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "distribution.sync_batch_norm: every replica needs at least one example in every "
+      "step, but ",
+      tr.batch_size() < world_size ? absl::StrCat("training.batch_size is ", tr.batch_size())
+                                   : absl::StrCat("the last step of each epoch has ", last_batch,
+                                                  " of the ", examples, " training examples"),
+      " for ", world_size,
+      " replicas; change the batch size or data.train.num_examples, or use fewer "
+      "replicas"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec,
@@ -166,6 +187,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
   if (t->test_) classes = std::max(classes, t->test_->num_classes());
 
   engine::Shape input(t->train_->example_shape().begin(), t->train_->example_shape().end());
+  t->model_input_ = input;
+  t->model_classes_ = classes;
   if (spec.distribution().pipeline().stages() > 1) {
     t->stages_ = spec.distribution().pipeline().stages();
     RETURN_IF_ERROR(t->PlanPipeline(input, classes));
@@ -188,24 +211,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
     t->replicas_.push_back(std::move(r));
   }
 
-  // Synchronized batch norm needs every rank in every step's sums, so no
-  // rank may be left without samples (the trainer skips forward and backward
-  // on an empty slice).
-  const int64_t last_batch = t->train_->size() % tr.batch_size();
-  if (spec.distribution().sync_batch_norm() && options.world_size > 1 &&
-      (tr.batch_size() < options.world_size ||
-       (last_batch != 0 && last_batch < options.world_size))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "distribution.sync_batch_norm: every replica needs at least one example in every "
-        "step, but ",
-        tr.batch_size() < options.world_size
-            ? absl::StrCat("training.batch_size is ", tr.batch_size())
-            : absl::StrCat("the last step of each epoch has ", last_batch, " of the ",
-                           t->train_->size(), " training examples"),
-        " for ", options.world_size,
-        " replicas; change the batch size or data.train.num_examples, or use fewer "
-        "replicas"));
-  }
+  RETURN_IF_ERROR(CheckSyncBatchNormSteps(spec, t->train_->size(), options.world_size));
   t->steps_per_epoch_ = (t->train_->size() + tr.batch_size() - 1) / tr.batch_size();
   t->total_steps_ = t->steps_per_epoch_ * tr.epochs();
   if (tr.max_steps() > 0) t->total_steps_ = std::min(t->total_steps_, tr.max_steps());

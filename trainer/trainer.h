@@ -109,6 +109,7 @@
 #include "engine/model.h"
 #include "engine/optim/optimizer.h"
 #include "engine/optim/schedule.h"
+#include "proto/yoke/v1/checkpoint.pb.h"
 #include "proto/yoke/v1/job.pb.h"
 #include "proto/yoke/v1/metrics.pb.h"
 #include "telemetry/tensorboard.h"
@@ -199,11 +200,13 @@ class Trainer {
   // Local replica i's model (global rank first_rank + i).
   engine::Model& model(int i = 0);
   int64_t global_step() const { return step_; }
-  // Writes a checkpoint of the current state to `path`.
+  // Writes a checkpoint of the current state to `path`. Not for a pipeline
+  // job, whose stages write theirs together (FAILED_PRECONDITION).
   absl::Status SaveCheckpoint(const std::string& path);
 
  private:
-  struct Replica;  // one rank's model, optimizer, communicator, reducer
+  struct Replica;    // one rank's model, optimizer, communicator, reducer
+  struct LoopState;  // one replica's loop: position, data, sums (trainer_internal.h)
 
   Trainer() = default;
   bool distributed() const { return options_.world_size > 1; }
@@ -216,21 +219,28 @@ class Trainer {
     bool stop = false;   // patience ran out
   };
   EarlyStop EarlyStopping() const;
-  // Checkpoints (trainer_checkpoint.cc), written by global rank 0 at the
-  // Trainer's position; each sets last_checkpoint_ (or best_checkpoint_).
-  // Nothing without checkpoint.dir, unless said otherwise.
+  // Checkpoints (trainer_checkpoint.cc), written by global rank 0 at s's
+  // position; each sets last_checkpoint_ (or best_checkpoint_). In a
+  // pipeline job every rank calls them at the same points, and pipeline 0's
+  // stages send rank 0 their parts of one whole-model file
+  // (GatherCheckpoint). Nothing without checkpoint.dir, unless said
+  // otherwise.
   // After a step: one if end_of_epoch or the step is a multiple of
   // checkpoint.every_steps; then prunes to checkpoint.keep.
-  absl::Status MaybeCheckpoint(bool end_of_epoch);
-  // At the end of an epoch (at `step`): MaybeCheckpoint(true), unless the
-  // step cadence just wrote one.
-  absl::Status CheckpointEpochEnd(int64_t step);
+  absl::Status MaybeCheckpoint(LoopState& s, bool end_of_epoch);
+  // At the end of an epoch: MaybeCheckpoint(s, true), unless the step
+  // cadence just wrote one.
+  absl::Status CheckpointEpochEnd(LoopState& s);
   // For checkpoint.keep_best (which validation allows only with a dir):
   // <dir>/best.ckpt, never pruned nor resumed from.
-  absl::Status SaveBestCheckpoint();
+  absl::Status SaveBestCheckpoint(Replica& r);
   // A run that stopped mid-epoch: the exact position, so `--resume`
   // continues from it (not pruned).
-  absl::Status SaveStopCheckpoint();
+  absl::Status SaveStopCheckpoint(LoopState& s);
+  // Rank 0's header for a checkpoint of the Trainer's position.
+  v1::CheckpointHeader CheckpointHeaderNow() const;
+  // SaveCheckpoint, or GatherCheckpoint in a pipeline job.
+  absl::Status WriteCheckpointOf(Replica& r, const std::string& path);
   // TensorBoard (trainer_tensorboard.cc): opens the event file and writes the
   // spec as text; scalars of a log step and of an epoch. Failures are logged
   // and end the event file, never the training.
@@ -265,7 +275,6 @@ class Trainer {
   // The parts of RunLoop (trainer_step.cc, trainer_epoch.cc), in the order a
   // run calls them. Every rank calls the ones with collectives (TrainStep,
   // EndEpoch) at the same steps, so their collectives line up.
-  struct LoopState;  // one replica's loop: position, data, sums (trainer_internal.h)
   // What TrainStep tells the loop.
   struct StepOutcome {
     float lr = 0;             // the step's scheduled learning rate
@@ -308,18 +317,20 @@ class Trainer {
   absl::StatusOr<v1::EpochResult> SummarizeEpoch(const LoopState& s);
   // Global rank 0: the early-stopping decision once epoch e is in history_;
   // with checkpoint.keep_best, writes best.ckpt when e is the best so far.
-  absl::StatusOr<bool> DecideEarlyStop(const v1::EpochResult& e);
-  // Distributed, with early stopping: broadcasts global rank 0's decision
-  // `stop` (a collective on every rank, once per epoch) and returns it;
-  // alone, returns `stop`.
-  absl::StatusOr<bool> ShareEarlyStop(Replica& r, bool stop);
+  // Pipelined, it only sets s.save_best: every stage writes best.ckpt after
+  // ShareEarlyStop.
+  absl::Status DecideEarlyStop(LoopState& s, const v1::EpochResult& e);
+  // Distributed, with early stopping: broadcasts global rank 0's decisions
+  // (s.early_stop, s.save_best) to every rank (a collective on every rank,
+  // once per epoch).
+  absl::Status ShareEarlyStop(LoopState& s);
   // Every rank leaves its communicator's group before closing it; a failure
   // (a peer's own, reported there) is only logged.
   void LeaveGroup(Replica& r);
   // Global rank 0, after the last step: the result's final test metrics and
   // training loss; stopped mid-epoch, also a checkpoint of the exact
   // position (SaveStopCheckpoint).
-  absl::Status FinishRun(const LoopState& s, v1::TrainResult* result);
+  absl::Status FinishRun(LoopState& s, v1::TrainResult* result);
   // Pipeline jobs (trainer_pipeline.cc; docs/pipeline.md).
   bool pipelined() const { return stages_ > 1; }
   // The data-parallel replicas: pipelines, or every rank without one.
@@ -332,6 +343,17 @@ class Trainer {
   // On r's thread: the global scalar communicator, the pipeline's transport,
   // and with several pipelines the stage's communicator and reducer.
   absl::Status ConnectPipeline(Replica& r);
+  // Pipeline checkpoints (trainer_pipeline_checkpoint.cc). On every rank:
+  // pipeline 0's stage sizes (into r.stage_params, r.stage_state), then,
+  // resuming, this stage's part of the whole-model checkpoint
+  // pipeline_resume_ read into r's parameters, state and optimizer state.
+  absl::Status ShareStageSizes(Replica& r);
+  absl::Status LoadStageSlices(Replica& r);
+  // A collective of every rank: pipeline 0's stages broadcast their parts
+  // in chunks, and rank 0 appends them to `path` as one checkpoint of the
+  // whole model (the file a one-rank run writes), so it resumes onto any
+  // split or none. No rank holds more than its stage and a chunk.
+  absl::Status GatherCheckpoint(Replica& r, const std::string& path);
   // TrainStep for a stage: the schedule's micro-batches through the stages,
   // the stage's gradient reduced over the pipelines, the step's loss, count
   // and stop votes summed over every rank, then the optimizer step.
@@ -389,6 +411,12 @@ class Trainer {
   // when the spec asks for none, or after a write failed (logged once).
   std::unique_ptr<common::EventFileWriter> events_;
   std::string resumed_from_;  // the checkpoint Restore() read, or ""
+  // Pipelined: Restore() read only the position; each stage loads its part
+  // of this checkpoint once it knows where its part lies (ConnectPipeline).
+  std::string pipeline_resume_;
+  // The whole model's input shape and classes (a stage's differ).
+  engine::Shape model_input_;
+  int model_classes_ = 0;
   // Set by Run() before the replicas start: the restored history already
   // ended the run by early stopping.
   bool stopped_before_ = false;

@@ -15,22 +15,30 @@
 
 namespace yoke::worker {
 
-absl::Status Trainer::SaveCheckpoint(const std::string& path) {
+v1::CheckpointHeader Trainer::CheckpointHeaderNow() const {
   v1::CheckpointHeader h;
   h.set_step(step_);
   h.set_epoch(epoch_);
   h.set_step_in_epoch(step_in_epoch_);
   h.set_seed(spec_.training().seed());
   *h.mutable_spec() = spec_;
-  const Replica& r = *replicas_[0];
-  h.set_optimizer_step(r.optimizer->step_count());
+  h.set_optimizer_step(replicas_[0]->optimizer->step_count());
   h.set_world_size(options_.world_size);
   h.set_wall_seconds(train_seconds_);
   h.set_samples_seen(samples_seen_);
   *h.mutable_history() = {history_.begin(), history_.end()};
   for (const std::string& name : train_->class_names()) h.add_class_names(name);
-  for (int64_t d : r.model->input_shape()) h.add_input_shape(d);
-  h.set_num_classes(static_cast<int32_t>(r.model->output_shape().at(0)));
+  for (int64_t d : model_input_) h.add_input_shape(d);
+  h.set_num_classes(model_classes_);
+  return h;
+}
+
+absl::Status Trainer::SaveCheckpoint(const std::string& path) {
+  if (pipelined()) {
+    return absl::FailedPreconditionError(
+        "a pipeline job's checkpoint is written by all its stages together (checkpoint.dir)");
+  }
+  const Replica& r = *replicas_[0];
   engine::NamedTensors tensors = {{"params", r.model->params().flat_values()},
                                   {"state", r.model->params().flat_state()}};
   for (auto& [name, t] : r.optimizer->State()) tensors.emplace_back("optim/" + name, t);
@@ -41,11 +49,23 @@ absl::Status Trainer::SaveCheckpoint(const std::string& path) {
     RETURN_IF_ERROR(engine::CopyTensor(host, t));
     t = host;
   }
-  return engine::WriteCheckpoint(path, h, tensors);
+  return engine::WriteCheckpoint(path, CheckpointHeaderNow(), tensors);
+}
+
+absl::Status Trainer::WriteCheckpointOf(Replica& r, const std::string& path) {
+  return pipelined() ? GatherCheckpoint(r, path) : SaveCheckpoint(path);
 }
 
 absl::Status Trainer::Restore(const std::string& path) {
-  ASSIGN_OR_RETURN(engine::Checkpoint ck, engine::ReadCheckpoint(path));
+  // A pipeline stage reads only the header here (verifying the whole file
+  // as it streams past) and its own part of the tensors in ConnectPipeline.
+  engine::Checkpoint ck;
+  if (pipelined()) {
+    ASSIGN_OR_RETURN(ck.header, engine::ReadCheckpointSlices(path, {}));
+    pipeline_resume_ = path;
+  } else {
+    ASSIGN_OR_RETURN(ck, engine::ReadCheckpoint(path));
+  }
   // Labels are indices into the class list: another list would relabel them.
   const std::vector<std::string> classes = train_->class_names();
   if (ck.header.class_names_size() > 0 && !classes.empty() &&
@@ -73,6 +93,7 @@ absl::Status Trainer::Restore(const std::string& path) {
   // Every local replica restores the same checkpoint (and Connect() then
   // broadcasts rank 0's copy anyway).
   for (auto& r : replicas_) {
+    if (pipelined()) break;
     RETURN_IF_ERROR(restore("params", r->model->params().flat_values()));
     RETURN_IF_ERROR(restore("state", r->model->params().flat_state()));
     for (auto& [name, t] : r->optimizer->State()) {
@@ -106,38 +127,39 @@ absl::Status Trainer::Restore(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::Status Trainer::MaybeCheckpoint(bool end_of_epoch) {
+absl::Status Trainer::MaybeCheckpoint(LoopState& s, bool end_of_epoch) {
   const v1::CheckpointSpec& c = spec_.checkpoint();
-  if (c.dir().empty()) return absl::OkStatus();
-  bool due = end_of_epoch || (c.every_steps() > 0 && step_ % c.every_steps() == 0);
+  if (c.dir().empty() || !(s.root || pipelined())) return absl::OkStatus();
+  const bool due = end_of_epoch || (c.every_steps() > 0 && s.step % c.every_steps() == 0);
   if (!due) return absl::OkStatus();
-  std::string path = engine::CheckpointPath(c.dir(), step_);
-  RETURN_IF_ERROR(SaveCheckpoint(path));
+  const std::string path = engine::CheckpointPath(c.dir(), s.step);
+  RETURN_IF_ERROR(WriteCheckpointOf(s.rep, path));
+  if (!s.root) return absl::OkStatus();
   last_checkpoint_ = path;
   return engine::PruneCheckpoints(c.dir(), c.keep() > 0 ? c.keep() : 3);
 }
 
-absl::Status Trainer::CheckpointEpochEnd(int64_t step) {
+absl::Status Trainer::CheckpointEpochEnd(LoopState& s) {
   const int64_t every = spec_.checkpoint().every_steps();
-  if (every > 0 && step % every == 0) return absl::OkStatus();  // MaybeCheckpoint(false) wrote it
-  return MaybeCheckpoint(true);
+  if (every > 0 && s.step % every == 0) return absl::OkStatus();  // MaybeCheckpoint(false) wrote it
+  return MaybeCheckpoint(s, true);
 }
 
-absl::Status Trainer::SaveBestCheckpoint() {
+absl::Status Trainer::SaveBestCheckpoint(Replica& r) {
   // Atomic (WriteCheckpoint renames a finished file into place), and not
   // named ckpt-*.yoke, so `keep` never prunes it and a restart never resumes
   // from it.
   const std::string best = spec_.checkpoint().dir() + "/best.ckpt";
-  RETURN_IF_ERROR(SaveCheckpoint(best));
-  best_checkpoint_ = best;
+  RETURN_IF_ERROR(WriteCheckpointOf(r, best));
+  if (r.rank == 0) best_checkpoint_ = best;
   return absl::OkStatus();
 }
 
-absl::Status Trainer::SaveStopCheckpoint() {
+absl::Status Trainer::SaveStopCheckpoint(LoopState& s) {
   if (spec_.checkpoint().dir().empty()) return absl::OkStatus();
-  std::string path = engine::CheckpointPath(spec_.checkpoint().dir(), step_);
-  RETURN_IF_ERROR(SaveCheckpoint(path));
-  last_checkpoint_ = path;
+  const std::string path = engine::CheckpointPath(spec_.checkpoint().dir(), s.step);
+  RETURN_IF_ERROR(WriteCheckpointOf(s.rep, path));
+  if (s.root) last_checkpoint_ = path;
   return absl::OkStatus();
 }
 

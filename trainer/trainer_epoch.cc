@@ -62,15 +62,17 @@ absl::Status Trainer::EndEpoch(LoopState& s, v1::TrainResult* result) {
     history_.push_back(e);
     if (s.progress) s.progress->OnEpoch(e);
     WriteEpochEvents(s.step, e);
-    RETURN_IF_ERROR(CheckpointEpochEnd(s.step));
-    if (early_stopping) {
-      ASSIGN_OR_RETURN(s.early_stop, DecideEarlyStop(e));
-    }
+    if (!pipelined()) RETURN_IF_ERROR(CheckpointEpochEnd(s));
+    if (early_stopping) RETURN_IF_ERROR(DecideEarlyStop(s, e));
   }
+  // A pipeline's stages write its checkpoints together.
+  if (pipelined()) RETURN_IF_ERROR(CheckpointEpochEnd(s));
   // Rank 0 alone evaluated: its decision reaches every rank before any
   // starts the next step, so all stop after this one.
   if (early_stopping) {
-    ASSIGN_OR_RETURN(s.early_stop, ShareEarlyStop(s.rep, s.early_stop));
+    RETURN_IF_ERROR(ShareEarlyStop(s));
+    if (s.save_best) RETURN_IF_ERROR(SaveBestCheckpoint(s.rep));
+    s.save_best = false;
   }
   s.epoch_sums = trainer_internal::Tally();
   return absl::OkStatus();
@@ -95,26 +97,33 @@ absl::StatusOr<v1::EpochResult> Trainer::SummarizeEpoch(const LoopState& s) {
   return e;
 }
 
-absl::StatusOr<bool> Trainer::DecideEarlyStop(const v1::EpochResult& e) {
+absl::Status Trainer::DecideEarlyStop(LoopState& s, const v1::EpochResult& e) {
   const EarlyStop es = EarlyStopping();
+  s.early_stop = es.stop;
   if (spec_.checkpoint().keep_best() && es.best_epoch == e.epoch()) {
-    RETURN_IF_ERROR(SaveBestCheckpoint());
+    if (pipelined()) {
+      s.save_best = true;
+    } else {
+      RETURN_IF_ERROR(SaveBestCheckpoint(s.rep));
+    }
   }
-  return es.stop;
+  return absl::OkStatus();
 }
 
-absl::StatusOr<bool> Trainer::ShareEarlyStop(Replica& r, bool stop) {
-  if (!r.comm) return stop;
-  int64_t flag = stop ? 1 : 0;
+absl::Status Trainer::ShareEarlyStop(LoopState& s) {
+  if (!s.rep.comm) return absl::OkStatus();
+  int64_t flags[2] = {s.early_stop ? 1 : 0, s.save_best ? 1 : 0};
   collective::Buffer b;
-  b.data = &flag;
-  b.count = 1;
+  b.data = flags;
+  b.count = 2;
   b.dtype = collective::DataType::kI64;
   collective::Options o;
   o.timeout = collective_timeout_;
   o.tag = "early stopping";
-  RETURN_IF_ERROR(r.comm->Broadcast(b, /*root=*/0, o)->Wait());
-  return flag != 0;
+  RETURN_IF_ERROR(s.rep.comm->Broadcast(b, /*root=*/0, o)->Wait());
+  s.early_stop = flags[0] != 0;
+  s.save_best = flags[1] != 0;
+  return absl::OkStatus();
 }
 
 void Trainer::LeaveGroup(Replica& r) {
@@ -133,7 +142,7 @@ void Trainer::LeaveGroup(Replica& r) {
   }
 }
 
-absl::Status Trainer::FinishRun(const LoopState& s, v1::TrainResult* result) {
+absl::Status Trainer::FinishRun(LoopState& s, v1::TrainResult* result) {
   // Stopped mid-epoch (max_steps or a stop request): evaluate what we have
   // and checkpoint the exact position so `--resume` continues from it.
   if (s.step_in_epoch != 0 || result->history_size() == 0) {
@@ -143,7 +152,8 @@ absl::Status Trainer::FinishRun(const LoopState& s, v1::TrainResult* result) {
     // The training loss of the partial epoch (it was 0 when a run stopped
     // before its first epoch ended).
     if (s.epoch_sums.n > 0) result->set_train_loss(s.epoch_sums.loss / s.epoch_sums.n);
-    return SaveStopCheckpoint();
+    // A pipeline's stages wrote theirs together, before leaving the group.
+    return pipelined() ? absl::OkStatus() : SaveStopCheckpoint(s);
   }
   const v1::EpochResult& last = result->history(result->history_size() - 1);
   result->set_test_loss(last.test_loss());

@@ -149,6 +149,11 @@ struct Trainer::Replica {
   std::unique_ptr<collective::Communicator> stage_comm;  // set under comm_mu_
   std::unique_ptr<pipeline::Transport> transport;
   std::unique_ptr<pipeline::StageRunner> runner;
+  // Pipeline 0's stages' flat sizes, by stage: parameters (and each optimizer
+  // state tensor, which has their layout), then state buffers. Concatenated
+  // in stage order they are the whole model's flat buffers (ParamSet pads
+  // each entry alone), so a checkpoint holds the model, not the stages.
+  std::vector<int64_t> stage_params, stage_state;
   std::unique_ptr<collective::Reducer> reducer;
   // Set when distribution.sync_batch_norm: batch_norm's statistics span
   // every replica's samples.
@@ -179,6 +184,7 @@ struct Trainer::LoopState {
   trainer_internal::Tally epoch_sums;
   trainer_internal::Window window;
   bool early_stop = false;  // the ranks' agreed early-stopping decision
+  bool save_best = false;   // pipelined: this epoch is the best; every rank writes best.ckpt
 };
 
 }  // namespace yoke::worker

@@ -71,11 +71,6 @@ absl::Status Trainer::PlanPipeline(const engine::Shape& input, int classes) {
         "distribution.pipeline: not with training.accumulation_steps, "
         "distribution.sync_batch_norm or training.clip_grad_norm");
   }
-  if (!spec.checkpoint().dir().empty() || !options_.resume.empty()) {
-    return absl::UnimplementedError(
-        "distribution.pipeline: checkpoints of pipeline jobs are not written yet (leave "
-        "checkpoint.dir out)");
-  }
   ASSIGN_OR_RETURN(const engine::Model::Cuts cuts,
                    engine::Model::PipelineCuts(spec.model(), input, classes));
   const std::vector<std::string> names(pp.boundaries().begin(), pp.boundaries().end());
@@ -110,6 +105,10 @@ absl::Status Trainer::ConnectPipeline(Replica& r) {
                                                              options_.world_size, go));
   Adopt(&r.comm, std::move(comm));
   RETURN_IF_ERROR(CheckResumePosition(r));
+  // Where this stage's part of a whole-model checkpoint lies; resuming, it
+  // is read now.
+  RETURN_IF_ERROR(ShareStageSizes(r));
+  if (!pipeline_resume_.empty()) RETURN_IF_ERROR(LoadStageSlices(r));
 
   // The pipeline's stages, point to point.
   std::vector<int> pipe_ranks;

@@ -132,7 +132,7 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     if ((s.progress || (s.root && events_)) && (s.step % log_every == 0 || last_in_epoch)) {
       ReportWindow(s, out.lr);
     }
-    if (s.root) RETURN_IF_ERROR(MaybeCheckpoint(false));
+    RETURN_IF_ERROR(MaybeCheckpoint(s, false));
     if (last_in_epoch) RETURN_IF_ERROR(EndEpoch(s, result));
     if (out.stop_voted || s.early_stop) break;
   }
@@ -142,7 +142,11 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
   s.pipe.reset();
   // A pipeline's evaluation needs every rank: a run stopped mid-epoch (or
   // before its first) is evaluated here, as FinishRun reports it.
-  if (pipelined() && (s.step_in_epoch != 0 || s.epoch == 0)) RETURN_IF_ERROR(PipelineEvaluate(rep));
+  // Its stop checkpoint, too, is written by all the stages together.
+  if (pipelined() && (s.step_in_epoch != 0 || s.epoch == 0)) {
+    RETURN_IF_ERROR(PipelineEvaluate(rep));
+    RETURN_IF_ERROR(SaveStopCheckpoint(s));
+  }
   LeaveGroup(rep);
   if (!s.root) return absl::OkStatus();
   return FinishRun(s, result);
