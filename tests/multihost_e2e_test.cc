@@ -191,6 +191,52 @@ TEST(MultiHostE2ETest, TwoWorkersTimesTwoReplicasMlpMatchesOneHost) {
   EXPECT_LE(diff, 1e-6);
 }
 
+// A 2-stage pipeline across two firewalled hosts: each host's trainer runs
+// one stage, the activations and their gradients cross between the
+// namespaces over Gloo pairs inside the data-port range, and the
+// whole-model checkpoint the job ends with equals, to the last bit, that of
+// the same job on one host.
+TEST(MultiHostE2ETest, TwoStagePipelineAcrossHostsMatchesOneHost) {
+  NetnsCluster cluster(2);
+  SKIP_WITHOUT_NETNS(cluster);
+  ASSERT_TRUE(cluster.StartCoordinator()) << cluster.Logs();
+  for (int h = 0; h < 2; ++h) ASSERT_TRUE(cluster.Firewall(h, "41000:41009"));
+  ASSERT_TRUE(cluster.StartWorkers(1, {"--data-ports", "41000-41009"})) << cluster.Logs();
+  auto args = [](const std::string& ckpt_dir) {
+    return Config("fashion_mnist_mlp_pipeline.yaml") +
+           " --set training.epochs=1 --set training.threads=1"
+           " --set data.train.num_examples=4096 --set data.test.num_examples=1000"
+           " --set checkpoint.dir=" +
+           ckpt_dir;
+  };
+  const std::string multi = cluster.dir() + "/ckpt-multi";
+  std::string id;
+  v1::Job job;
+  ASSERT_TRUE(cluster.SubmitAndWait(args(multi), seconds(600), &id, &job))
+      << job.reason() << cluster.Logs();
+  ASSERT_EQ(job.state(), v1::JOB_SUCCEEDED) << job.reason() << cluster.Logs();
+  ASSERT_EQ(job.attempts_size(), 1);
+  const v1::Attempt& a = job.attempts(0);
+  EXPECT_EQ(a.world_size(), 2);
+  ASSERT_EQ(a.assignments_size(), 2);
+  EXPECT_NE(a.assignments(0).worker_id(), a.assignments(1).worker_id());
+  EXPECT_EQ(job.result().steps(), 64);
+  EXPECT_GE(job.result().test_accuracy(), 0.70);
+  std::vector<float> got = FinalParameters(multi);
+
+  const std::string one = cluster.dir() + "/ckpt-one";
+  TestCluster local(2);
+  ASSERT_TRUE(local.ok()) << local.up_output();
+  TestCluster::Watched run;
+  ASSERT_TRUE(local.SubmitAndWatch(args(one), &run)) << run.submit.out;
+  ASSERT_EQ(run.job.state(), v1::JOB_SUCCEEDED) << run.job.reason();
+  std::vector<float> want = FinalParameters(one);
+  const double diff = MaxAbsDiff(got, want);
+  std::printf("2-stage pipeline across namespaces: %zu parameters, max |diff| vs one host %.3g\n",
+              got.size(), diff);
+  EXPECT_LE(diff, 1e-6);
+}
+
 TEST(MultiHostE2ETest, LinkCutFailsTheAttemptThenTheJobResumes) {
   NetnsCluster cluster(2);
   SKIP_WITHOUT_NETNS(cluster);

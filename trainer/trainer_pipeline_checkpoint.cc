@@ -29,7 +29,7 @@ constexpr int64_t kGatherChunk = int64_t{1} << 20;
 
 struct Part {
   std::string name;
-  engine::Tensor t;  // this rank's, on the CPU
+  engine::Tensor t;    // this rank's, on the CPU
   bool state = false;  // sized by stage_state, else by stage_params
 };
 
@@ -60,12 +60,12 @@ absl::Status Trainer::ShareStageSizes(Replica& r) {
   collective::AllreduceOptions o;
   o.timeout = collective_timeout_;
   o.tag = "stage sizes";
-  RETURN_IF_ERROR(r.comm
-                      ->Allreduce(collective::Buffer{sizes.data(), 2 * p,
-                                                     collective::DataType::kI64,
-                                                     collective::DeviceKind::kCpu, 0},
-                                  o)
-                      ->Wait());
+  RETURN_IF_ERROR(
+      r.comm
+          ->Allreduce(collective::Buffer{sizes.data(), 2 * p, collective::DataType::kI64,
+                                         collective::DeviceKind::kCpu, 0},
+                      o)
+          ->Wait());
   r.stage_params.assign(p, 0);
   r.stage_state.assign(p, 0);
   for (int s = 0; s < p; ++s) {
@@ -142,12 +142,12 @@ absl::Status Trainer::GatherCheckpoint(Replica& r, const std::string& path) {
         const int64_t n = std::min(kGatherChunk, sizes[s] - off);
         chunk.resize(static_cast<size_t>(n));
         if (mine) std::copy_n(part.t.data<float>() + off, n, chunk.data());
-        RETURN_IF_ERROR(r.comm
-                            ->Broadcast(collective::Buffer{chunk.data(), n,
-                                                           collective::DataType::kF32,
-                                                           collective::DeviceKind::kCpu, 0},
-                                        /*root=*/s, o)
-                            ->Wait());
+        RETURN_IF_ERROR(
+            r.comm
+                ->Broadcast(collective::Buffer{chunk.data(), n, collective::DataType::kF32,
+                                               collective::DeviceKind::kCpu, 0},
+                            /*root=*/s, o)
+                ->Wait());
         append(chunk.data(), n);
       }
     }
