@@ -92,6 +92,10 @@ class Model {
   // layers keep one Forward's state), INVALID_ARGUMENT out of range.
   absl::Status SetActivationSets(int k);
   int activation_sets() const { return sets_.empty() ? 1 : static_cast<int>(sets_.size()); }
+  // The bytes of the distinct layer-output buffers the model holds now, in
+  // every activation set: what keeping micro-batches in flight costs, as
+  // allocated (a pipeline stage reports its peak).
+  int64_t HeldActivationBytes() const;
   // After Backward on a stage with begin > 0: dL/d(input), (N, input...).
   // Undefined on a model whose input needs no gradient. Valid until the next
   // Backward.

@@ -3,6 +3,7 @@
 // PlanBuffers (engine/memory_plan.h).
 #include <algorithm>
 #include <climits>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -132,6 +133,24 @@ int64_t Model::EvalActivationBytes(int64_t n) const {
   int64_t elements = 0;
   for (int64_t e : eval_slot_elements_) elements += e;
   return elements * n * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t Model::HeldActivationBytes() const {
+  // Outputs that share a buffer (a fused ReLU, a layer writing its max
+  // pool's output) count once.
+  std::map<const void*, int64_t> buffers;
+  auto add = [&buffers](const Tensor& t) {
+    if (!t.defined() || t.bytes() == 0) return;
+    int64_t& b = buffers[t.raw()];
+    b = std::max(b, static_cast<int64_t>(t.bytes()));
+  };
+  for (const Node& node : nodes_) add(node.out);
+  for (const ActivationSet& set : sets_) {
+    for (const Tensor& t : set.outs) add(t);
+  }
+  int64_t total = 0;
+  for (const auto& [ptr, bytes] : buffers) total += bytes;
+  return total;
 }
 
 int64_t Model::ActivationBytes(int64_t n) const {

@@ -53,6 +53,14 @@ TEST(PipelineE2ETest, TwoStagesOnTwoWorkersTrainTheMlp) {
     stage_params += std::atoll(logs.out.c_str() + comma + 2);
   }
   EXPECT_EQ(stage_params, job.result().num_parameters()) << logs.out;
+  // Under 1F1B stage 1 of 2 holds at most 2 of the 4 micro-batches, stage 2
+  // one, and each says what that measured.
+  EXPECT_NE(logs.out.find("(stage 1 of 2) held at most 2 micro-batches in flight"),
+            std::string::npos)
+      << logs.out;
+  EXPECT_NE(logs.out.find("(stage 2 of 2) held at most 1 micro-batches in flight"),
+            std::string::npos)
+      << logs.out;
   std::printf("%s: 2 stages, test accuracy %.4f, train loss %.4f, %.0f samples/s, %.0fs\n",
               run.id.c_str(), job.result().test_accuracy(), job.result().train_loss(),
               job.result().samples_per_second(), run.seconds);

@@ -154,6 +154,10 @@ struct Trainer::Replica {
   // in stage order they are the whole model's flat buffers (ParamSet pads
   // each entry alone), so a checkpoint holds the model, not the stages.
   std::vector<int64_t> stage_params, stage_state;
+  // The most micro-batches in flight on this stage in any step, and the
+  // activation bytes its buffers then held (StageRunner::StepResult).
+  int peak_in_flight = 0;
+  int64_t peak_activation_bytes = 0;
   std::unique_ptr<collective::Reducer> reducer;
   // Set when distribution.sync_batch_norm: batch_norm's statistics span
   // every replica's samples.

@@ -165,6 +165,8 @@ absl::StatusOr<Trainer::StepOutcome> Trainer::PipelineStep(LoopState& s, data::B
     const engine::Tensor x = BatchInput(batch), y = BatchLabels(batch);
     ASSIGN_OR_RETURN(
         res, rep.runner->Step(first ? &x : nullptr, last ? &y : nullptr, n, *rep.transport, ctx));
+    rep.peak_in_flight = std::max(rep.peak_in_flight, res.peak_in_flight);
+    rep.peak_activation_bytes = std::max(rep.peak_activation_bytes, res.peak_activation_bytes);
   } else if (s.reducer) {
     rep.model->params().flat_grads().SetZero();
   }

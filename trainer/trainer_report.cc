@@ -56,6 +56,14 @@ void Trainer::ReportEnd(const v1::TrainResult& result) const {
   if (stop_.load() && options_.progress) {
     options_.progress->OnInfo(absl::StrCat("stopped at step ", step_, " on request"));
   }
+  for (size_t i = 0; pipelined() && options_.progress && i < replicas_.size(); ++i) {
+    const Replica* r = replicas_[i].get();
+    if (r->peak_in_flight == 0) continue;
+    options_.progress->OnInfo(absl::StrFormat(
+        "pipeline: rank %d (stage %d of %d) held at most %d micro-batches in flight, %.2f MiB "
+        "of activations",
+        r->rank, r->stage + 1, stages_, r->peak_in_flight, r->peak_activation_bytes / 1048576.0));
+  }
   if (options_.progress) {
     if (root) {
       options_.progress->OnFinish(result);

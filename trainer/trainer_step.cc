@@ -147,6 +147,7 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     RETURN_IF_ERROR(PipelineEvaluate(rep));
     RETURN_IF_ERROR(SaveStopCheckpoint(s));
   }
+
   LeaveGroup(rep);
   if (!s.root) return absl::OkStatus();
   return FinishRun(s, result);

@@ -155,6 +155,8 @@ absl::StatusOr<StageRunner::StepResult> StageRunner::Step(const engine::Tensor* 
         in_flight++;
         result.peak_in_flight = std::max(result.peak_in_flight, in_flight);
         ASSIGN_OR_RETURN(out[i], model_->Forward(x_in[i], c));
+        result.peak_activation_bytes =
+            std::max(result.peak_activation_bytes, model_->held_activation_bytes());
         if (last) {
           ASSIGN_OR_RETURN(dlogits[i], Sized(&dlogits_store_[set_of[i]], sizes[i],
                                              model_->output_shape(), "the loss gradient"));

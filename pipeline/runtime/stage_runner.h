@@ -49,6 +49,9 @@ class StageCompute {
   // Room for k forwards whose backwards have not run (activation sets).
   virtual absl::Status KeepInFlight(int k) = 0;
   virtual int in_flight_capacity() const = 0;
+  // The bytes its activations hold now, over every micro-batch in flight
+  // (0 where it keeps none).
+  virtual int64_t held_activation_bytes() const { return 0; }
   // As engine::Model's, with ctx.activation_set naming the micro-batch's set.
   virtual absl::StatusOr<engine::Tensor> Forward(const engine::Tensor& x,
                                                  const engine::LayerContext& ctx) = 0;
@@ -68,6 +71,7 @@ class ModelCompute final : public StageCompute {
   const engine::Shape& output_shape() const override { return model_->output_shape(); }
   absl::Status KeepInFlight(int k) override { return model_->SetActivationSets(k); }
   int in_flight_capacity() const override { return model_->activation_sets(); }
+  int64_t held_activation_bytes() const override { return model_->HeldActivationBytes(); }
   absl::StatusOr<engine::Tensor> Forward(const engine::Tensor& x,
                                          const engine::LayerContext& ctx) override {
     return model_->Forward(x, ctx);
@@ -113,6 +117,9 @@ class StageRunner {
     int64_t correct = 0;     // last stage: arg-max hits
     int micro_batches = 0;   // how many the step ran
     int peak_in_flight = 0;  // the most forwards held at once this step
+    // The stage's activation bytes after its fullest forward: measured from
+    // the buffers it holds, not computed from the schedule.
+    int64_t peak_activation_bytes = 0;
     // Wall time in forwards, backwards and the loss (busy), and in receives
     // (waiting on a neighbour): the stage's timeline, from which
     // bench/pipeline_bubble_bench measures the bubble.
