@@ -77,10 +77,6 @@ void CheckJob(const v1::JobSpec& spec, std::vector<std::string>* errors) {
         " (a stage's batch statistics cover one micro-batch, and its replicas would have to "
         "agree on every one)"));
   }
-  if (t.clip_grad_norm() > 0) {
-    errors->push_back(absl::StrCat("training.clip_grad_norm: not supported with ", f,
-                                   " yet (the norm spans every stage's gradients)"));
-  }
 }
 
 }  // namespace

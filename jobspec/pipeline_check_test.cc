@@ -105,9 +105,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{{"training.accumulation_steps=2"},
              "training.accumulation_steps: a pipeline accumulates over its micro-batches"},
         Case{{"distribution.sync_batch_norm=true"},
-             "distribution.sync_batch_norm: not supported with distribution.pipeline"},
-        Case{{"training.clip_grad_norm=1"},
-             "training.clip_grad_norm: not supported with distribution.pipeline yet"}));
+             "distribution.sync_batch_norm: not supported with distribution.pipeline"}));
 
 TEST(PipelineCheckTest, ValidationCountsPipelinesAndReportsTheRules) {
   // 4 ranks in 4 stages make one pipeline, so a batch of 2 is enough: the

@@ -3,6 +3,8 @@
 // micro-batches (bit for bit), two pipelines exactly as two data-parallel
 // ranks accumulating them, and the pipelined evaluation reports what one
 // rank's does.
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <string>
@@ -305,6 +307,53 @@ TEST(PipelineTrainTest, EpochAndBestCheckpointsEqualOneRanks) {
                       engine::CheckpointPath(tmp.path() + "/one", step));
   }
   ExpectSameTensors(tmp.path() + "/two/best.ckpt", tmp.path() + "/one/best.ckpt");
+}
+
+// Largest |a - b| over every parameter, relative to the largest |b|.
+double RelDiff(const Named& a, const Named& b) {
+  double diff = 0, scale = 0;
+  for (const auto& [name, w] : b) {
+    auto it = a.find(name);
+    if (it == a.end() || it->second.size() != w.size()) return INFINITY;
+    for (size_t i = 0; i < w.size(); ++i) {
+      diff = std::max(diff, std::fabs(double{it->second[i]} - w[i]));
+      scale = std::max(scale, std::fabs(double{w[i]}));
+    }
+  }
+  return diff / scale;
+}
+
+// Clipping by global norm spans the stages: their sums of squares add up to
+// the whole model's, so two stages (and two pipelines of two) clip as one
+// rank accumulating the same micro-batches does. The norm's sum runs in
+// another order than one rank's (per stage, then across), so the factor may
+// differ in its last bits: 1e-5 relative, and clipping must change the
+// result for the comparison to mean anything.
+TEST(PipelineTrainTest, ClippingByGlobalNormSpansTheStages) {
+  v1::JobSpec spec = MlpJob();
+  const Alone unclipped = RunAlone(spec, 4);
+  spec.mutable_training()->set_clip_grad_norm(0.25f);
+  const Alone one = RunAlone(spec, 4);
+  ASSERT_FALSE(one.values.empty());
+  EXPECT_GT(RelDiff(unclipped.values, one.values), 1e-2) << "0.25 did not clip";
+  const Named piped = RunStages(Pipelined(spec, 2, 1, 2, 4, "1f1b", {"fc2"}), 2, "");
+  EXPECT_LE(RelDiff(piped, one.values), 1e-5);
+
+  v1::JobSpec two = spec;
+  two.mutable_training()->set_batch_size(128);
+  v1::JobSpec dp = two;
+  dp.mutable_training()->set_accumulation_steps(4);
+  const Alone ranks = RunLocal(dp, 2, 0, 1);
+  collective::InMemoryStore store;
+  std::vector<Worker> w = MakeWorkers(Pipelined(two, 2, 2, 2, 4, "gpipe", {"fc2"}), 2, 2, &store);
+  RunWorkers(w);
+  for (auto& x : w) ASSERT_TRUE(x.status.ok()) << x.status;
+  Named p0;
+  Collect(*w[0].trainer, 0, 2, &p0);
+  EXPECT_LE(RelDiff(p0, ranks.values), 1e-5);
+  std::printf(
+      "clip 0.25: 2 stages vs one rank %.3g, 2x2 vs 2 ranks %.3g (unclipped differs %.3g)\n",
+      RelDiff(piped, one.values), RelDiff(p0, ranks.values), RelDiff(unclipped.values, one.values));
 }
 
 }  // namespace

@@ -358,6 +358,9 @@ class Trainer {
   // the stage's gradient reduced over the pipelines, the step's loss, count
   // and stop votes summed over every rank, then the optimizer step.
   absl::StatusOr<StepOutcome> PipelineStep(LoopState& s, data::Batch& batch);
+  // training.clip_grad_norm: the norm of grad_scale x the whole model's
+  // gradient, from every stage's sum of squares (a collective of every rank).
+  absl::StatusOr<double> PipelineGradNorm(Replica& r, float grad_scale);
   // Every rank: the test and validation splits forwarded through pipeline
   // 0's stages, the last stage's sums shared with every rank (into
   // pipeline_eval_, which EvaluateOn then reports).

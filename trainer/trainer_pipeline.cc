@@ -12,6 +12,7 @@
 // pipeline 0's stages; its last stage's sums reach every rank.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -65,11 +66,10 @@ absl::Status Trainer::PlanPipeline(const engine::Shape& input, int classes) {
   if (!device_.is_cpu()) {
     return absl::UnimplementedError("distribution.pipeline: runs on the CPU only for now");
   }
-  if (spec.training().accumulation_steps() > 1 || spec.distribution().sync_batch_norm() ||
-      spec.training().clip_grad_norm() > 0) {
+  if (spec.training().accumulation_steps() > 1 || spec.distribution().sync_batch_norm()) {
     return absl::InvalidArgumentError(
-        "distribution.pipeline: not with training.accumulation_steps, "
-        "distribution.sync_batch_norm or training.clip_grad_norm");
+        "distribution.pipeline: not with training.accumulation_steps or "
+        "distribution.sync_batch_norm");
   }
   ASSIGN_OR_RETURN(const engine::Model::Cuts cuts,
                    engine::Model::PipelineCuts(spec.model(), input, classes));
@@ -180,6 +180,11 @@ absl::StatusOr<Trainer::StepOutcome> Trainer::PipelineStep(LoopState& s, data::B
     s.window.comm += totals.comm_seconds;
     grad_scale = 1.0f / static_cast<float>(std::max<int64_t>(totals.samples, 1));
   }
+  if (spec_.training().clip_grad_norm() > 0) {
+    ASSIGN_OR_RETURN(const double norm, PipelineGradNorm(rep, grad_scale));
+    s.window.grad_norm += norm;
+    grad_scale *= engine::ClipFactor(norm, spec_.training().clip_grad_norm());
+  }
   // The job's step: the last stages' loss and hits, their samples, and every
   // rank's stop vote.
   float loss = last ? static_cast<float>(res.loss_sum) : 0.0f;
@@ -209,6 +214,34 @@ absl::StatusOr<Trainer::StepOutcome> Trainer::PipelineStep(LoopState& s, data::B
         s.epoch_sums.loss, s.step, s.epoch + 1, spec_.training().optimizer().lr()));
   }
   return out;
+}
+
+absl::StatusOr<double> Trainer::PipelineGradNorm(Replica& r, float grad_scale) {
+  // Each stage's sum of squares travels exactly: pipeline 0's stage s puts
+  // the double's bits in slot s, every other slot and rank adds zero. Every
+  // rank then adds the stages up in stage order, so all get the same norm.
+  std::vector<int64_t> bits(stages_, 0);
+  if (r.pipeline == 0) {
+    const double local = engine::GradNorm(r.model->params(), 1.0f);
+    const double squares = local * local;
+    std::memcpy(&bits[r.stage], &squares, sizeof(double));
+  }
+  collective::AllreduceOptions o;
+  o.timeout = collective_timeout_;
+  o.tag = "gradient norm";
+  RETURN_IF_ERROR(
+      r.comm
+          ->Allreduce(collective::Buffer{bits.data(), stages_, collective::DataType::kI64,
+                                         collective::DeviceKind::kCpu, 0},
+                      o)
+          ->Wait());
+  double sum = 0;
+  for (int64_t b : bits) {
+    double squares;
+    std::memcpy(&squares, &b, sizeof(double));
+    sum += squares;
+  }
+  return static_cast<double>(grad_scale) * std::sqrt(sum);
 }
 
 absl::Status Trainer::PipelineEvaluate(Replica& r) {
