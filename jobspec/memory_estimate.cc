@@ -21,6 +21,23 @@ struct Dims {
   double spatial = 1;  // height x width
 };
 
+// The shape of one training example where the spec fixes it without a file
+// header: synthetic (and csv) data by `shape`; cifar10 by its format (32x32
+// RGB); an image_folder by its resize (`image_size`), or its crop when it
+// crops, and `channels` (default RGB). Empty for idx, whose header says it.
+std::vector<int64_t> KnownInput(const v1::DatasetSpec& train) {
+  if ((train.format() == "synthetic" || train.format() == "csv") && train.shape_size() > 0) {
+    return {train.shape().begin(), train.shape().end()};
+  }
+  if (train.format() == "cifar10") return {32, 32, 3};
+  if (train.format() == "image_folder" && train.image_size_size() == 2) {
+    const bool crops = !train.crop().empty() && train.crop() != "none";
+    const auto& hw = crops && train.crop_size_size() == 2 ? train.crop_size() : train.image_size();
+    return {hw[0], hw[1], train.channels() > 0 ? train.channels() : 3};
+  }
+  return {};
+}
+
 int OptimizerCopies(const v1::OptimizerSpec& o) {
   if (o.type() == "adam" || o.type() == "adamw") return 2;
   return o.momentum() > 0 ? 1 : 0;
@@ -36,8 +53,8 @@ std::vector<v1::LayerSpec> ZooLayers(const v1::JobSpec& spec) {
   const v1::DatasetSpec& train = spec.data().train();
   const int64_t classes = train.num_classes() >= 2 ? train.num_classes() : 2;
   std::vector<engine::ZooShape> inputs;
-  if (train.format() == "synthetic" && train.shape_size() > 0) {
-    inputs.emplace_back(train.shape().begin(), train.shape().end());
+  if (const std::vector<int64_t> known = KnownInput(train); !known.empty()) {
+    inputs.emplace_back(known.begin(), known.end());
   }
   inputs.push_back({4, 4, 1});
   for (const engine::ZooShape& in : inputs) {
@@ -57,9 +74,9 @@ struct LayerCost {
 };
 template <typename List>  // a std::vector or a RepeatedPtrField of LayerSpec
 std::vector<LayerCost> ExactCosts(const v1::JobSpec& spec, const List& layers) {
-  const v1::DatasetSpec& train = spec.data().train();
-  if (train.format() != "synthetic" || train.shape_size() == 0) return {};
-  const engine::shapes::LayerShape input(train.shape().begin(), train.shape().end());
+  const std::vector<int64_t> known = KnownInput(spec.data().train());
+  if (known.empty()) return {};
+  const engine::shapes::LayerShape input(known.begin(), known.end());
   // Any class count: the shapes do not depend on it.
   auto plan = engine::shapes::PlanLayers(layers, "model.layers", input, /*num_classes=*/-1);
   if (!plan.ok()) return {};

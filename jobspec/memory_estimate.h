@@ -3,11 +3,13 @@
 // that no worker could ever hold (a dense layer of 10^9 units) instead of
 // letting its trainers fail, or exhaust a worker, after scheduling.
 //
-// Where the spec says the input's shape (synthetic data), every layer's
-// shape is resolved exactly by the engine's shape rules (engine/shapes/).
-// Elsewhere the spec does not say it (an IDX file's header does), so every
-// size the spec leaves open is taken as 1: an image's height, width and
-// channels before the first layer that fixes them. What is counted:
+// Where the spec fixes the input's shape (synthetic and csv data by
+// `shape`, cifar10 by its format, an image_folder by its resize or crop and
+// channels), every layer's shape is resolved exactly by the engine's shape
+// rules (engine/shapes/). Elsewhere the spec does not say it (an IDX file's
+// header does), so every size the spec leaves open is taken as 1: an
+// image's height, width and channels before the first layer that fixes
+// them. What is counted:
 //   parameters, their gradients and the optimizer's state (sgd with momentum
 //   and adam(w) keep 1 and 2 more copies), 4 bytes each (fp32);
 //   each layer's output for the replica's share of the batch, kept for the

@@ -50,6 +50,38 @@ training: {batch_size: 8, optimizer: {type: sgd, lr: 0.1}}
 // The CPU engine's fusions allocate no output for a ReLU its convolution
 // applies, nor for a first convolution that writes its 2x2 max pool's
 // output: the estimate leaves both out, so it stays a lower bound.
+// Formats whose example shape the spec fixes without a file header count
+// as a synthetic set of that shape: an image_folder at its resize (or its
+// crop) and channels, cifar10 at 32x32x3. An idx file's shape is in its
+// header, so it stays at the 1x1x1 lower bound.
+TEST(MemoryEstimateTest, ImageFoldersAndCifarCountAtTheShapeTheSpecFixes) {
+  auto at = [](const std::string& train, const std::string& model) {
+    return EstimateReplicaMemory(Spec("model: " + model + "\ndata: {train: " + train +
+                                      "}\ntraining: {batch_size: 16, optimizer: {type: sgd, "
+                                      "lr: 0.1, momentum: 0.9}}\n"))
+        .bytes;
+  };
+  const std::string resnet = "{zoo: resnet50}";
+  const double synthetic224 = at("{format: synthetic, shape: [224, 224, 3]}", resnet);
+  EXPECT_DOUBLE_EQ(at("{format: image_folder, root: /d, image_size: [224, 224]}", resnet),
+                   synthetic224);
+  EXPECT_DOUBLE_EQ(at("{format: image_folder, root: /d, image_size: [256, 256], crop: center, "
+                      "crop_size: [224, 224]}",
+                      resnet),
+                   synthetic224);
+  const std::string cnn =
+      "{layers: [{conv2d: {filters: 8, kernel: 3}}, relu, flatten, "
+      "{dense: {units: 10}}]}";
+  EXPECT_DOUBLE_EQ(at("{format: image_folder, root: /d, image_size: [20, 30], channels: 1}", cnn),
+                   at("{format: synthetic, shape: [20, 30, 1]}", cnn));
+  EXPECT_DOUBLE_EQ(at("{format: cifar10, files: [/d/data_batch_1.bin]}", cnn),
+                   at("{format: synthetic, shape: [32, 32, 3]}", cnn));
+  // ResNet-50 at 224, batch 16, needs gigabytes; on an unknown (idx)
+  // input it is counted from 1x1x1: little beyond its parameters.
+  EXPECT_GT(synthetic224, 1e9);
+  EXPECT_LT(at("{format: idx, images: /i.gz, labels: /l.gz}", resnet), synthetic224 / 5);
+}
+
 TEST(MemoryEstimateTest, OutputsTheFusionsNeverAllocateAreNotCounted) {
   const MemoryEstimate e = EstimateReplicaMemory(Spec(R"(
 model: {layers: [{conv2d: {filters: 2, kernel: 3}}, relu, {max_pool2d: {}}, flatten,
