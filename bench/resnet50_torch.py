@@ -121,8 +121,7 @@ def main():
     seconds = time.perf_counter() - t0
     timed = args.steps - args.warmup
     name = f"pytorch {torch.__version__} eager"
-    if cuda:
-        name += f" {args.precision} {args.layout}"
+    name += f" {args.precision} {args.layout}" if cuda else f" {args.layout}"
     print(json.dumps({
         "framework": name,
         "steps": args.steps,

@@ -9,8 +9,14 @@
 #
 #   bench/resnet50_vs_torch.sh [BUILD]   (RUNS=3 BATCH=16 STEPS=12 WARMUP=2 THREADS=2)
 #
-# PYTHON is the interpreter with torch: the bench virtual environment's
-# (PyTorch 2.x, from `make bench`) when it exists, else Debian's python3-torch.
+# The peers, each an interpreter with torch and a layout (nchw, or nhwc:
+# channels-last, oneDNN's preferred one on the CPU): PEERS, one "PYTHON
+# LAYOUT" a line; by default Debian's python3-torch (PyTorch 1.13) in NCHW,
+# and, where the bench virtual environment exists (PyTorch 2.x, from `make
+# bench`; $BUILD/bench-venv or $ROOT/build/bench-venv), PyTorch 2 in NCHW and
+# in NHWC. Every run times Yoke and then each peer; the summary gives each
+# one's median, Yoke's ratio to each, and the paired ratio to the fastest
+# peer (the best peer by median).
 #
 # Checked before any figure is trusted: both frameworks' networks have the
 # same number of parameters (23,528,522 with 10 classes), every run ends with
@@ -24,9 +30,14 @@ BATCH=${BATCH:-16}
 STEPS=${STEPS:-12}
 WARMUP=${WARMUP:-2}
 THREADS=${THREADS:-2}
-if [ -z "${PYTHON:-}" ]; then
-  PYTHON=/usr/bin/python3
-  [ -x "$BUILD/bench-venv/bin/python" ] && PYTHON="$BUILD/bench-venv/bin/python"
+if [ -z "${PEERS:-}" ]; then
+  PEERS="/usr/bin/python3 nchw"
+  for venv in "$BUILD/bench-venv" "$ROOT/build/bench-venv"; do
+    if [ -x "$venv/bin/python" ]; then
+      PEERS+=$'\n'"$venv/bin/python nchw"$'\n'"$venv/bin/python nhwc"
+      break
+    fi
+  done
 fi
 WORK=$(mktemp -d /tmp/yoke-resnet50-bench-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
@@ -70,36 +81,54 @@ print(json.dumps({"steps": int(result["steps"]), "samples_per_second": steps * b
 PY
 }
 
-torch_once() {
-  OMP_NUM_THREADS="$THREADS" "$PYTHON" "$ROOT/bench/resnet50_torch.py" --batch "$BATCH" \
-    --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS" 2>"$WORK/torch.log"
+torch_once() {  # PYTHON LAYOUT -> JSON
+  OMP_NUM_THREADS="$THREADS" "$1" "$ROOT/bench/resnet50_torch.py" --batch "$BATCH" \
+    --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS" --layout "$2" 2>"$WORK/torch.log"
 }
 
 echo "ResNet-50 224x224, batch $BATCH, $STEPS steps ($WARMUP untimed), $THREADS threads, $RUNS runs each"
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
-ys=(); ts=()
+: >"$WORK/runs.jsonl"
 for i in $(seq "$RUNS"); do
-  y=$(yoke_once); t=$(torch_once)
-  ys+=("$y"); ts+=("$t")
-  python3 - "$y" "$t" "$i" "$STEPS" <<'PY'
+  y=$(yoke_once)
+  echo "{\"run\": $i, \"who\": \"yoke\", \"r\": $y}" >>"$WORK/runs.jsonl"
+  while read -r py layout; do
+    [ -n "$py" ] || continue
+    t=$(torch_once "$py" "$layout")
+    echo "{\"run\": $i, \"who\": \"peer\", \"r\": $t}" >>"$WORK/runs.jsonl"
+  done <<<"$PEERS"
+  python3 - "$WORK/runs.jsonl" "$i" "$STEPS" <<'PY'
 import json, math, sys
-y, t, i, steps = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-for name, r in (("yoke", y), ("torch", t)):
+i, steps = int(sys.argv[2]), int(sys.argv[3])
+rows = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["run"] == i]
+parts = []
+for row in rows:
+    r = row["r"]
+    name = "yoke" if row["who"] == "yoke" else r["framework"]
     assert math.isfinite(r["train_loss"]), f"{name}: loss {r['train_loss']}"
     assert r["num_parameters"] == 23528522, f"{name}: {r['num_parameters']} parameters"
-assert y["steps"] == steps, f"yoke ran {y['steps']} steps of {steps}"
-print(f"run {i}: yoke {y['samples_per_second']:.2f} samples/s ({y['peak_memory_bytes']/2**20:.0f} MiB), "
-      f"{t['framework']} {t['samples_per_second']:.2f} samples/s ({t['peak_memory_bytes']/2**20:.0f} MiB)")
+    if row["who"] == "yoke":
+        assert r["steps"] == steps, f"yoke ran {r['steps']} steps of {steps}"
+    parts.append(f"{name} {r['samples_per_second']:.2f} samples/s ({r['peak_memory_bytes']/2**20:.0f} MiB)")
+print(f"run {i}: " + ", ".join(parts))
 PY
 done
-python3 - "$(printf '%s\n' "${ys[@]}")" "$(printf '%s\n' "${ts[@]}")" <<'PY'
+python3 - "$WORK/runs.jsonl" <<'PY'
 import json, statistics, sys
-ys = [json.loads(l) for l in sys.argv[1].splitlines()]
-ts = [json.loads(l) for l in sys.argv[2].splitlines()]
-my = statistics.median(r["samples_per_second"] for r in ys)
-mt = statistics.median(r["samples_per_second"] for r in ts)
-ry = statistics.median(r["peak_memory_bytes"] for r in ys) / 2**20
-rt = statistics.median(r["peak_memory_bytes"] for r in ts) / 2**20
-print(f"median samples/s: yoke {my:.2f}, {ts[0]['framework']} {mt:.2f}: yoke/torch {my/mt:.2f}x")
-print(f"median peak RSS: yoke {ry:.0f} MiB, torch {rt:.0f} MiB")
+rows = [json.loads(l) for l in open(sys.argv[1])]
+def name(row):
+    return "yoke" if row["who"] == "yoke" else row["r"]["framework"]
+names = list(dict.fromkeys(name(r) for r in rows))
+by = {n: [r["r"] for r in rows if name(r) == n] for n in names}
+runs = sorted({r["run"] for r in rows})
+med = {n: statistics.median(x["samples_per_second"] for x in by[n]) for n in names}
+rss = {n: statistics.median(x["peak_memory_bytes"] for x in by[n]) / 2**20 for n in names}
+for n in names:
+    ratio = "" if n == "yoke" else f"; yoke/this {med['yoke'] / med[n]:.2f}x speed, {rss['yoke'] / rss[n]:.2f}x memory"
+    print(f"median {n}: {med[n]:.2f} samples/s, peak RSS {rss[n]:.0f} MiB{ratio}")
+peers = [n for n in names if n != "yoke"]
+best = max(peers, key=lambda n: med[n])
+paired = [by["yoke"][k]["samples_per_second"] / by[best][k]["samples_per_second"] for k in range(len(runs))]
+print(f"best peer: {best}; yoke/best paired ratios {', '.join(f'{p:.2f}' for p in paired)}, "
+      f"median {statistics.median(paired):.2f}x")
 PY
