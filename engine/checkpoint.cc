@@ -406,7 +406,9 @@ absl::StatusOr<std::string> NewestValidCheckpoint(const std::string& dir,
   std::string newest_error;
   for (auto it = names.rbegin(); it != names.rend(); ++it) {
     const std::string path = dir + "/" + *it;
-    absl::StatusOr<Checkpoint> ck = ReadCheckpoint(path);
+    // Verified as a stream: a trainer about to resume one pipeline stage of
+    // a model larger than its memory must not load the whole file here.
+    absl::StatusOr<v1::CheckpointHeader> ck = ReadCheckpointSlices(path, {});
     if (ck.ok()) return path;
     if (newest_error.empty()) newest_error = std::string(ck.status().message());
     if (skipped != nullptr) skipped->push_back(absl::StrCat(path, ": ", ck.status().message()));

@@ -113,7 +113,8 @@ std::string CheckpointPath(const std::string& dir, int64_t step);
 // The newest checkpoint in `dir` (highest step), NOT_FOUND if there is none.
 absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir);
 // The newest checkpoint in `dir` that reads and verifies (older ones are
-// tried when the newest is torn or corrupt); NOT_FOUND naming the directory,
+// tried when the newest is torn or corrupt), each read as a stream
+// (ReadCheckpointSlices), never whole; NOT_FOUND naming the directory,
 // and the newest file's problem, if there is none. Each newer file passed
 // over is appended to `skipped`, when given, as "PATH: PROBLEM".
 absl::StatusOr<std::string> NewestValidCheckpoint(const std::string& dir,

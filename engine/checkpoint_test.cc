@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "common/testing/temp_dir.h"
 #include "gtest/gtest.h"
@@ -187,6 +189,33 @@ TEST(CheckpointTest, AnUnfinishedWriterLeavesNothing) {
   }
   EXPECT_NE(access(p.c_str(), F_OK), 0);
   EXPECT_NE(access((p + ".tmp").c_str(), F_OK), 0);
+}
+
+// The newest checkpoint that verifies: a newer one with a flipped data byte
+// (which only the checksum catches) or a torn tail is passed over and named.
+TEST(CheckpointTest, NewestValidPassesOverCorruptFiles) {
+  common::TempDir tmp("yoke_ckpt");
+  const std::string dir = tmp.path();
+  for (int step : {10, 20, 30}) {
+    v1::CheckpointHeader h;
+    h.set_step(step);
+    ASSERT_TRUE(WriteCheckpoint(CheckpointPath(dir, step), h, Sample()).ok());
+  }
+  std::string flipped = ReadBytes(CheckpointPath(dir, 30));
+  flipped[flipped.size() - 10] ^= 0x01;  // inside the last tensor's bytes
+  WriteBytes(CheckpointPath(dir, 30), flipped);
+  const std::string torn = ReadBytes(CheckpointPath(dir, 20));
+  WriteBytes(CheckpointPath(dir, 20), torn.substr(0, torn.size() - 3));
+  std::vector<std::string> skipped;
+  auto newest = NewestValidCheckpoint(dir, &skipped);
+  ASSERT_TRUE(newest.ok()) << newest.status();
+  EXPECT_EQ(*newest, CheckpointPath(dir, 10));
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_NE(skipped[0].find(CheckpointPath(dir, 30) + ": "), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[0].find("checksum mismatch"), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[1].find(CheckpointPath(dir, 20) + ": "), std::string::npos) << skipped[1];
+  WriteBytes(CheckpointPath(dir, 10), "YOKECKPT");
+  EXPECT_EQ(NewestValidCheckpoint(dir).status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

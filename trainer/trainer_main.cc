@@ -192,9 +192,10 @@ std::optional<int> LoadSpec(const yoke::worker::TrainerArgs& args, const std::st
     if (!spec_or.ok()) return Fail(spec_or.status(), 2);
     *spec = *std::move(spec_or);
   } else {
-    auto ck = yoke::engine::ReadCheckpoint(resume);
-    if (!ck.ok()) return Fail(ck.status(), 2);
-    *spec = ck->header.spec();
+    // The header alone (the file is verified as it streams past).
+    auto header = yoke::engine::ReadCheckpointSlices(resume, {});
+    if (!header.ok()) return Fail(header.status(), 2);
+    *spec = header->spec();
     if (!args.overrides.empty()) {
       std::fprintf(stderr, "yoke train: --set needs a job file (got only --resume)\n");
       return 2;
