@@ -1,12 +1,15 @@
 // The checkpoint reader on arbitrary bytes. Most inputs fail the magic or
 // the checksum, so the input's first byte may ask for a valid header and a
 // recomputed CRC around the rest, which lets the fuzzer reach the header
-// parser and the tensor records.
+// parser and the tensor records. The streaming reader (ReadCheckpointSlices)
+// reads the same bytes and must agree: both accept or both refuse, and the
+// second half of the first tensor it copies equals the whole read's.
 #include <zlib.h>
 
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "engine/checkpoint.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -28,6 +31,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const std::string path =
       yoke::fuzz::WriteInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  (void)yoke::engine::ReadCheckpoint(path);
+  const auto whole = yoke::engine::ReadCheckpoint(path);
+  // The streaming reader on the same bytes: it must agree with the whole
+  // read, and a slice it returns must hold the tensor's own elements.
+  std::vector<yoke::engine::TensorSlice> slices;
+  const yoke::engine::Tensor* first = nullptr;
+  if (whole.ok() && !whole->tensors.empty()) {
+    first = &whole->tensors[0].second;
+    const int64_t n = first->numel();
+    slices.push_back(
+        {whole->tensors[0].first, n / 2, yoke::engine::Tensor::Empty({n - n / 2}, first->dtype())});
+  }
+  const auto streamed = yoke::engine::ReadCheckpointSlices(path, slices);
+  if (streamed.ok() != whole.ok()) __builtin_trap();
+  if (first != nullptr && first->numel() > 0) {
+    const size_t es = first->bytes() / static_cast<size_t>(first->numel());
+    if (std::memcmp(slices[0].dst.raw(),
+                    static_cast<const char*>(first->raw()) + (first->numel() / 2) * es,
+                    slices[0].dst.bytes()) != 0) {
+      __builtin_trap();
+    }
+  }
   return 0;
 }
