@@ -235,6 +235,22 @@ absl::Status CheckRecords(const v1::CheckpointHeader& h, size_t data_len,
   return absl::OkStatus();
 }
 
+// The magic and version of the file's first 16 bytes; its header length.
+absl::StatusOr<uint32_t> HeaderLength(const char* head, const std::string& path) {
+  if (std::memcmp(head, kCheckpointMagic, sizeof(kCheckpointMagic)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a Yoke checkpoint (bad magic)"));
+  }
+  uint32_t version, hdr_len;
+  std::memcpy(&version, head + 8, 4);
+  std::memcpy(&hdr_len, head + 12, 4);
+  if (version != kCheckpointVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, ": version ", version,
+                                                   " is not supported (this build reads ",
+                                                   kCheckpointVersion, ")"));
+  }
+  return hdr_len;
+}
+
 }  // namespace
 
 absl::StatusOr<v1::CheckpointHeader> ReadCheckpointSlices(const std::string& path,
@@ -254,17 +270,7 @@ absl::StatusOr<v1::CheckpointHeader> ReadCheckpointSlices(const std::string& pat
   if (size < fixed + 4 || ReadUpTo(fd, head.data(), fixed) != fixed) {
     return bad(absl::StrCat("truncated: ", size, " bytes"));
   }
-  if (std::memcmp(head.data(), kCheckpointMagic, sizeof(kCheckpointMagic)) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not a Yoke checkpoint (bad magic)"));
-  }
-  uint32_t version, hdr_len;
-  std::memcpy(&version, head.data() + 8, 4);
-  std::memcpy(&hdr_len, head.data() + 12, 4);
-  if (version != kCheckpointVersion) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, ": version ", version,
-                                                   " is not supported (this build reads ",
-                                                   kCheckpointVersion, ")"));
-  }
+  ASSIGN_OR_RETURN(const uint32_t hdr_len, HeaderLength(head.data(), path));
   if (hdr_len > size - fixed - 4) return bad("header length exceeds the file");
   std::string hdr(hdr_len, '\0');
   if (ReadUpTo(fd, hdr.data(), hdr_len) != hdr_len) return bad("truncated in the header");
@@ -332,17 +338,8 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
   if (bytes.size() < fixed + 4) {
     return bad(absl::StrCat("truncated: ", bytes.size(), " bytes"));
   }
-  if (std::memcmp(bytes.data(), kCheckpointMagic, sizeof(kCheckpointMagic)) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not a Yoke checkpoint (bad magic)"));
-  }
-  uint32_t version, hdr_len, stored_crc;
-  std::memcpy(&version, bytes.data() + 8, 4);
-  std::memcpy(&hdr_len, bytes.data() + 12, 4);
-  if (version != kCheckpointVersion) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, ": version ", version,
-                                                   " is not supported (this build reads ",
-                                                   kCheckpointVersion, ")"));
-  }
+  ASSIGN_OR_RETURN(const uint32_t hdr_len, HeaderLength(bytes.data(), path));
+  uint32_t stored_crc;
   std::memcpy(&stored_crc, bytes.data() + bytes.size() - 4, 4);
   const uint32_t crc = Crc(crc32(0L, Z_NULL, 0), bytes.data(), bytes.size() - 4);
   if (crc != stored_crc) {
