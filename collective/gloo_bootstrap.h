@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -33,6 +34,13 @@ namespace yoke::collective {
 // A Gloo timeout: whole milliseconds, at least 1.
 inline std::chrono::milliseconds ToChronoMs(absl::Duration d) {
   return std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
+}
+
+// Whether a Gloo exception's message says an operation timed out (its pairs
+// write "Timed out" or "timed out").
+inline bool IsGlooTimeout(std::string_view what) {
+  return what.find("Timed out") != std::string_view::npos ||
+         what.find("timed out") != std::string_view::npos;
 }
 
 // Gloo writes to its sockets with writev(), which raises SIGPIPE when the

@@ -98,7 +98,7 @@ absl::Status GlooTransport::Recv(int from, MessageKind kind, int micro_batch, en
     }
   } catch (const std::exception& e) {
     const std::string why = e.what();
-    if (why.find("Timed out") != std::string::npos || why.find("timed out") != std::string::npos) {
+    if (collective::IsGlooTimeout(why)) {
       return absl::DeadlineExceededError(absl::StrCat("pipeline: stage ", stage_, " waited ",
                                                       absl::FormatDuration(timeout_), " for ", what,
                                                       ", which never came (", why, ")"));

@@ -1,0 +1,118 @@
+#include "ps/runtime/ps_client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "collective/gloo_bootstrap.h"
+#include "common/status.h"
+#include "gloo/context.h"
+#include "gloo/transport/unbound_buffer.h"
+
+namespace yoke::ps {
+namespace {
+
+using Buffer = std::unique_ptr<gloo::transport::UnboundBuffer>;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(std::shared_ptr<gloo::Context> context,
+                                                           int workers, ShardMap map,
+                                                           absl::Duration timeout) {
+  if (context == nullptr || workers < 1 || context->rank >= workers || map.shards.empty()) {
+    return absl::InvalidArgumentError(
+        "ps: a client needs a worker's context (a rank below the worker count) and a shard map");
+  }
+  for (const Shard& s : map.shards) {
+    if (PsRank(workers, s.ps) >= context->size) {
+      return absl::InvalidArgumentError(absl::StrCat("ps: the shard map names PS task ", s.ps,
+                                                     ", but the job has only ",
+                                                     context->size - workers));
+    }
+  }
+  return std::unique_ptr<PsClient>(
+      new PsClient(std::move(context), workers, std::move(map), timeout));
+}
+
+absl::Status PsClient::PushPull(const float* grads, float* values, int64_t samples) {
+  if (left_) return absl::FailedPreconditionError("ps: this worker has left");
+  if (samples < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("ps: a push needs samples >= 1, got ", samples));
+  }
+  const size_t n = map_.shards.size();
+  headers_.assign(n, PushHeader{clock_, samples});
+  std::vector<Buffer> answers(n), heads(n), sums(n);
+  const auto timeout = collective::ToChronoMs(timeout_);
+  size_t at = 0;  // the shard being waited for, for the error
+  bool answering = false;
+  try {
+    for (size_t i = 0; i < n; ++i) {
+      const Shard& s = map_.shards[i];
+      const int to = PsRank(workers_, s.ps);
+      const size_t bytes = static_cast<size_t>(s.count) * sizeof(float);
+      answers[i] = context_->createUnboundBuffer(values + s.offset, bytes);
+      answers[i]->recv(to, static_cast<uint64_t>(Slot::kParams));
+      heads[i] = context_->createUnboundBuffer(&headers_[i], sizeof(PushHeader));
+      heads[i]->send(to, static_cast<uint64_t>(Slot::kHeader));
+      sums[i] = context_->createUnboundBuffer(const_cast<float*>(grads + s.offset), bytes);
+      sums[i]->send(to, static_cast<uint64_t>(Slot::kGrads));
+    }
+    for (at = 0; at < n; ++at) {
+      if (!heads[at]->waitSend(timeout) || !sums[at]->waitSend(timeout)) {
+        return absl::AbortedError("ps: a push was aborted");
+      }
+    }
+    answering = true;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (at = 0; at < n; ++at) {
+      if (!answers[at]->waitRecv(timeout)) return absl::AbortedError("ps: a pull was aborted");
+    }
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    stats_.wait_seconds += waited;
+    stats_.longest_wait = std::max(stats_.longest_wait, waited);
+  } catch (const std::exception& e) {
+    const std::string what = absl::StrCat(
+        PsName(workers_, PsRank(workers_, map_.shards[std::min(at, n - 1)].ps)),
+        answering ? "'s parameters after step " : " to take the push of step ", clock_);
+    left_ = true;
+    if (collective::IsGlooTimeout(e.what())) {
+      return absl::DeadlineExceededError(absl::StrCat("ps: worker ", context_->rank, " waited ",
+                                                      absl::FormatDuration(timeout_), " for ", what,
+                                                      " (", e.what(), ")"));
+    }
+    return absl::UnavailableError(
+        absl::StrCat("ps: worker ", context_->rank, " waiting for ", what, " failed: ", e.what()));
+  }
+  ++clock_;
+  ++stats_.pushes;
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::Leave() {
+  if (left_) return absl::OkStatus();
+  left_ = true;
+  const size_t n = map_.shards.size();
+  headers_.assign(n, PushHeader{kLeave, 0});
+  std::vector<Buffer> heads(n);
+  try {
+    for (size_t i = 0; i < n; ++i) {
+      heads[i] = context_->createUnboundBuffer(&headers_[i], sizeof(PushHeader));
+      heads[i]->send(PsRank(workers_, map_.shards[i].ps), static_cast<uint64_t>(Slot::kHeader));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (!heads[i]->waitSend(collective::ToChronoMs(timeout_))) {
+        return absl::AbortedError("ps: leaving was aborted");
+      }
+    }
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("ps: worker ", context_->rank,
+                                               " could not tell its PS tasks it left: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace yoke::ps

@@ -1,0 +1,75 @@
+// PsClient: a worker's side of a parameter-server job (ps/runtime/wire.h).
+//
+// After each backward the worker calls PushPull with its flat gradient
+// buffer (the SUM over its samples of d loss / d theta, as the data-parallel
+// trainer keeps it) and its sample count. The client pushes every shard to
+// its PS task, then waits until each has answered with the shard's values,
+// received straight into the flat value buffer: the parameters for the
+// worker's next step. How long that takes is the staleness rule's business
+// (ps/runtime/shard_server.h); the client only counts the wait. Leave() tells
+// every PS task the worker is done.
+//
+// The gradient buffer must not change, and the value buffer must not be
+// read, while PushPull runs; both hold ShardMap::total floats.
+//
+// Errors: a PS task that does not answer within the timeout fails PushPull
+// with DEADLINE_EXCEEDED naming it and the step; a broken pair with
+// UNAVAILABLE. The client is unusable after an error.
+//
+// Thread-safety: one worker thread.
+#ifndef YOKE_PS_RUNTIME_PS_CLIENT_H_
+#define YOKE_PS_RUNTIME_PS_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ps/runtime/wire.h"
+#include "ps/shard_map.h"
+
+namespace gloo {
+class Context;
+}  // namespace gloo
+
+namespace yoke::ps {
+
+struct ClientStats {
+  int64_t pushes = 0;       // steps pushed (to every shard)
+  double wait_seconds = 0;  // in PushPull, from the last push sent to the last answer
+  double longest_wait = 0;  // the longest of those waits
+};
+
+class PsClient {
+ public:
+  // `context` is rank `worker` (< workers) of workers + PS tasks.
+  static absl::StatusOr<std::unique_ptr<PsClient>> Create(std::shared_ptr<gloo::Context> context,
+                                                          int workers, ShardMap map,
+                                                          absl::Duration timeout);
+
+  absl::Status PushPull(const float* grads, float* values, int64_t samples);
+  absl::Status Leave();
+
+  int64_t clock() const { return clock_; }  // the next step
+  const ClientStats& stats() const { return stats_; }
+
+ private:
+  PsClient(std::shared_ptr<gloo::Context> context, int workers, ShardMap map,
+           absl::Duration timeout)
+      : context_(std::move(context)), workers_(workers), map_(std::move(map)), timeout_(timeout) {}
+
+  std::shared_ptr<gloo::Context> context_;
+  int workers_;
+  ShardMap map_;
+  absl::Duration timeout_;
+  int64_t clock_ = 0;
+  bool left_ = false;
+  std::vector<PushHeader> headers_;  // per shard, alive while their sends are
+  ClientStats stats_;
+};
+
+}  // namespace yoke::ps
+
+#endif  // YOKE_PS_RUNTIME_PS_CLIENT_H_

@@ -1,0 +1,44 @@
+// The parameter-server wire: who is which rank, and the messages between a
+// worker and a PS task over Gloo's TCP pairs.
+//
+// A PS job's Gloo context has the workers first and the PS tasks after them:
+// ranks [0, workers) are workers (so a worker's rank is its data-parallel
+// rank), rank workers + k is PS task k. PS task k holds shard k of the
+// ShardMap (ps/shard_map.h), if it has one.
+//
+// A worker's step, per shard:
+//   worker -> PS   kHeader  {clock, samples}          16 bytes
+//   worker -> PS   kGrads   the shard's gradient sum  count floats
+//   PS -> worker   kParams  the shard's values        count floats
+// The PS answers once the worker may start its next step (the staleness
+// gate, ps/staleness.h), with the values after every update that step may
+// see. A header with clock kLeave says the worker is done; nothing follows it.
+// Gloo keeps each (sender, slot) in order, so a worker's grads follow its
+// header.
+//
+// Thread-safety: constants and pure functions.
+#ifndef YOKE_PS_RUNTIME_WIRE_H_
+#define YOKE_PS_RUNTIME_WIRE_H_
+
+#include <cstdint>
+#include <string>
+
+namespace yoke::ps {
+
+enum class Slot : uint64_t { kHeader = 0x505301, kGrads = 0x505302, kParams = 0x505303 };
+
+struct PushHeader {
+  int64_t clock = 0;    // the worker's step, or kLeave
+  int64_t samples = 0;  // examples behind the gradient sum (>= 1)
+};
+inline constexpr int64_t kLeave = -1;
+
+// The Gloo rank of PS task `ps` in a job of `workers` workers.
+inline int PsRank(int workers, int ps) { return workers + ps; }
+
+// "PS task 1 (rank 3)" / "worker 0".
+std::string PsName(int workers, int rank);
+
+}  // namespace yoke::ps
+
+#endif  // YOKE_PS_RUNTIME_WIRE_H_
