@@ -152,9 +152,9 @@ absl::StatusOr<std::string> Coordinator::SubmitAdmitted(const v1::JobSpec& spec,
   RETURN_IF_ERROR(CheckMemory(spec));
   RETURN_IF_ERROR(CheckQuotas(spec, owner));
   const int64_t cap = options_.max_running_devices_per_submitter;
-  if (cap > 0 && shape.world_size() > cap) {
+  if (cap > 0 && shape.devices() > cap) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "max_running_devices_per_submitter: this job needs ", shape.world_size(),
+        "max_running_devices_per_submitter: this job needs ", shape.devices(),
         " devices, more than the coordinator lets one submitter run at once (", cap, ")"));
   }
   // The spec is serialized once and never copied parsed (ActiveJob).

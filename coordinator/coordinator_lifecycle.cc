@@ -32,9 +32,9 @@ void Coordinator::RunScheduler() {
   for (auto& [id, aj] : active_) {
     const v1::Attempt* a = CurrentAttempt(aj);  // none while PENDING
     if (a == nullptr) continue;
-    policy.running_devices[aj.job.owner()] += a->world_size();
+    policy.running_devices[aj.job.owner()] += AttemptDevices(*a);
     policy.usage[aj.job.owner()] +=
-        a->world_size() * std::max<int64_t>(0, now_ms - a->start_time_ms()) / 1e3;
+        AttemptDevices(*a) * std::max<int64_t>(0, now_ms - a->start_time_ms()) / 1e3;
   }
   // A stopped attempt's trainer holds its devices until it exits: they stay
   // its submitter's, or a job stopped at max_run_seconds would let the next
@@ -107,7 +107,7 @@ void Coordinator::Unindex(ActiveJob& aj) {
   v1::Attempt* a = CurrentAttempt(aj);
   if (a == nullptr) return;
   AddUsage(aj.job.owner(),
-           a->world_size() * std::max<int64_t>(0, clock_->NowMs() - a->start_time_ms()) / 1e3);
+           AttemptDevices(*a) * std::max<int64_t>(0, clock_->NowMs() - a->start_time_ms()) / 1e3);
   for (const v1::Assignment& s : a->assignments()) {
     auto it = by_worker_.find(s.worker_id());
     if (it == by_worker_.end()) continue;

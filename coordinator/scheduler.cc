@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/quote.h"
+#include "jobspec/ps_check.h"
 
 namespace yoke::server {
 namespace {
@@ -119,20 +120,20 @@ Placement Place(const PendingJob& job, const std::vector<size_t>& chosen,
   const GangShape& shape = job.shape;
   Placement p;
   p.job_id = job.id;
-  p.world_size = shape.world_size();
-  int rank = 0;
-  for (size_t wi : chosen) {
-    WorkerCapacity& w = workers[wi];
+  p.world_size = shape.ranks();
+  const std::vector<common::PsShare> shares =
+      common::PsShares(static_cast<int>(chosen.size()), shape.devices_per_worker, shape.ps_tasks);
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    WorkerCapacity& w = workers[chosen[i]];
     std::vector<int> free = FreeDevices(w, shape.kind);
     v1::Assignment a;
     a.set_worker_id(w.id);
-    a.set_first_rank(rank);
-    a.set_num_replicas(shape.devices_per_worker);
-    for (int i = 0; i < shape.devices_per_worker; ++i) {
-      a.add_devices(free[i]);
-      w.allocated[shape.kind].insert(free[i]);
+    a.set_first_rank(shares[i].first_rank);
+    a.set_num_replicas(shares[i].num_ranks);
+    for (int d = 0; d < shape.devices_per_worker; ++d) {
+      a.add_devices(free[d]);
+      w.allocated[shape.kind].insert(free[d]);
     }
-    rank += shape.devices_per_worker;
     p.assignments.push_back(std::move(a));
   }
   return p;
@@ -146,7 +147,14 @@ GangShape ShapeOf(const v1::JobSpec& spec) {
   if (d.workers() > 0) s.workers = d.workers();
   if (d.devices_per_worker() > 0) s.devices_per_worker = d.devices_per_worker();
   if (!d.device().empty()) s.kind = d.device();
+  s.ps_tasks = common::ParameterServerTasks(spec);
   return s;
+}
+
+int64_t AttemptDevices(const v1::Attempt& a) {
+  int64_t n = 0;
+  for (const v1::Assignment& s : a.assignments()) n += s.devices_size();
+  return n;
 }
 
 std::string SubmitterName(const std::string& owner) {
@@ -177,10 +185,10 @@ ScheduleResult Schedule(std::vector<PendingJob> jobs, std::vector<WorkerCapacity
   const int64_t cap = policy.max_running_devices_per_submitter;
   for (const PendingJob& job : jobs) {
     const GangShape& shape = job.shape;
-    if (cap > 0 && running[job.owner] + shape.world_size() > cap) {
+    if (cap > 0 && running[job.owner] + shape.devices() > cap) {
       result.pending[job.id] = absl::StrCat(
           Needs(shape), "; held back: ", SubmitterName(job.owner), " runs ",
-          Plural(static_cast<int>(running[job.owner]), "device"), ", and ", shape.world_size(),
+          Plural(static_cast<int>(running[job.owner]), "device"), ", and ", shape.devices(),
           " more would pass max_running_devices_per_submitter (", cap, ")");
       continue;
     }
@@ -208,7 +216,7 @@ ScheduleResult Schedule(std::vector<PendingJob> jobs, std::vector<WorkerCapacity
       result.pending[job.id] = std::move(reason);
       continue;
     }
-    running[job.owner] += shape.world_size();
+    running[job.owner] += shape.devices();
     result.placed.push_back(Place(job, chosen, workers));
   }
   return result;

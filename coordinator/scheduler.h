@@ -54,9 +54,16 @@ struct GangShape {
   int workers = 1;
   int devices_per_worker = 1;
   std::string kind = "cpu";
-  int world_size() const { return workers * devices_per_worker; }
+  // A parameter-server job's PS tasks (distribution.parameter_servers): ranks
+  // of their own that take no device, placed in the workers' shares
+  // (jobspec/ps_check.h).
+  int ps_tasks = 0;
+  int devices() const { return workers * devices_per_worker; }
+  int ranks() const { return devices() + ps_tasks; }
 };
 GangShape ShapeOf(const v1::JobSpec& spec);
+// The devices an attempt's shares hold (its ranks may be more: PS tasks).
+int64_t AttemptDevices(const v1::Attempt& a);
 
 struct PendingJob {
   std::string id;

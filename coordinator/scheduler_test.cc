@@ -46,8 +46,35 @@ TEST(SchedulerTest, ShapeDefaultsToOneCpuReplica) {
   spec.mutable_distribution()->set_devices_per_worker(2);
   spec.mutable_distribution()->set_device("cuda");
   s = ShapeOf(spec);
-  EXPECT_EQ(s.world_size(), 6);
+  EXPECT_EQ(s.devices(), 6);
+  EXPECT_EQ(s.ranks(), 6);
+  spec.mutable_distribution()->set_strategy("parameter_server");
+  spec.mutable_distribution()->set_parameter_servers(2);
+  EXPECT_EQ(ShapeOf(spec).ranks(), 8);
+  EXPECT_EQ(ShapeOf(spec).devices(), 6);
   EXPECT_EQ(s.kind, "cuda");
+}
+
+// A parameter-server job: the PS tasks take ranks but no devices, spread
+// over the workers' shares (PS 0 and 2 with w-1's replicas, PS 1 with w-2's),
+// and a worker with exactly its replicas' devices free still fits.
+TEST(SchedulerTest, PsTasksRideInTheWorkersSharesWithoutDevices) {
+  PendingJob j = Job("job-1", 2, 1);
+  j.shape.ps_tasks = 3;
+  ScheduleResult r = Schedule({j}, {Worker("w-1", 1), Worker("w-2", 1)});
+  ASSERT_EQ(r.placed.size(), 1u) << (r.pending.empty() ? "" : r.pending.begin()->second);
+  const Placement& p = r.placed[0];
+  EXPECT_EQ(p.world_size, 5);
+  ASSERT_EQ(p.assignments.size(), 2u);
+  EXPECT_EQ(p.assignments[0].first_rank(), 0);
+  EXPECT_EQ(p.assignments[0].num_replicas(), 3);
+  EXPECT_EQ(p.assignments[0].devices_size(), 1);
+  EXPECT_EQ(p.assignments[1].first_rank(), 3);
+  EXPECT_EQ(p.assignments[1].num_replicas(), 2);
+  EXPECT_EQ(p.assignments[1].devices_size(), 1);
+  v1::Attempt a;
+  for (const auto& s : p.assignments) *a.add_assignments() = s;
+  EXPECT_EQ(AttemptDevices(a), 2);
 }
 
 TEST(SchedulerTest, GangGetsContiguousRanksAndLowestFreeDevices) {

@@ -17,6 +17,7 @@
 #include "jobspec/model_input_check.h"
 #include "jobspec/path_confinement.h"
 #include "jobspec/pipeline_check.h"
+#include "jobspec/ps_check.h"
 
 namespace yoke::common {
 
@@ -532,6 +533,7 @@ void CheckPlacement(Checker& c, const v1::JobSpec& spec) {
                            : " = distribution.workers x devices_per_worker)"));
   }
   for (std::string& e : PipelineSpecErrors(spec)) c.Add(std::move(e));
+  for (std::string& e : ParameterServerSpecErrors(spec)) c.Add(std::move(e));
   const v1::CheckpointSpec& k = spec.checkpoint();
   c.NonNegative("checkpoint.every_steps", k.every_steps());
   c.NonNegative("checkpoint.keep", k.keep());

@@ -237,6 +237,49 @@ TEST(MultiHostE2ETest, TwoStagePipelineAcrossHostsMatchesOneHost) {
   EXPECT_LE(diff, 1e-6);
 }
 
+// A parameter-server job across two firewalled hosts under mutual TLS: each
+// host runs a replica and a PS task, pushes and pulls cross between the
+// namespaces inside the data-port range, and under sync the job ends with
+// exactly the allreduce job's test accuracy and training loss on the same
+// hosts (the parameters are bit-equal, trainer/ps_train_test.cc).
+TEST(MultiHostE2ETest, ParameterServerJobAcrossHostsEqualsAllreduce) {
+  NetnsCluster cluster(2);
+  SKIP_WITHOUT_NETNS(cluster);
+  ASSERT_TRUE(cluster.StartCoordinator()) << cluster.Logs();
+  for (int h = 0; h < 2; ++h) ASSERT_TRUE(cluster.Firewall(h, "41000:41009"));
+  ASSERT_TRUE(cluster.StartWorkers(1, {"--data-ports", "41000-41009"})) << cluster.Logs();
+  const std::string base = Config("fashion_mnist_mlp_ps.yaml") +
+                           " --set training.epochs=1 --set training.threads=1"
+                           " --set data.train.num_examples=4096 --set data.test.num_examples=1000";
+  v1::Job ps, allreduce;
+  std::string id;
+  ASSERT_TRUE(cluster.SubmitAndWait(base + " --set distribution.consistency=sync"
+                                           " --set distribution.max_staleness=0",
+                                    seconds(600), &id, &ps))
+      << ps.reason() << cluster.Logs();
+  ASSERT_EQ(ps.state(), v1::JOB_SUCCEEDED) << ps.reason() << cluster.Logs();
+  const v1::Attempt& a = ps.attempts(0);
+  EXPECT_EQ(a.world_size(), 4);
+  ASSERT_EQ(a.assignments_size(), 2);
+  EXPECT_NE(a.assignments(0).worker_id(), a.assignments(1).worker_id());
+  ASSERT_TRUE(cluster.SubmitAndWait(base + " --set distribution.strategy=allreduce"
+                                           " --set distribution.parameter_servers=0"
+                                           " --set distribution.consistency="
+                                           " --set distribution.max_staleness=0",
+                                    seconds(600), &id, &allreduce))
+      << allreduce.reason() << cluster.Logs();
+  ASSERT_EQ(allreduce.state(), v1::JOB_SUCCEEDED) << allreduce.reason() << cluster.Logs();
+  std::printf(
+      "parameter servers across namespaces: test accuracy %.6f, train loss %.8f; "
+      "allreduce %.6f, %.8f\n",
+      ps.result().test_accuracy(), ps.result().train_loss(), allreduce.result().test_accuracy(),
+      allreduce.result().train_loss());
+  EXPECT_EQ(ps.result().steps(), 64);
+  EXPECT_GE(ps.result().test_accuracy(), 0.60);  // 64 steps of plain SGD: about 0.66
+  EXPECT_EQ(ps.result().test_accuracy(), allreduce.result().test_accuracy());
+  EXPECT_EQ(ps.result().train_loss(), allreduce.result().train_loss());
+}
+
 TEST(MultiHostE2ETest, LinkCutFailsTheAttemptThenTheJobResumes) {
   NetnsCluster cluster(2);
   SKIP_WITHOUT_NETNS(cluster);

@@ -23,6 +23,7 @@
 #include "engine/device_backend.h"
 #include "engine/kernels/cpu/dnnl_context.h"
 #include "jobspec/job_validate.h"
+#include "jobspec/ps_check.h"
 #include "spdlog/spdlog.h"
 #include "trainer/trainer_internal.h"
 
@@ -211,6 +212,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
     t->replicas_.push_back(std::move(r));
   }
 
+  t->ps_tasks_ = common::ParameterServerTasks(spec);
+  if (t->ps_job()) RETURN_IF_ERROR(t->AssignPsRoles());
   RETURN_IF_ERROR(CheckSyncBatchNormSteps(spec, t->train_->size(), options.world_size));
   t->steps_per_epoch_ = (t->train_->size() + tr.batch_size() - 1) / tr.batch_size();
   t->total_steps_ = t->steps_per_epoch_ * tr.epochs();
@@ -338,6 +341,8 @@ void Trainer::AbortOthers(const Replica* failed, const absl::Status& why) {
                                          ") failed: ", why.message());
     if (r->comm) r->comm->Abort(msg);
     if (r->stage_comm) r->stage_comm->Abort(msg);
+    if (r->ps_client) r->ps_client->Abort();
+    if (r->ps_server) r->ps_server->Abort();
   }
 }
 

@@ -334,7 +334,7 @@ class Trainer {
   // Pipeline jobs (trainer_pipeline.cc; docs/pipeline.md).
   bool pipelined() const { return stages_ > 1; }
   // The data-parallel replicas: pipelines, or every rank without one.
-  int data_parallel_ranks() const { return options_.world_size / stages_; }
+  int data_parallel_ranks() const { return (options_.world_size - ps_tasks_) / stages_; }
   // The whole model's parameters, where a replica may hold one stage.
   int64_t model_parameters() const;
   // In Create: the stage plan, and replica r's stage model and runner.
@@ -367,6 +367,28 @@ class Trainer {
   absl::Status PipelineEvaluate(Replica& r);
   absl::StatusOr<std::pair<double, double>> PipelineEvaluateOn(
       Replica& r, const std::shared_ptr<data::Dataset>& set, int tag);
+  // Parameter-server jobs (trainer_ps.cc; docs/parameter_servers.md).
+  bool ps_job() const { return ps_tasks_ > 0; }
+  // In Create: every local replica's role (a replica's rank becomes its
+  // data-parallel rank) and the layout's check against world_size.
+  absl::Status AssignPsRoles();
+  // A replica, on its thread: the replicas' communicator (with more than
+  // one), then the PS context and its client.
+  absl::Status ConnectPs(Replica& r);
+  // Both roles: the context of every replica and PS task, in wire order.
+  absl::Status ConnectPsContext(Replica& r);
+  // A PS task's whole run, on its thread: serves its shard until every
+  // replica has left (an idle task, one the model is too small for, returns
+  // at once).
+  absl::Status RunPsTask(Replica& r);
+  // A replica's step exchange: pushes the gradient sum of n samples and
+  // pulls the values for the next step.
+  absl::Status PushPull(LoopState& s, int64_t n);
+  // The Gloo options for a group of global ranks (their hosts in the group's
+  // order).
+  collective::GlooOptions GlooForRanks(const std::vector<int>& globals) const;
+  // Progress lines about the PS job, at the start and the end.
+  void ReportPs(bool end) const;
   // A replica failed with `why`: aborts the other local communicators.
   void AbortOthers(const Replica* failed, const absl::Status& why);
   // Progress lines before the first step (model, data, placement), and the
@@ -382,12 +404,18 @@ class Trainer {
   // by being declared first: members are destroyed in reverse order.
   std::unique_ptr<collective::Store> owned_store_;  // a CoordinatorStore
   std::unique_ptr<collective::Store> group_store_;  // our prefix of the store
+  std::unique_ptr<collective::Store> ps_store_;     // the PS context's prefix
   std::vector<std::unique_ptr<Replica>> replicas_;
   absl::Duration collective_timeout_;
   absl::Mutex comm_mu_;  // guards the replicas' `comm` while they connect
   bool aborted_ ABSL_GUARDED_BY(comm_mu_) = false;
   std::unique_ptr<engine::LrSchedule> schedule_;
-  int stages_ = 1;                 // distribution.pipeline.stages, or 1
+  int stages_ = 1;  // distribution.pipeline.stages, or 1
+  // distribution.parameter_servers of a parameter-server job, else 0; the
+  // job's workers and replicas per worker; the global rank of each
+  // data-parallel rank and of each PS task (wire order).
+  int ps_tasks_ = 0, ps_workers_ = 1, ps_per_worker_ = 1;
+  std::vector<int> dp_globals_, wire_globals_;
   std::vector<int> stage_starts_;  // the first layer of each stage
   int model_layers_ = 0;
   // The whole model's, where a replica builds one stage of it.

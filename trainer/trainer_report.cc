@@ -37,8 +37,9 @@ void Trainer::ReportStart() const {
           "batch %d, about %d per replica",
           options_.first_rank, options_.first_rank + options_.num_replicas - 1, options_.world_size,
           threads_, spec_.training().batch_size(),
-          spec_.training().batch_size() / options_.world_size));
+          spec_.training().batch_size() / (options_.world_size - ps_tasks_)));
     }
+    if (ps_job()) ReportPs(/*end=*/false);
     for (size_t i = 0; pipelined() && i < replicas_.size(); ++i) {
       const Replica* r = replicas_[i].get();
       const int end = r->stage + 1 < stages_ ? stage_starts_[r->stage + 1] : model_layers_;
@@ -64,6 +65,7 @@ void Trainer::ReportEnd(const v1::TrainResult& result) const {
         "of activations",
         r->rank, r->stage + 1, stages_, r->peak_in_flight, r->peak_activation_bytes / 1048576.0));
   }
+  if (ps_job()) ReportPs(/*end=*/true);
   if (options_.progress) {
     if (root) {
       options_.progress->OnFinish(result);

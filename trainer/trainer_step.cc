@@ -42,7 +42,7 @@ absl::StatusOr<v1::TrainResult> Trainer::Run() {
   result.set_num_parameters(model_parameters());
   result.set_device(device_.is_cpu() ? "cpu" : "cuda");
   result.set_threads(threads_ * options_.num_replicas);
-  result.set_replicas(options_.world_size);
+  result.set_replicas(options_.world_size - ps_tasks_);  // PS tasks are no replicas
   // A restart after early stopping already ended the run trains no further.
   stopped_before_ = EarlyStopping().stop;
   // Epochs restored from a checkpoint open the result's history.
@@ -61,6 +61,8 @@ absl::StatusOr<v1::TrainResult> Trainer::Run() {
     // store may be shared with other users (keys are never deleted).
     group_store_ = std::make_unique<collective::PrefixStore>(
         options_.store ? options_.store : owned_store_.get(), "data-parallel/");
+    ps_store_ = std::make_unique<collective::PrefixStore>(
+        options_.store ? options_.store : owned_store_.get(), "parameter-servers/");
   }
 
   // Local replicas 1.. run on their own threads, replica 0 on this one.
@@ -69,7 +71,7 @@ absl::StatusOr<v1::TrainResult> Trainer::Run() {
     threads.emplace_back([this, i] {
       Replica& r = *replicas_[i];
       engine::cpu::SetCpuThreads(threads_);  // this thread's own OpenMP pool
-      r.status = RunLoop(r, nullptr);
+      r.status = r.ps_task ? RunPsTask(r) : RunLoop(r, nullptr);
       if (!r.status.ok()) AbortOthers(&r, r.status);
     });
   }
@@ -106,7 +108,9 @@ absl::StatusOr<v1::TrainResult> Trainer::Run() {
 
 // The outline of one replica's run; each part's contract is in trainer.h.
 absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
-  if (distributed()) RETURN_IF_ERROR(pipelined() ? ConnectPipeline(rep) : Connect(rep));
+  if (distributed()) {
+    RETURN_IF_ERROR(pipelined() ? ConnectPipeline(rep) : ps_job() ? ConnectPs(rep) : Connect(rep));
+  }
   LoopState s(rep, std::max(spec_.training().accumulation_steps(), 1));
   RETURN_IF_ERROR(StartLoop(s));
   const int log_every =
@@ -140,6 +144,8 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
   // it) is waited for here, not lost.
   RETURN_IF_ERROR(engine::SynchronizeDevice(rep.device));
   s.pipe.reset();
+  // The PS tasks stop waiting for this replica (evaluation needs none).
+  if (rep.ps_client) RETURN_IF_ERROR(rep.ps_client->Leave());
   // A pipeline's evaluation needs every rank: a run stopped mid-epoch (or
   // before its first) is evaluated here, as FinishRun reports it.
   // Its stop checkpoint, too, is written by all the stages together.
@@ -190,7 +196,7 @@ absl::StatusOr<Trainer::StepOutcome> Trainer::TrainStep(LoopState& s, data::Batc
   double step_loss = 0;
   if (n > 0) {
     ASSIGN_OR_RETURN(step_loss, ForwardBackward(s, batch));
-  } else if (s.reducer) {
+  } else if (s.reducer || s.rep.ps_client) {
     // No samples on this rank this step (a short last batch): contribute
     // zero gradients, not the last step's.
     model.params().flat_grads().SetZero();
@@ -217,7 +223,13 @@ absl::StatusOr<Trainer::StepOutcome> Trainer::TrainStep(LoopState& s, data::Batc
     s.window.grad_norm += norm;
     grad_scale *= engine::ClipFactor(norm, clip);
   }
-  RETURN_IF_ERROR(s.rep.optimizer->Step(out.lr, grad_scale));
+  // A parameter-server replica's update happens on the PS tasks: it gets
+  // the values back instead.
+  if (s.rep.ps_client) {
+    RETURN_IF_ERROR(PushPull(s, n));
+  } else {
+    RETURN_IF_ERROR(s.rep.optimizer->Step(out.lr, grad_scale));
+  }
   if (!std::isfinite(s.epoch_sums.loss)) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "training diverged: the loss became %f at step %d (epoch %d) on rank %d; try a "
@@ -249,7 +261,8 @@ absl::StatusOr<double> Trainer::ForwardBackward(LoopState& s, data::Batch& batch
   // per-sample SUM; the reducer sums over ranks and the optimizer step
   // divides by the global count. Either way the scale spans the whole
   // step, so k micro-batches add up to the step's mean gradient.
-  const float loss_scale = s.reducer ? 1.0f : 1.0f / static_cast<float>(batch.global_n);
+  const float loss_scale =
+      s.reducer || s.rep.ps_client ? 1.0f : 1.0f / static_cast<float>(batch.global_n);
   const int64_t n = batch.n;
   const int64_t k = s.accum.k();
   const int64_t micro = (n + k - 1) / k;

@@ -13,12 +13,6 @@
 #include "gloo/transport/unbound_buffer.h"
 
 namespace yoke::ps {
-namespace {
-
-using Buffer = std::unique_ptr<gloo::transport::UnboundBuffer>;
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(std::shared_ptr<gloo::Context> context,
                                                            int workers, ShardMap map,
                                                            absl::Duration timeout) {
@@ -37,38 +31,64 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(std::shared_ptr<gloo:
       new PsClient(std::move(context), workers, std::move(map), timeout));
 }
 
+PsClient::PsClient(std::shared_ptr<gloo::Context> context, int workers, ShardMap map,
+                   absl::Duration timeout)
+    : context_(std::move(context)), workers_(workers), map_(std::move(map)), timeout_(timeout) {}
+
+PsClient::~PsClient() = default;
+
 absl::Status PsClient::PushPull(const float* grads, float* values, int64_t samples) {
   if (left_) return absl::FailedPreconditionError("ps: this worker has left");
-  if (samples < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("ps: a push needs samples >= 1, got ", samples));
+  if (samples < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("ps: a push needs samples >= 0, got ", samples));
   }
   const size_t n = map_.shards.size();
   headers_.assign(n, PushHeader{clock_, samples});
-  std::vector<Buffer> answers(n), heads(n), sums(n);
+  // live_: n answers, then n headers, then n gradient slices. Only this
+  // thread changes it; Abort reads it under mu_.
+  std::vector<gloo::transport::UnboundBuffer*> b;
+  {
+    absl::MutexLock l(&mu_);
+    if (aborted_) return absl::AbortedError("ps: a sibling replica failed");
+    live_.clear();
+    for (size_t i = 0; i < n; ++i) {
+      const Shard& s = map_.shards[i];
+      live_.push_back(context_->createUnboundBuffer(values + s.offset,
+                                                    static_cast<size_t>(s.count) * sizeof(float)));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      live_.push_back(context_->createUnboundBuffer(&headers_[i], sizeof(PushHeader)));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const Shard& s = map_.shards[i];
+      live_.push_back(context_->createUnboundBuffer(const_cast<float*>(grads + s.offset),
+                                                    static_cast<size_t>(s.count) * sizeof(float)));
+    }
+    for (auto& x : live_) b.push_back(x.get());
+  }
   const auto timeout = collective::ToChronoMs(timeout_);
   size_t at = 0;  // the shard being waited for, for the error
   bool answering = false;
   try {
     for (size_t i = 0; i < n; ++i) {
-      const Shard& s = map_.shards[i];
-      const int to = PsRank(workers_, s.ps);
-      const size_t bytes = static_cast<size_t>(s.count) * sizeof(float);
-      answers[i] = context_->createUnboundBuffer(values + s.offset, bytes);
-      answers[i]->recv(to, static_cast<uint64_t>(Slot::kParams));
-      heads[i] = context_->createUnboundBuffer(&headers_[i], sizeof(PushHeader));
-      heads[i]->send(to, static_cast<uint64_t>(Slot::kHeader));
-      sums[i] = context_->createUnboundBuffer(const_cast<float*>(grads + s.offset), bytes);
-      sums[i]->send(to, static_cast<uint64_t>(Slot::kGrads));
+      const int to = PsRank(workers_, map_.shards[i].ps);
+      b[i]->recv(to, static_cast<uint64_t>(Slot::kParams));
+      b[n + i]->send(to, static_cast<uint64_t>(Slot::kHeader));
+      b[2 * n + i]->send(to, static_cast<uint64_t>(Slot::kGrads));
     }
     for (at = 0; at < n; ++at) {
-      if (!heads[at]->waitSend(timeout) || !sums[at]->waitSend(timeout)) {
-        return absl::AbortedError("ps: a push was aborted");
+      if (!b[n + at]->waitSend(timeout) || !b[2 * n + at]->waitSend(timeout)) {
+        left_ = true;
+        return absl::AbortedError("ps: a push was aborted (a sibling replica failed)");
       }
     }
     answering = true;
     const auto t0 = std::chrono::steady_clock::now();
     for (at = 0; at < n; ++at) {
-      if (!answers[at]->waitRecv(timeout)) return absl::AbortedError("ps: a pull was aborted");
+      if (!b[at]->waitRecv(timeout)) {
+        left_ = true;
+        return absl::AbortedError("ps: a pull was aborted (a sibling replica failed)");
+      }
     }
     const double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -92,12 +112,25 @@ absl::Status PsClient::PushPull(const float* grads, float* values, int64_t sampl
   return absl::OkStatus();
 }
 
+void PsClient::Abort() {
+  absl::MutexLock l(&mu_);
+  aborted_ = true;
+  const size_t n = live_.size() / 3;
+  for (size_t i = 0; i < live_.size(); ++i) {
+    if (i < n) {
+      live_[i]->abortWaitRecv();
+    } else {
+      live_[i]->abortWaitSend();
+    }
+  }
+}
+
 absl::Status PsClient::Leave() {
   if (left_) return absl::OkStatus();
   left_ = true;
   const size_t n = map_.shards.size();
   headers_.assign(n, PushHeader{kLeave, 0});
-  std::vector<Buffer> heads(n);
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> heads(n);
   try {
     for (size_t i = 0; i < n; ++i) {
       heads[i] = context_->createUnboundBuffer(&headers_[i], sizeof(PushHeader));

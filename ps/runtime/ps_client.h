@@ -26,12 +26,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "ps/runtime/wire.h"
 #include "ps/shard_map.h"
 
 namespace gloo {
 class Context;
+namespace transport {
+class UnboundBuffer;
+}  // namespace transport
 }  // namespace gloo
 
 namespace yoke::ps {
@@ -48,17 +52,20 @@ class PsClient {
   static absl::StatusOr<std::unique_ptr<PsClient>> Create(std::shared_ptr<gloo::Context> context,
                                                           int workers, ShardMap map,
                                                           absl::Duration timeout);
+  ~PsClient();
 
   absl::Status PushPull(const float* grads, float* values, int64_t samples);
   absl::Status Leave();
+  // From any thread: ends a PushPull waiting now, or the next one, with
+  // ABORTED (a sibling replica of the process failed).
+  void Abort();
 
   int64_t clock() const { return clock_; }  // the next step
   const ClientStats& stats() const { return stats_; }
 
  private:
   PsClient(std::shared_ptr<gloo::Context> context, int workers, ShardMap map,
-           absl::Duration timeout)
-      : context_(std::move(context)), workers_(workers), map_(std::move(map)), timeout_(timeout) {}
+           absl::Duration timeout);
 
   std::shared_ptr<gloo::Context> context_;
   int workers_;
@@ -68,6 +75,10 @@ class PsClient {
   bool left_ = false;
   std::vector<PushHeader> headers_;  // per shard, alive while their sends are
   ClientStats stats_;
+  // The step's buffers (answers, headers, gradients), for Abort.
+  absl::Mutex mu_;
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> live_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace yoke::ps

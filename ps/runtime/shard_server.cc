@@ -35,6 +35,7 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Create(
               static_cast<size_t>(shard.count) * sizeof(float));
   ASSIGN_OR_RETURN(s->optimizer_, engine::CreateOptimizer(optimizer, &s->params_));
   for (int w = 0; w < workers; ++w) RETURN_IF_ERROR(s->gate_.Join(w));
+  s->inbox_ = s->context_->createUnboundBuffer(&s->header_, sizeof(PushHeader));
   return s;
 }
 
@@ -52,9 +53,10 @@ ShardServer::~ShardServer() {
   for (int w = 0; w < workers_; ++w) (void)WaitSent(w, answers_[w]);
 }
 
+void ShardServer::Abort() { inbox_->abortWaitRecv(); }
+
 absl::Status ShardServer::Run() {
-  PushHeader header;
-  auto inbox = context_->createUnboundBuffer(&header, sizeof header);
+  const PushHeader& header = header_;
   std::vector<bool> gone(workers_, false);
   int live = workers_;
   const std::string me = PsName(workers_, context_->rank);
@@ -65,9 +67,10 @@ absl::Status ShardServer::Run() {
     }
     int src = -1;
     try {
-      inbox->recv(from, static_cast<uint64_t>(Slot::kHeader));
-      if (!inbox->waitRecv(&src, collective::ToChronoMs(options_.timeout))) {
-        return absl::AbortedError(absl::StrCat("ps: ", me, ": receiving a push was aborted"));
+      inbox_->recv(from, static_cast<uint64_t>(Slot::kHeader));
+      if (!inbox_->waitRecv(&src, collective::ToChronoMs(options_.timeout))) {
+        return absl::AbortedError(
+            absl::StrCat("ps: ", me, ": receiving a push was aborted (a sibling replica failed)"));
       }
     } catch (const std::exception& e) {
       std::vector<std::string> owed;
@@ -103,10 +106,10 @@ absl::Status ShardServer::Run() {
 
 absl::Status ShardServer::ReceivePush(int worker, const PushHeader& h) {
   const std::string me = PsName(workers_, context_->rank);
-  if (h.clock != gate_.Clock(worker) || h.samples < 1) {
+  if (h.clock != gate_.Clock(worker) || h.samples < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ps: ", me, " got a push of step ", h.clock, " with ", h.samples, " samples from worker ",
-        worker, ", whose next step is ", gate_.Clock(worker), " (samples must be >= 1)"));
+        worker, ", whose next step is ", gate_.Clock(worker), " (samples must be >= 0)"));
   }
   const bool async = options_.consistency == Consistency::kAsync;
   float* dst = params_.flat_grads().data<float>();
@@ -115,7 +118,7 @@ absl::Status ShardServer::ReceivePush(int worker, const PushHeader& h) {
     p = &pending_[h.clock];
     if (p->grads.empty()) {
       p->grads.resize(workers_);
-      p->samples.assign(workers_, 0);
+      p->samples.assign(workers_, -1);  // -1: not pushed
     }
     p->grads[worker].resize(shard_.count);
     dst = p->grads[worker].data();
@@ -136,11 +139,11 @@ absl::Status ShardServer::ReceivePush(int worker, const PushHeader& h) {
   ++stats_.pushes;
   RETURN_IF_ERROR(gate_.Finished(worker, h.clock));
   answers_[worker].owed = true;
-  if (async) return Apply(dst, h.samples);
+  if (async) return h.samples > 0 ? Apply(dst, h.samples) : absl::OkStatus();
   p->samples[worker] = h.samples;
   int64_t waiting = 0;
   for (const auto& [clock, q] : pending_) {
-    for (int64_t n : q.samples) waiting += n > 0;
+    for (int64_t n : q.samples) waiting += n >= 0;
   }
   stats_.max_pending_pushes = std::max(stats_.max_pending_pushes, waiting);
   return absl::OkStatus();
@@ -165,7 +168,7 @@ absl::Status ShardServer::ApplyComplete() {
     float* sum = params_.flat_grads().data<float>();
     int64_t samples = 0;
     for (int w = 0; w < workers_; ++w) {  // worker order: the same sum every run
-      if (p.samples[w] == 0) continue;
+      if (p.samples[w] <= 0) continue;    // not pushed, or no examples
       const float* g = p.grads[w].data();
       if (samples == 0) {
         std::memcpy(sum, g, static_cast<size_t>(shard_.count) * sizeof(float));

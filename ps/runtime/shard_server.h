@@ -28,7 +28,7 @@
 // Errors: a wait longer than the timeout for the next push fails Run() with
 // DEADLINE_EXCEEDED naming the workers that owe one; a broken pair fails it
 // with UNAVAILABLE; a push out of order (a clock other than the worker's
-// next, a sample count below 1) with INVALID_ARGUMENT naming the worker.
+// next, a negative sample count) with INVALID_ARGUMENT naming the worker.
 //
 // Thread-safety: one thread runs Run(); stats() may be read after it.
 #ifndef YOKE_PS_RUNTIME_SHARD_SERVER_H_
@@ -84,6 +84,9 @@ class ShardServer {
   ~ShardServer();
 
   absl::Status Run();
+  // From any thread: Run() stops waiting for pushes and returns ABORTED (a
+  // sibling replica of the process failed).
+  void Abort();
 
   // The shard's values now (shard.count floats).
   const float* values() const { return params_.flat_values().data<float>(); }
@@ -92,7 +95,7 @@ class ShardServer {
  private:
   struct Pending {  // one clock's pushes, per worker
     std::vector<std::vector<float>> grads;
-    std::vector<int64_t> samples;  // 0: not pushed
+    std::vector<int64_t> samples;  // -1: not pushed
   };
   struct Answer {
     std::vector<float> values;
@@ -122,6 +125,8 @@ class ShardServer {
   std::map<int64_t, Pending> pending_;  // by clock
   int64_t next_clock_ = 0;              // the next clock to apply (sync, bounded)
   std::vector<Answer> answers_;         // per worker
+  PushHeader header_;                   // the inbox's message
+  std::unique_ptr<gloo::transport::UnboundBuffer> inbox_;  // headers from any worker
   ServerStats stats_;
 };
 

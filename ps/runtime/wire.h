@@ -29,7 +29,7 @@ enum class Slot : uint64_t { kHeader = 0x505301, kGrads = 0x505302, kParams = 0x
 
 struct PushHeader {
   int64_t clock = 0;    // the worker's step, or kLeave
-  int64_t samples = 0;  // examples behind the gradient sum (>= 1)
+  int64_t samples = 0;  // examples behind the gradient sum (>= 0)
 };
 inline constexpr int64_t kLeave = -1;
 

@@ -1,0 +1,172 @@
+// Parameter-server jobs in the Trainer, on real Gloo over loopback with the
+// trainers as threads (as the workers' processes would run them): sync
+// equals the allreduce job on Fashion-MNIST, async learns it, and a world
+// size that does not match the spec is refused.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "collective/store.h"
+#include "config/config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "jobspec/ps_check.h"
+#include "trainer/testing/trainer_runs.h"
+#include "trainer/trainer.h"
+
+namespace yoke::worker {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::MakeWorkers;
+using testing::Params;
+using testing::RelMaxDiff;
+using testing::RunWorkers;
+using testing::Worker;
+
+// configs/fashion_mnist_mlp.yaml on the first 4,000 training images, 2
+// workers, with the test split evaluated at the end.
+v1::JobSpec MlpJob(const std::vector<std::string>& overrides) {
+  std::string yaml = R"(
+model:
+  layers:
+    - flatten
+    - dense: {units: 256}
+    - relu
+    - dense: {units: 128}
+    - relu
+    - dense: {units: 10}
+data:
+  train: {format: idx, num_examples: 4000,
+          images: /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz,
+          labels: /usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz}
+  test: {format: idx, num_examples: 2000,
+         images: /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz,
+         labels: /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz}
+  transform: {divisor: 255}
+training:
+  epochs: 1
+  batch_size: 64
+  max_steps: 50
+  seed: 1
+  loss: softmax_cross_entropy
+  optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+  threads: 2
+distribution:
+  workers: 2
+)";
+  auto spec = common::LoadJobSpecString(yaml, overrides, "test");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return spec.ok() ? *spec : v1::JobSpec();
+}
+
+// The job's trainers, one per worker share as the coordinator places them.
+std::vector<Worker> MakePsWorkers(const v1::JobSpec& spec, collective::Store* store) {
+  const int workers = spec.distribution().workers();
+  const int ps = common::ParameterServerTasks(spec);
+  std::vector<Worker> out = MakeWorkers(spec, workers, 1, store);
+  const std::vector<common::PsShare> shares = common::PsShares(workers, 1, ps);
+  for (int i = 0; i < workers; ++i) {
+    out[i].options.world_size = workers + ps;
+    out[i].options.first_rank = shares[i].first_rank;
+    out[i].options.num_replicas = shares[i].num_ranks;
+  }
+  return out;
+}
+
+struct Case {
+  int ps_tasks;
+  const char* optimizer;
+};
+
+class PsSyncTest : public ::testing::TestWithParam<Case> {};
+
+// 2 workers and 1 or 2 PS tasks under sync end 50 steps where the
+// allreduce job ends (the issue's bound: 1e-6 of the largest parameter),
+// with the same test accuracy.
+TEST_P(PsSyncTest, EqualsAllreduceOnFashionMnist) {
+  const Case c = GetParam();
+  const std::string opt = c.optimizer;
+  const std::vector<std::string> optimizer = {
+      std::string("training.optimizer.type=") + opt,
+      opt == "adam" ? "training.optimizer.lr=0.001" : "training.optimizer.lr=0.05",
+      opt == "adam" ? "training.optimizer.momentum=0" : "training.optimizer.momentum=0.9"};
+  std::vector<std::string> ps = optimizer;
+  ps.insert(ps.end(), {"distribution.strategy=parameter_server",
+                       "distribution.parameter_servers=" + std::to_string(c.ps_tasks)});
+  collective::InMemoryStore store_a, store_b;
+  std::vector<Worker> a = MakeWorkers(MlpJob(optimizer), 2, 1, &store_a);
+  RunWorkers(a);
+  std::vector<Worker> b = MakePsWorkers(MlpJob(ps), &store_b);
+  RunWorkers(b);
+  for (auto& w : a) ASSERT_TRUE(w.status.ok()) << w.status;
+  for (auto& w : b) ASSERT_TRUE(w.status.ok()) << w.status;
+  EXPECT_EQ(b[0].steps, 50);
+  const std::vector<float> want = Params(*a[0].trainer);
+  EXPECT_EQ(Params(*b[0].trainer), Params(*b[1].trainer));
+  const double d = RelMaxDiff(Params(*b[0].trainer), want);
+  std::printf(
+      "[ measured ] sync, 2 workers + %d PS (%s), 50 steps vs the allreduce job: "
+      "max |diff| / max |w| = %.3g; test accuracy %.4f vs %.4f\n",
+      c.ps_tasks, c.optimizer, d, b[0].result.test_accuracy(), a[0].result.test_accuracy());
+  EXPECT_LE(d, 1e-6);
+  EXPECT_EQ(b[0].result.test_accuracy(), a[0].result.test_accuracy());
+  EXPECT_GT(b[0].result.test_accuracy(), 0.6);
+  EXPECT_EQ(b[0].result.replicas(), 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, PsSyncTest, ::testing::Values(Case{1, "sgd"}, Case{2, "adam"}),
+                         [](const auto& info) {
+                           return std::string(info.param.optimizer) + "_" +
+                                  std::to_string(info.param.ps_tasks) + "ps";
+                         });
+
+// Async and bounded (s = 2) learn the data about as sync does: 3 epochs of
+// the 4,000 images with plain SGD (momentum 0, lr 0.2), each within 5 points
+// of sync's test accuracy or above it. Both run with the workers' timing,
+// so their numbers vary from run to run (sync is exact). With momentum 0.9
+// staleness hurts instead: asynchrony acts as extra momentum, and the same
+// runs ended 8 to 30 points below sync (docs/parameter_servers.md); the
+// last three runs measure and print it.
+TEST(PsTrainTest, AsyncAndBoundedLearnFashionMnistAsSyncDoes) {
+  auto run = [](const std::string& mode, const char* momentum, const char* lr) {
+    collective::InMemoryStore store;
+    std::vector<Worker> w = MakePsWorkers(
+        MlpJob({"distribution.strategy=parameter_server", "distribution.parameter_servers=2",
+                "distribution.consistency=" + mode,
+                std::string("distribution.max_staleness=") + (mode == "bounded" ? "2" : "0"),
+                "training.max_steps=0", "training.epochs=3",
+                std::string("training.optimizer.momentum=") + momentum,
+                std::string("training.optimizer.lr=") + lr}),
+        &store);
+    RunWorkers(w);
+    for (auto& x : w) EXPECT_TRUE(x.status.ok()) << mode << ": " << x.status;
+    EXPECT_EQ(w[0].steps, 189) << mode;
+    std::printf(
+        "[ measured ] %s, 2 workers + 2 PS, 3 epochs of 4,000 images, momentum %s, "
+        "lr %s: test accuracy %.4f\n",
+        mode.c_str(), momentum, lr, w[0].result.test_accuracy());
+    return w[0].result.test_accuracy();
+  };
+  const double sync = run("sync", "0", "0.2");
+  EXPECT_GT(sync, 0.6);
+  for (const char* mode : {"async", "bounded"})
+    EXPECT_GT(run(mode, "0", "0.2"), sync - 0.05) << mode;
+  for (const char* mode : {"sync", "async", "bounded"}) run(mode, "0.9", "0.05");
+}
+
+TEST(PsTrainTest, AWorldSizeThatDoesNotMatchTheSpecIsRefused) {
+  collective::InMemoryStore store;
+  std::vector<Worker> w = MakePsWorkers(
+      MlpJob({"distribution.strategy=parameter_server", "distribution.parameter_servers=2"}),
+      &store);
+  TrainerOptions o = w[0].options;
+  o.world_size = 3;
+  o.num_replicas = 2;
+  auto t = Trainer::Create(w[0].spec, o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), HasSubstr("2 x 1 replicas and 2 PS tasks has 4 ranks"));
+}
+
+}  // namespace
+}  // namespace yoke::worker

@@ -1,0 +1,190 @@
+// Parameter-server jobs in the Trainer (docs/parameter_servers.md): each
+// local replica's role, the PS tasks' run, and a replica's push and pull.
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "collective/gloo_bootstrap.h"
+#include "collective/shm_communicator.h"
+#include "common/status.h"
+#include "jobspec/ps_check.h"
+#include "ps/shard_map.h"
+#include "spdlog/spdlog.h"
+#include "trainer/trainer.h"
+#include "trainer/trainer_internal.h"
+
+namespace yoke::worker {
+
+using trainer_internal::Clock;
+using trainer_internal::Seconds;
+
+namespace {
+
+ps::Consistency ConsistencyOf(const v1::DistributionSpec& d) {
+  if (d.consistency() == "async") return ps::Consistency::kAsync;
+  if (d.consistency() == "bounded") return ps::Consistency::kBounded;
+  return ps::Consistency::kSync;
+}
+
+}  // namespace
+
+absl::Status Trainer::AssignPsRoles() {
+  const v1::DistributionSpec& d = spec_.distribution();
+  ps_workers_ = std::max(d.workers(), 1);
+  ps_per_worker_ = std::max(d.devices_per_worker(), 1);
+  const int replicas = ps_workers_ * ps_per_worker_;
+  if (options_.world_size != replicas + ps_tasks_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("trainer: a parameter-server job of ", ps_workers_, " x ", ps_per_worker_,
+                     " replicas and ", ps_tasks_, " PS tasks has ", replicas + ps_tasks_,
+                     " ranks, but the world size is ", options_.world_size));
+  }
+  dp_globals_.assign(replicas, 0);
+  wire_globals_.assign(replicas + ps_tasks_, 0);
+  for (int g = 0; g < options_.world_size; ++g) {
+    const common::RankRole role = common::RoleOfRank(g, ps_workers_, ps_per_worker_, ps_tasks_);
+    if (!role.ps) dp_globals_[role.index] = g;
+    wire_globals_[role.ps ? replicas + role.index : role.index] = g;
+  }
+  for (auto& r : replicas_) {
+    const common::RankRole role =
+        common::RoleOfRank(r->rank, ps_workers_, ps_per_worker_, ps_tasks_);
+    r->ps_task = role.ps;
+    r->ps_index = role.index;
+    r->wire_rank = role.ps ? replicas + role.index : role.index;
+    if (!role.ps) r->rank = role.index;  // the data-parallel rank
+  }
+  if (replicas_[0]->ps_task) {
+    return absl::InvalidArgumentError(
+        "trainer: a process's first rank must be a replica, not a PS task (the coordinator "
+        "places each worker's replicas before its PS tasks)");
+  }
+  return absl::OkStatus();
+}
+
+collective::GlooOptions Trainer::GlooForRanks(const std::vector<int>& globals) const {
+  collective::GlooOptions go = GlooFor();
+  go.rank_hosts.clear();
+  if (options_.rank_hosts.empty()) return go;
+  for (int g : globals) {
+    go.rank_hosts.push_back(
+        g < static_cast<int>(options_.rank_hosts.size()) ? options_.rank_hosts[g] : std::string());
+  }
+  return go;
+}
+
+absl::Status Trainer::ConnectPsContext(Replica& r) {
+  ASSIGN_OR_RETURN(r.ps_context, collective::ConnectGloo(ps_store_.get(), r.wire_rank,
+                                                         static_cast<int>(wire_globals_.size()),
+                                                         GlooForRanks(wire_globals_)));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::ConnectPs(Replica& r) {
+  const int replicas = data_parallel_ranks();
+  if (replicas > 1) {
+    // The replicas' own group, for evaluation's and early stopping's
+    // collectives (the PS tasks are not in it).
+    ASSIGN_OR_RETURN(auto comm, collective::CreateCommunicator(group_store_.get(), r.rank, replicas,
+                                                               GlooForRanks(dp_globals_)));
+    collective::Communicator* c = comm.get();
+    Adopt(&r.comm, std::move(comm));
+    RETURN_IF_ERROR(BroadcastInitialState(r, c));
+    RETURN_IF_ERROR(CheckResumePosition(r));
+  }
+  RETURN_IF_ERROR(ConnectPsContext(r));
+  ASSIGN_OR_RETURN(ps::ShardMap map,
+                   ps::BuildShardMap(r.model->params().flat_values().numel(), ps_tasks_));
+  ASSIGN_OR_RETURN(auto client, ps::PsClient::Create(r.ps_context, replicas, std::move(map),
+                                                     collective_timeout_));
+  absl::MutexLock l(&comm_mu_);
+  if (aborted_) client->Abort();
+  r.ps_client = std::move(client);
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::RunPsTask(Replica& r) {
+  RETURN_IF_ERROR(ConnectPsContext(r));
+  const engine::Tensor& values = r.model->params().flat_values();
+  ASSIGN_OR_RETURN(const ps::ShardMap map, ps::BuildShardMap(values.numel(), ps_tasks_));
+  if (r.ps_index >= static_cast<int>(map.shards.size())) {
+    spdlog::info("PS task {} holds no shard: {}", r.ps_index, map.Describe(ps_tasks_));
+    return absl::OkStatus();
+  }
+  const ps::Shard& shard = map.shards[r.ps_index];
+  const v1::TrainingSpec& tr = spec_.training();
+  const v1::DistributionSpec& d = spec_.distribution();
+  const int replicas = data_parallel_ranks();
+  ps::ServerOptions so;
+  so.consistency = ConsistencyOf(d);
+  so.max_staleness = d.max_staleness();
+  so.timeout = collective_timeout_;
+  // The schedule counts the shard's updates: one per step, or under async
+  // one per push of every replica.
+  const int64_t updates =
+      so.consistency == ps::Consistency::kAsync ? total_steps_ * replicas : total_steps_;
+  ASSIGN_OR_RETURN(auto schedule, engine::CreateSchedule(tr.schedule(), tr.optimizer().lr(),
+                                                         std::max<int64_t>(updates, 1)));
+  ASSIGN_OR_RETURN(auto server, ps::ShardServer::Create(r.ps_context, replicas, shard,
+                                                        values.data<float>() + shard.offset,
+                                                        tr.optimizer(), std::move(schedule), so));
+  {
+    absl::MutexLock l(&comm_mu_);
+    if (aborted_) server->Abort();
+    r.ps_server = std::move(server);
+  }
+  return r.ps_server->Run();
+}
+
+absl::Status Trainer::PushPull(LoopState& s, int64_t n) {
+  engine::ParamSet& ps = s.rep.model->params();
+  const auto t0 = Clock::now();
+  RETURN_IF_ERROR(
+      s.rep.ps_client->PushPull(ps.flat_grads().data<float>(), ps.flat_values().data<float>(), n));
+  const double seconds = Seconds(Clock::now() - t0);
+  s.window.comm += seconds;
+  s.window.exposed += seconds;
+  return absl::OkStatus();
+}
+
+void Trainer::ReportPs(bool end) const {
+  if (options_.progress == nullptr) return;
+  const v1::DistributionSpec& d = spec_.distribution();
+  if (!end) {
+    std::vector<std::string> tasks;
+    for (const auto& r : replicas_) {
+      if (r->ps_task) tasks.push_back(absl::StrCat(r->ps_index));
+    }
+    options_.progress->OnInfo(absl::StrFormat(
+        "parameter servers: %d PS tasks, %s consistency%s, for %d replicas; this process runs "
+        "%s",
+        ps_tasks_, d.consistency().empty() ? "sync" : d.consistency(),
+        d.consistency() == "bounded" ? absl::StrCat(" (max_staleness ", d.max_staleness(), ")")
+                                     : std::string(),
+        data_parallel_ranks(),
+        tasks.empty()
+            ? std::string("no PS task")
+            : absl::StrCat("PS task", tasks.size() > 1 ? "s " : " ", absl::StrJoin(tasks, ", "))));
+    return;
+  }
+  for (const auto& r : replicas_) {
+    if (r->ps_server) {
+      const ps::ServerStats& st = r->ps_server->stats();
+      options_.progress->OnInfo(absl::StrFormat(
+          "PS task %d: %d pushes, %d updates, %d answers held by the staleness gate, at most %d "
+          "pushes waiting for their step",
+          r->ps_index, st.pushes, st.updates, st.held_answers, st.max_pending_pushes));
+    } else if (r->ps_client) {
+      const ps::ClientStats& st = r->ps_client->stats();
+      options_.progress->OnInfo(
+          absl::StrFormat("replica %d: %d pushes, %.2f s waiting for parameters (longest %.3f s)",
+                          r->rank, st.pushes, st.wait_seconds, st.longest_wait));
+    }
+  }
+}
+
+}  // namespace yoke::worker
