@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/quote.h"
 #include "google/protobuf/util/json_util.h"
+#include "jobspec/ps_check.h"
 #include "telemetry/train_metrics.h"
 
 namespace yoke::client {
@@ -160,6 +162,30 @@ std::string ResultSummary(const v1::TrainResult& r) {
   return out + common::FormatBestEpoch(r);
 }
 
+namespace {
+
+// A parameter-server job's share: which ranks are replicas and which PS
+// tasks (" (replica 1; PS tasks 1, 3)"); "" for any other job.
+std::string ShareRoles(const v1::JobSpec& spec, const v1::Assignment& as) {
+  const int ps = common::ParameterServerTasks(spec);
+  if (ps == 0) return "";
+  const int workers = std::max(spec.distribution().workers(), 1);
+  const int per = std::max(spec.distribution().devices_per_worker(), 1);
+  std::vector<int> replicas, tasks;
+  for (int r = as.first_rank(); r < as.first_rank() + as.num_replicas(); ++r) {
+    const common::RankRole role = common::RoleOfRank(r, workers, per, ps);
+    (role.ps ? tasks : replicas).push_back(role.index);
+  }
+  std::string out =
+      absl::StrCat(" (replica", replicas.size() == 1 ? " " : "s ", absl::StrJoin(replicas, ", "));
+  if (!tasks.empty()) {
+    absl::StrAppend(&out, "; PS task", tasks.size() == 1 ? " " : "s ", absl::StrJoin(tasks, ", "));
+  }
+  return out + ")";
+}
+
+}  // namespace
+
 std::string JobDetails(const v1::Job& job, int64_t now_ms) {
   const auto& s = job.spec();
   std::string out;
@@ -202,7 +228,7 @@ std::string JobDetails(const v1::Job& job, int64_t now_ms) {
     for (const auto& as : a.assignments()) {
       absl::StrAppend(&out, "  ranks ", as.first_rank(), "..",
                       as.first_rank() + as.num_replicas() - 1, " on ", as.worker_id(), " devices [",
-                      absl::StrJoin(as.devices(), ","), "]\n");
+                      absl::StrJoin(as.devices(), ","), "]", ShareRoles(s, as), "\n");
     }
   }
   for (const auto& e : job.history()) {

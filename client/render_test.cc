@@ -171,6 +171,35 @@ TEST(RenderTest, JobDetailsShowValidationAndEarlyStopping) {
   EXPECT_THAT(JobDetails(job, 0), ::testing::Not(HasSubstr("best epoch")));
 }
 
+// A parameter-server job's shares say which ranks are replicas and which PS
+// tasks; an allreduce job's say nothing more.
+TEST(RenderTest, JobDetailsNameAParameterServerJobsRoles) {
+  v1::Job job;
+  job.set_id("job-5");
+  auto* d = job.mutable_spec()->mutable_distribution();
+  d->set_workers(2);
+  d->set_strategy("parameter_server");
+  d->set_parameter_servers(3);
+  auto* a = job.add_attempts();
+  a->set_number(1);
+  a->set_world_size(5);
+  auto* s0 = a->add_assignments();
+  s0->set_worker_id("w-1");
+  s0->set_first_rank(0);
+  s0->set_num_replicas(3);
+  s0->add_devices(0);
+  auto* s1 = a->add_assignments();
+  s1->set_worker_id("w-2");
+  s1->set_first_rank(3);
+  s1->set_num_replicas(2);
+  s1->add_devices(0);
+  const std::string out = JobDetails(job, 0);
+  EXPECT_THAT(out, HasSubstr("ranks 0..2 on w-1 devices [0] (replica 0; PS tasks 0, 2)")) << out;
+  EXPECT_THAT(out, HasSubstr("ranks 3..4 on w-2 devices [0] (replica 1; PS task 1)")) << out;
+  d->clear_strategy();
+  EXPECT_THAT(JobDetails(job, 0), HasSubstr("ranks 0..2 on w-1 devices [0]\n"));
+}
+
 TEST(RenderTest, JsonUsesProtoFieldNames) {
   v1::Job j;
   j.set_id("job-1");

@@ -12,7 +12,7 @@ namespace {
 constexpr char kStrategy[] = "parameter_server";
 
 // The strategy's own fields.
-void CheckFields(const v1::DistributionSpec& d, std::vector<std::string>* errors) {
+void CheckPsFields(const v1::DistributionSpec& d, std::vector<std::string>* errors) {
   if (d.parameter_servers() < 1 || d.parameter_servers() > kMaxParameterServers) {
     errors->push_back(absl::StrCat("distribution.parameter_servers: must be in [1, ",
                                    kMaxParameterServers, "] with distribution.strategy ", kStrategy,
@@ -35,7 +35,7 @@ void CheckFields(const v1::DistributionSpec& d, std::vector<std::string>* errors
 }
 
 // What a parameter-server job cannot do (yet), each with why.
-void CheckJob(const v1::JobSpec& spec, std::vector<std::string>* errors) {
+void CheckPsJob(const v1::JobSpec& spec, std::vector<std::string>* errors) {
   const v1::DistributionSpec& d = spec.distribution();
   const std::string with = absl::StrCat(" with distribution.strategy ", kStrategy);
   if (d.has_pipeline()) {
@@ -96,8 +96,8 @@ std::vector<std::string> ParameterServerSpecErrors(const v1::JobSpec& spec) {
     }
     return errors;
   }
-  CheckFields(d, &errors);
-  CheckJob(spec, &errors);
+  CheckPsFields(d, &errors);
+  CheckPsJob(spec, &errors);
   return errors;
 }
 

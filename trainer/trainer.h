@@ -164,6 +164,12 @@ struct TrainerOptions {
     const engine::Optimizer* optimizer = nullptr;  // its state after the update
   };
   std::function<void(const StepRecord&)> on_step;
+  // Benchmarks and tests only (bench/ps_straggler_bench): a transient
+  // straggler. Each step, with this probability (0: never), a replica sleeps
+  // after its backward until the step has taken straggler_factor times its
+  // compute time; the draw is a pure function of (seed, rank, step).
+  double straggler_probability = 0;
+  double straggler_factor = 3;
 };
 
 class Trainer {
@@ -300,6 +306,9 @@ class Trainer {
   // handed to the reducer), adds every micro-batch's loss sum and correct
   // count to s.epoch_sums and s.window, and returns the step's loss sum.
   absl::StatusOr<double> ForwardBackward(LoopState& s, data::Batch& batch);
+  // TrainerOptions::straggler_probability: maybe sleeps, as a straggler
+  // whose step took straggler_factor x compute_seconds.
+  void Straggle(const LoopState& s, double compute_seconds) const;
   // After a step of n local and global_n job samples that took `seconds`:
   // advances s's position, adds to its sums and the step-time histogram; the
   // lead mirrors the position, samples and time into the Trainer.

@@ -3,12 +3,14 @@
 // run's end are in trainer_epoch.cc.
 #include <algorithm>
 #include <cmath>
+#include <chrono>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "collective/coordinator_store.h"
+#include "common/rng.h"
 #include "common/status.h"
 #include "data/pipeline.h"
 #include "engine/checkpoint.h"
@@ -194,8 +196,10 @@ absl::StatusOr<Trainer::StepOutcome> Trainer::TrainStep(LoopState& s, data::Batc
   const int64_t n = batch.n;
   if (s.reducer) RETURN_IF_ERROR(s.reducer->Prepare(n, StopVote()));
   double step_loss = 0;
+  const auto compute_start = Clock::now();
   if (n > 0) {
     ASSIGN_OR_RETURN(step_loss, ForwardBackward(s, batch));
+    if (options_.straggler_probability > 0) Straggle(s, Seconds(Clock::now() - compute_start));
   } else if (s.reducer || s.rep.ps_client) {
     // No samples on this rank this step (a short last batch): contribute
     // zero gradients, not the last step's.
@@ -246,6 +250,14 @@ absl::StatusOr<Trainer::StepOutcome> Trainer::TrainStep(LoopState& s, data::Batc
     options_.on_step(rec);
   }
   return out;
+}
+
+void Trainer::Straggle(const LoopState& s, double compute_seconds) const {
+  common::Philox rng(spec_.training().seed() ^ 0x5354524147ULL,
+                     (static_cast<uint64_t>(s.rep.rank) << 40) + static_cast<uint64_t>(s.step));
+  if (rng.NextFloat() >= options_.straggler_probability) return;
+  const double extra = (options_.straggler_factor - 1) * compute_seconds;
+  if (extra > 0) std::this_thread::sleep_for(std::chrono::duration<double>(extra));
 }
 
 absl::StatusOr<double> Trainer::ForwardBackward(LoopState& s, data::Batch& batch) {
