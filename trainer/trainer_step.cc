@@ -2,8 +2,8 @@
 // setup and one step), and the gradient accumulator. The epoch end and the
 // run's end are in trainer_epoch.cc.
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <thread>
 #include <vector>
 
