@@ -22,6 +22,7 @@
 #include "engine/optim/optimizer.h"
 #include "engine/optim/schedule.h"
 #include "engine/testing/random.h"
+#include "gloo/context.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ps/runtime/ps_client.h"
@@ -370,6 +371,50 @@ TEST(ErrorsTest, AMissingPushIsNamed) {
   ASSERT_FALSE(r.status[0].ok());
   EXPECT_THAT(r.status[0].message(), HasSubstr("worker 0"));
   EXPECT_THAT(r.status[0].message(), HasSubstr("PS task 0"));
+}
+
+// Abort, as a failed sibling replica calls it from another thread: a PS task
+// waiting for pushes and a worker waiting for its answer both return ABORTED
+// at once, long before their timeout.
+TEST(ErrorsTest, AbortEndsThePsTasksAndTheWorkersWaits) {
+  collective::InMemoryStore store;
+  std::shared_ptr<gloo::Context> contexts[3];
+  {
+    std::vector<std::thread> connect;
+    for (int r = 0; r < 3; ++r) {
+      connect.emplace_back(
+          [&, r] { contexts[r] = collective::ConnectGloo(&store, r, 3, {}).value(); });
+    }
+    for (auto& t : connect) t.join();
+  }
+  const ShardMap map = BuildShardMap(1000, 1).value();
+  std::vector<float> values(1000, 0.5f), grads(1000, 0.1f);
+  ServerOptions so;
+  so.timeout = absl::Seconds(60);
+  auto server =
+      ShardServer::Create(contexts[2], 2, map.shards[0], values.data(), Sgd(), Constant(Sgd()), so)
+          .value();
+  auto client = PsClient::Create(contexts[0], 2, map, absl::Seconds(60)).value();
+  absl::Status served, pushed;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread ps([&] { served = server->Run(); });
+  // Worker 0 pushes step 0; under sync its answer waits for worker 1, who
+  // never pushes.
+  std::thread worker([&] { pushed = client->PushPull(grads.data(), values.data(), 8); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  client->Abort();
+  worker.join();
+  server->Abort();
+  ps.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(pushed.code(), absl::StatusCode::kAborted) << pushed;
+  EXPECT_EQ(served.code(), absl::StatusCode::kAborted) << served;
+  EXPECT_THAT(served.message(), HasSubstr("PS task 0 (rank 2)"));
+  EXPECT_LT(seconds, 10);
+  // An aborted client is done: the next step is refused at once.
+  EXPECT_EQ(client->PushPull(grads.data(), values.data(), 8).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace
