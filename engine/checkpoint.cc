@@ -13,6 +13,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/quote.h"
@@ -66,7 +67,12 @@ absl::StatusOr<std::unique_ptr<CheckpointWriter>> CheckpointWriter::Open(
     const std::string& path, v1::CheckpointHeader header, const std::vector<TensorDecl>& tensors) {
   header.clear_tensors();
   uint64_t offset = 0;
+  absl::flat_hash_set<std::string> declared;
   for (const TensorDecl& t : tensors) {
+    if (!declared.insert(t.name).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint ", path, ": tensor ", common::Quote(t.name, 64), " is declared twice"));
+    }
     v1::TensorRecord* r = header.add_tensors();
     r->set_name(t.name);
     r->set_dtype(DTypeName(t.dtype));
@@ -214,10 +220,16 @@ uint32_t Crc(uint32_t crc, const char* p, size_t n) {
   return crc;
 }
 
-// Each record's shape and place against a data section of `data_len` bytes.
+// Each record's shape and place against a data section of `data_len` bytes,
+// and its name against the others': a name read twice would make the
+// tensor a reader restores depend on which record it takes.
 absl::Status CheckRecords(const v1::CheckpointHeader& h, size_t data_len,
                           const std::function<absl::Status(const std::string&)>& bad) {
+  absl::flat_hash_set<std::string> seen;
   for (const v1::TensorRecord& r : h.tensors()) {
+    if (!seen.insert(r.name()).second) {
+      return bad(absl::StrCat("tensor ", common::Quote(r.name(), 64), " appears twice"));
+    }
     ASSIGN_OR_RETURN(DType dt, ParseDType(r.dtype()));
     for (int64_t d : r.shape()) {
       if (d < 0) {

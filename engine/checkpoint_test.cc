@@ -1,8 +1,10 @@
 #include "engine/checkpoint.h"
 
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -93,6 +95,58 @@ TEST(CheckpointTest, RejectsCorruptFiles) {
     EXPECT_FALSE(ReadCheckpoint(p).ok()) << "byte " << i;
   }
   EXPECT_EQ(ReadCheckpoint(dir + "/missing").status().code(), absl::StatusCode::kNotFound);
+}
+
+// Two records with one name: the file is refused by both readers (which
+// record a reader took would decide what it restores), and the writer never
+// makes such a file. The fuzzer found the readers disagreeing on one.
+TEST(CheckpointTest, RefusesATensorNamedTwice) {
+  common::TempDir tmp("yoke_ckpt");  // removed with its files at the end
+  const std::string p = tmp.path() + "/c.yoke";
+  NamedTensors twice = Sample();
+  twice[1].first = twice[0].first;
+  const absl::Status w = WriteCheckpoint(p, {}, twice);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.message().find("'params' is declared twice"), std::string::npos) << w;
+
+  // The same file by hand: the writer's bytes with the second record renamed.
+  ASSERT_TRUE(WriteCheckpoint(p, {}, Sample()).ok());
+  const std::string good = ReadBytes(p);
+  uint32_t hdr_len;
+  std::memcpy(&hdr_len, good.data() + 12, 4);
+  v1::CheckpointHeader h;
+  ASSERT_TRUE(h.ParseFromArray(good.data() + 16, static_cast<int>(hdr_len)));
+  h.mutable_tensors(1)->set_name("params");
+  std::string hdr;
+  ASSERT_TRUE(h.SerializeToString(&hdr));
+  std::string bad = good.substr(0, 12);
+  const uint32_t new_len = static_cast<uint32_t>(hdr.size());
+  bad.append(reinterpret_cast<const char*>(&new_len), 4);
+  bad += hdr;
+  bad += good.substr(16 + hdr_len, good.size() - 16 - hdr_len - 4);
+  const uint32_t crc =
+      crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bad.data()), bad.size());
+  bad.append(reinterpret_cast<const char*>(&crc), 4);
+  WriteBytes(p, bad);
+  const auto whole = ReadCheckpoint(p);
+  ASSERT_FALSE(whole.ok());
+  EXPECT_NE(whole.status().message().find("'params' appears twice"), std::string::npos)
+      << whole.status();
+  const auto streamed = ReadCheckpointSlices(p, {});
+  ASSERT_FALSE(streamed.ok());
+  EXPECT_NE(streamed.status().message().find("'params' appears twice"), std::string::npos)
+      << streamed.status();
+  // Renamed back, the same bytes read: the refusal is the name's alone.
+  h.mutable_tensors(1)->set_name("labels");
+  ASSERT_TRUE(h.SerializeToString(&hdr));
+  ASSERT_EQ(hdr.size(), new_len);
+  bad.replace(16, hdr.size(), hdr);
+  const uint32_t crc2 =
+      crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bad.data()), bad.size() - 4);
+  std::memcpy(bad.data() + bad.size() - 4, &crc2, 4);
+  WriteBytes(p, bad);
+  EXPECT_TRUE(ReadCheckpoint(p).ok());
+  EXPECT_TRUE(ReadCheckpointSlices(p, {}).ok());
 }
 
 TEST(CheckpointTest, LatestAndPrune) {

@@ -32,7 +32,9 @@ fuzz_one() {
       >"$out/$t.verdict"
   else
     { echo "fuzz: $t: FAILED (exit $rc) after ${execs:-?} inputs; see $log"
-      grep -aE "ERROR|SUMMARY" "$log" | head -5; } >"$out/$t.verdict"
+      # The sanitizer's or libFuzzer's own lines (==PID== ERROR, SUMMARY),
+      # not the libraries' log lines (libprotobuf ERROR on invalid UTF-8).
+      grep -aE "^==[0-9]+==|^SUMMARY|^(MS|artifact_prefix)" "$log" | head -5; } >"$out/$t.verdict"
   fi
   rm -rf "$work"
 }
