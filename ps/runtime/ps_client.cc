@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <utility>
@@ -44,28 +45,24 @@ absl::Status PsClient::PushPull(const float* grads, float* values, int64_t sampl
   }
   const size_t n = map_.shards.size();
   headers_.assign(n, PushHeader{clock_, samples});
-  // live_: n answers, then n headers, then n gradient slices. Only this
-  // thread changes it; Abort reads it under mu_.
-  std::vector<gloo::transport::UnboundBuffer*> b;
-  {
-    absl::MutexLock l(&mu_);
-    if (aborted_) return absl::AbortedError("ps: a sibling replica failed");
-    live_.clear();
-    for (size_t i = 0; i < n; ++i) {
-      const Shard& s = map_.shards[i];
-      live_.push_back(context_->createUnboundBuffer(values + s.offset,
-                                                    static_cast<size_t>(s.count) * sizeof(float)));
-    }
-    for (size_t i = 0; i < n; ++i) {
-      live_.push_back(context_->createUnboundBuffer(&headers_[i], sizeof(PushHeader)));
-    }
-    for (size_t i = 0; i < n; ++i) {
-      const Shard& s = map_.shards[i];
-      live_.push_back(context_->createUnboundBuffer(const_cast<float*>(grads + s.offset),
-                                                    static_cast<size_t>(s.count) * sizeof(float)));
-    }
-    for (auto& x : live_) b.push_back(x.get());
+  // n answers, then n headers, then n gradient slices.
+  std::vector<Live> live;
+  for (size_t i = 0; i < n; ++i) {
+    const Shard& s = map_.shards[i];
+    live.push_back({context_->createUnboundBuffer(values + s.offset,
+                                                  static_cast<size_t>(s.count) * sizeof(float)),
+                    true});
   }
+  for (size_t i = 0; i < n; ++i) {
+    live.push_back({context_->createUnboundBuffer(&headers_[i], sizeof(PushHeader)), false});
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Shard& s = map_.shards[i];
+    live.push_back({context_->createUnboundBuffer(const_cast<float*>(grads + s.offset),
+                                                  static_cast<size_t>(s.count) * sizeof(float)),
+                    false});
+  }
+  ASSIGN_OR_RETURN(const std::vector<gloo::transport::UnboundBuffer*> b, Track(std::move(live)));
   const auto timeout = collective::ToChronoMs(timeout_);
   size_t at = 0;  // the shard being waited for, for the error
   bool answering = false;
@@ -112,17 +109,85 @@ absl::Status PsClient::PushPull(const float* grads, float* values, int64_t sampl
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<gloo::transport::UnboundBuffer*>> PsClient::Track(
+    std::vector<Live> live) {
+  absl::MutexLock l(&mu_);
+  if (aborted_) return absl::AbortedError("ps: a sibling replica failed");
+  live_ = std::move(live);
+  std::vector<gloo::transport::UnboundBuffer*> raw;
+  for (const Live& x : live_) raw.push_back(x.buffer.get());
+  return raw;
+}
+
 void PsClient::Abort() {
   absl::MutexLock l(&mu_);
   aborted_ = true;
-  const size_t n = live_.size() / 3;
-  for (size_t i = 0; i < live_.size(); ++i) {
-    if (i < n) {
-      live_[i]->abortWaitRecv();
+  for (const Live& x : live_) {
+    if (x.receives) {
+      x.buffer->abortWaitRecv();
     } else {
-      live_[i]->abortWaitSend();
+      x.buffer->abortWaitSend();
     }
   }
+}
+
+absl::Status PsClient::Snapshot(float* values, const std::vector<float*>& state,
+                                int64_t* optimizer_steps) {
+  if (left_) return absl::FailedPreconditionError("ps: this worker has left");
+  const size_t n = map_.shards.size();
+  headers_.assign(n, PushHeader{clock_ - 1, kSnapshot});
+  std::vector<std::vector<char>> answers(n);
+  std::vector<Live> live;
+  for (size_t i = 0; i < n; ++i) {
+    answers[i].resize(sizeof(SnapshotHead) + static_cast<size_t>(map_.shards[i].count) *
+                                                 (1 + state.size()) * sizeof(float));
+    live.push_back({context_->createUnboundBuffer(answers[i].data(), answers[i].size()), true});
+  }
+  for (size_t i = 0; i < n; ++i) {
+    live.push_back({context_->createUnboundBuffer(&headers_[i], sizeof(PushHeader)), false});
+  }
+  ASSIGN_OR_RETURN(const std::vector<gloo::transport::UnboundBuffer*> b, Track(std::move(live)));
+  const auto timeout = collective::ToChronoMs(timeout_);
+  size_t at = 0;
+  try {
+    for (size_t i = 0; i < n; ++i) {
+      const int to = PsRank(workers_, map_.shards[i].ps);
+      b[i]->recv(to, static_cast<uint64_t>(Slot::kSnapshot));
+      b[n + i]->send(to, static_cast<uint64_t>(Slot::kHeader));
+    }
+    for (at = 0; at < n; ++at) {
+      if (!b[n + at]->waitSend(timeout) || !b[at]->waitRecv(timeout)) {
+        left_ = true;
+        return absl::AbortedError("ps: a snapshot was aborted (a sibling replica failed)");
+      }
+    }
+  } catch (const std::exception& e) {
+    left_ = true;
+    const std::string who = PsName(workers_, PsRank(workers_, map_.shards[std::min(at, n - 1)].ps));
+    return absl::UnavailableError(absl::StrCat("ps: worker ", context_->rank, " waiting for ", who,
+                                               "'s snapshot after step ", clock_ - 1,
+                                               " failed: ", e.what()));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Shard& s = map_.shards[i];
+    SnapshotHead head;
+    std::memcpy(&head, answers[i].data(), sizeof(head));
+    // A PS task with another optimizer would have sent another size, which
+    // Gloo refuses; the count is checked all the same.
+    if (head.state_arrays != static_cast<int64_t>(state.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ps: ", PsName(workers_, PsRank(workers_, s.ps)), " holds ", head.state_arrays,
+          " optimizer state arrays, this worker's optimizer ", state.size()));
+    }
+    if (i == 0) *optimizer_steps = head.optimizer_steps;
+    const size_t bytes = static_cast<size_t>(s.count) * sizeof(float);
+    const char* p = answers[i].data() + sizeof(SnapshotHead);
+    std::memcpy(values + s.offset, p, bytes);
+    for (size_t k = 0; k < state.size(); ++k) {
+      std::memcpy(state[k] + s.offset, p + (k + 1) * bytes, bytes);
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status PsClient::Leave() {

@@ -7,7 +7,8 @@
 // received straight into the flat value buffer: the parameters for the
 // worker's next step. How long that takes is the staleness rule's business
 // (ps/runtime/shard_server.h); the client only counts the wait. Leave() tells
-// every PS task the worker is done.
+// every PS task the worker is done. Snapshot fetches the values and the
+// optimizer state of every shard for a checkpoint (wire.h).
 //
 // The gradient buffer must not change, and the value buffer must not be
 // read, while PushPull runs; both hold ShardMap::total floats.
@@ -56,6 +57,14 @@ class PsClient {
 
   absl::Status PushPull(const float* grads, float* values, int64_t samples);
   absl::Status Leave();
+  // Between two steps: every shard's values after the updates of the steps
+  // this worker has pushed (sync and bounded: exactly those; async: what
+  // the shard holds), into `values`, and each optimizer state array's into
+  // `state` (ShardMap::total floats each, in Optimizer::State() order);
+  // `*optimizer_steps` gets the first shard's update count. Errors as
+  // PushPull's, and INVALID_ARGUMENT if a PS task holds another number of
+  // state arrays (another optimizer).
+  absl::Status Snapshot(float* values, const std::vector<float*>& state, int64_t* optimizer_steps);
   // From any thread: ends a PushPull waiting now, or the next one, with
   // ABORTED (a sibling replica of the process failed).
   void Abort();
@@ -75,10 +84,18 @@ class PsClient {
   bool left_ = false;
   std::vector<PushHeader> headers_;  // per shard, alive while their sends are
   ClientStats stats_;
-  // The step's buffers (answers, headers, gradients), for Abort.
+  // The buffers of the step or snapshot under way, for Abort: whether each
+  // receives (else it sends).
+  struct Live {
+    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+    bool receives;
+  };
+  // Replaces live_ with `live` (ABORTED after Abort()); their raw pointers
+  // in the same order.
+  absl::StatusOr<std::vector<gloo::transport::UnboundBuffer*>> Track(std::vector<Live> live);
   absl::Mutex mu_;
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> live_ ABSL_GUARDED_BY(mu_);
+  std::vector<Live> live_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace yoke::ps

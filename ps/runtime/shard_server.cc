@@ -86,7 +86,9 @@ absl::Status ShardServer::Run() {
       return absl::UnavailableError(absl::StrCat("ps: ", me, ": receiving a push from one of ",
                                                  absl::StrJoin(owed, ", "), " failed: ", e.what()));
     }
-    if (header.clock == kLeave) {
+    if (header.samples == kSnapshot) {
+      RETURN_IF_ERROR(AskSnapshot(src, header.clock));
+    } else if (header.clock == kLeave) {
       gone[src] = true;
       --live;
       gate_.Leave(src);
@@ -96,7 +98,8 @@ absl::Status ShardServer::Run() {
     }
     RETURN_IF_ERROR(ApplyComplete());
     RETURN_IF_ERROR(AnswerReady());
-    if (header.clock != kLeave && answers_[src].owed) ++stats_.held_answers;
+    RETURN_IF_ERROR(ServeSnapshots());
+    if (header.samples >= 0 && answers_[src].owed) ++stats_.held_answers;
   }
   // Every worker is gone: whatever is still pending is complete.
   RETURN_IF_ERROR(ApplyComplete());
@@ -152,7 +155,8 @@ absl::Status ShardServer::ReceivePush(int worker, const PushHeader& h) {
 absl::Status ShardServer::Apply(const float* grads, int64_t samples) {
   float* g = params_.flat_grads().data<float>();
   if (grads != g) std::memcpy(g, grads, static_cast<size_t>(shard_.count) * sizeof(float));
-  RETURN_IF_ERROR(optimizer_->Step(schedule_->Lr(stats_.updates),
+  // The optimizer's count, not this run's: a restored shard's schedule goes on.
+  RETURN_IF_ERROR(optimizer_->Step(schedule_->Lr(optimizer_->step_count()),
                                    1.0f / static_cast<float>(std::max<int64_t>(samples, 1))));
   ++stats_.updates;
   return absl::OkStatus();
@@ -217,6 +221,79 @@ absl::Status ShardServer::WaitSent(int worker, Answer& a) {
     return absl::UnavailableError(absl::StrCat("ps: ", PsName(workers_, context_->rank),
                                                ": worker ", worker,
                                                " never took its parameters: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardServer::RestoreOptimizer(
+    const std::vector<std::pair<std::string, engine::Tensor>>& whole, int64_t steps) {
+  const auto mine = optimizer_->State();
+  if (mine.size() != whole.size() || steps < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("ps: restoring ", whole.size(),
+                                                   " optimizer state arrays and ", steps,
+                                                   " steps into an optimizer of ", mine.size()));
+  }
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const auto& [name, t] = whole[i];
+    if (name != mine[i].first || t.dtype() != engine::DType::kF32 || !t.device().is_cpu() ||
+        t.numel() < shard_.offset + shard_.count) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ps: optimizer state '", name, "' (", t.numel(), " values) does not hold ",
+                       PsName(workers_, context_->rank), "'s shard of ", shard_.count,
+                       " values at ", shard_.offset, " of the optimizer's '", mine[i].first, "'"));
+    }
+    std::memcpy(mine[i].second.raw(), t.data<float>() + shard_.offset,
+                static_cast<size_t>(shard_.count) * sizeof(float));
+  }
+  optimizer_->set_step_count(steps);
+  return absl::OkStatus();
+}
+
+absl::Status ShardServer::AskSnapshot(int worker, int64_t clock) {
+  if (clock != gate_.Clock(worker) - 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ps: ", PsName(workers_, context_->rank), " got a snapshot request after step ", clock,
+        " from worker ", worker, ", whose last pushed step is ", gate_.Clock(worker) - 1));
+  }
+  snapshots_.push_back(SnapshotAsk{worker, clock});
+  return absl::OkStatus();
+}
+
+absl::Status ShardServer::ServeSnapshots() {
+  bool any_live = false;
+  for (int w = 0; w < workers_ && !any_live; ++w) any_live = gate_.Clock(w) >= 0;
+  const bool async = options_.consistency == Consistency::kAsync;
+  const auto state = optimizer_->State();
+  const size_t floats = static_cast<size_t>(shard_.count) * (1 + state.size());
+  for (auto it = snapshots_.begin(); it != snapshots_.end();) {
+    // Sync and bounded: every update up to the asked step is applied (and
+    // none after it: the asker's next push has not come).
+    if (!async && any_live && it->clock >= gate_.SlowestClock()) {
+      ++it;
+      continue;
+    }
+    std::vector<char> out(sizeof(SnapshotHead) + floats * sizeof(float));
+    const SnapshotHead head{optimizer_->step_count(), static_cast<int64_t>(state.size())};
+    std::memcpy(out.data(), &head, sizeof(head));
+    char* p = out.data() + sizeof(head);
+    const size_t bytes = static_cast<size_t>(shard_.count) * sizeof(float);
+    std::memcpy(p, values(), bytes);
+    for (size_t i = 0; i < state.size(); ++i) {
+      std::memcpy(p + (i + 1) * bytes, state[i].second.raw(), bytes);
+    }
+    try {
+      auto buffer = context_->createUnboundBuffer(out.data(), out.size());
+      buffer->send(it->worker, static_cast<uint64_t>(Slot::kSnapshot));
+      if (!buffer->waitSend(collective::ToChronoMs(options_.timeout))) {
+        return absl::AbortedError("ps: sending a snapshot was aborted");
+      }
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat("ps: ", PsName(workers_, context_->rank),
+                                                 ": sending worker ", it->worker,
+                                                 " a snapshot failed: ", e.what()));
+    }
+    ++stats_.snapshots;
+    it = snapshots_.erase(it);
   }
   return absl::OkStatus();
 }

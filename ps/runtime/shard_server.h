@@ -25,6 +25,12 @@
 //                  (scaled by its own samples) and answered at once.
 // Run() returns once every worker has left.
 //
+// Checkpoints: a worker may ask for a snapshot of the shard (wire.h); the
+// answer holds the values and the optimizer state after exactly the updates
+// of the steps up to the one it names (sync, bounded), or the shard as it is
+// (async). RestoreOptimizer puts a checkpoint's optimizer state back before
+// Run(), and the learning-rate schedule goes on from its update count.
+//
 // Errors: a wait longer than the timeout for the next push fails Run() with
 // DEADLINE_EXCEEDED naming the workers that owe one; a broken pair fails it
 // with UNAVAILABLE; a push out of order (a clock other than the worker's
@@ -37,6 +43,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -70,6 +78,7 @@ struct ServerStats {
   // waiting for their clock's update at once (the PS's queue depth).
   int64_t held_answers = 0;
   int64_t max_pending_pushes = 0;
+  int64_t snapshots = 0;  // snapshots answered (checkpoints)
 };
 
 class ShardServer {
@@ -87,6 +96,12 @@ class ShardServer {
   // From any thread: Run() stops waiting for pushes and returns ABORTED (a
   // sibling replica of the process failed).
   void Abort();
+  // Before Run(): the shard's slice of each of `whole`'s optimizer state
+  // arrays (the whole model's, named as Optimizer::State() names them), and
+  // the completed update count. INVALID_ARGUMENT if a name or size does not
+  // match this optimizer's state.
+  absl::Status RestoreOptimizer(const std::vector<std::pair<std::string, engine::Tensor>>& whole,
+                                int64_t steps);
 
   // The shard's values now (shard.count floats).
   const float* values() const { return params_.flat_values().data<float>(); }
@@ -113,6 +128,10 @@ class ShardServer {
   // Sends every owed answer the gate allows.
   absl::Status AnswerReady();
   absl::Status WaitSent(int worker, Answer& a);
+  // A snapshot request of `worker` after its step `clock`; sent by
+  // ServeSnapshots once that step's update is applied.
+  absl::Status AskSnapshot(int worker, int64_t clock);
+  absl::Status ServeSnapshots();
 
   std::shared_ptr<gloo::Context> context_;
   int workers_;
@@ -125,7 +144,12 @@ class ShardServer {
   std::map<int64_t, Pending> pending_;  // by clock
   int64_t next_clock_ = 0;              // the next clock to apply (sync, bounded)
   std::vector<Answer> answers_;         // per worker
-  PushHeader header_;                   // the inbox's message
+  struct SnapshotAsk {
+    int worker;
+    int64_t clock;
+  };
+  std::vector<SnapshotAsk> snapshots_;                     // not yet answered
+  PushHeader header_;                                      // the inbox's message
   std::unique_ptr<gloo::transport::UnboundBuffer> inbox_;  // headers from any worker
   ServerStats stats_;
 };

@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "collective/gloo_bootstrap.h"
@@ -127,6 +129,13 @@ std::vector<float> Allreduce(int workers, const v1::OptimizerSpec& opt, int64_t 
   return out[0];
 }
 
+// A checkpoint's worth of a PS job: values, optimizer state, update count.
+struct Snap {
+  std::vector<float> values;
+  std::vector<std::pair<std::string, engine::Tensor>> state;  // whole-model arrays
+  int64_t steps = -1;                                         // -1: none taken
+};
+
 struct PsRun {
   int workers = 2;
   int ps_tasks = 1;
@@ -136,6 +145,14 @@ struct PsRun {
   // Called by worker w before its step t (to hold it); may be empty.
   std::function<void(int w, int64_t t)> before_step;
   bool train = true;  // false: constant gradients, no model (faster)
+  // Worker 0 takes a snapshot after its step `snapshot_after` (-1: none).
+  int64_t snapshot_after = -1;
+  // Start from this snapshot, at step `first_step`, instead of the seed.
+  const Snap* from = nullptr;
+  int64_t first_step = 0;
+  // Worker 0 also takes a snapshot after its last step: the final model
+  // (under bounded, a worker's last pull may miss the others' last steps).
+  bool final_snapshot = false;
 };
 
 struct PsResult {
@@ -143,13 +160,29 @@ struct PsResult {
   std::vector<absl::Status> status;        // per rank
   std::vector<ServerStats> servers;
   std::vector<ClientStats> clients;
+  Snap snapshot;  // worker 0's, with snapshot_after
+  Snap final;     // worker 0's, with final_snapshot
 };
+
+// A snapshot through `client` into `out`; the state arrays are named and
+// sized as an optimizer of `opt` over the worker's model names them.
+absl::Status TakeSnapshot(PsClient& client, Replica& rep, const v1::OptimizerSpec& opt, Snap* out) {
+  auto optimizer = engine::CreateOptimizer(opt, &rep.params());
+  if (!optimizer.ok()) return optimizer.status();
+  std::vector<float*> state;
+  for (const auto& [name, t] : (*optimizer)->State()) {
+    out->state.emplace_back(name, engine::Tensor::Empty(t.shape()));
+    state.push_back(out->state.back().second.data<float>());
+  }
+  out->values.resize(rep.params().flat_values().numel());
+  return client.Snapshot(out->values.data(), state, &out->steps);
+}
 
 // The job: ranks [0, workers) are workers, the rest PS tasks.
 PsResult RunPs(const PsRun& run) {
   const int size = run.workers + run.ps_tasks;
   Replica init(0);
-  const std::vector<float> initial = init.Values();
+  const std::vector<float> initial = run.from ? run.from->values : init.Values();
   const ShardMap map =
       BuildShardMap(static_cast<int64_t>(initial.size()), run.ps_tasks, kMinShardBytes).value();
   collective::InMemoryStore store;
@@ -173,23 +206,34 @@ PsResult RunPs(const PsRun& run) {
         auto server =
             ShardServer::Create(*context, run.workers, shard, initial.data() + shard.offset,
                                 run.optimizer, Constant(run.optimizer), run.server);
+        if (server.ok() && run.from != nullptr) {
+          res.status[r] = (*server)->RestoreOptimizer(run.from->state, run.from->steps);
+          if (!res.status[r].ok()) return;
+        }
         res.status[r] = server.ok() ? (*server)->Run() : server.status();
         if (server.ok()) res.servers[k] = (*server)->stats();
         return;
       }
       Replica rep(r);
+      std::copy(initial.begin(), initial.end(), rep.params().flat_values().data<float>());
       auto client = PsClient::Create(*context, run.workers, map, run.server.timeout);
       if (!client.ok()) {
         res.status[r] = client.status();
         return;
       }
       std::vector<float> constant(initial.size(), 1e-3f * static_cast<float>(r + 1));
-      for (int64_t t = 0; t < run.steps && res.status[r].ok(); ++t) {
+      for (int64_t t = run.first_step; t < run.steps && res.status[r].ok(); ++t) {
         if (run.before_step) run.before_step(r, t);
         if (run.train) rep.Backward(t);
         const float* g = run.train ? rep.params().flat_grads().data<float>() : constant.data();
         res.status[r] =
             (*client)->PushPull(g, rep.params().flat_values().data<float>(), rep.batch());
+        if (r == 0 && t == run.snapshot_after && res.status[r].ok()) {
+          res.status[r] = TakeSnapshot(**client, rep, run.optimizer, &res.snapshot);
+        }
+      }
+      if (r == 0 && run.final_snapshot && res.status[r].ok()) {
+        res.status[r] = TakeSnapshot(**client, rep, run.optimizer, &res.final);
       }
       if (res.status[r].ok()) res.status[r] = (*client)->Leave();
       res.values[r] = rep.Values();
@@ -350,6 +394,92 @@ TEST(AsyncTest, NobodyWaitsForAHeldWorker) {
   ExpectAllOk(r);
   EXPECT_EQ(r.servers[0].updates, 3 * run.steps);
   EXPECT_EQ(r.servers[0].held_answers, 0);
+}
+
+// Snapshots after step 19 of 50, by worker 0. `run` is the job; `reference`
+// gives the values an unbroken job has after n steps. The snapshot must hold
+// reference(20) to the bit, taking it must change nothing after it, and 2
+// fresh PS tasks restored from it must train steps 20..49 to reference(50);
+// restored without the optimizer state (zeros, step 0) they must not.
+void ExpectSnapshotIsACutThatRestores(PsRun run,
+                                      const std::function<std::vector<float>(int64_t)>& reference) {
+  run.steps = 50;
+  run.snapshot_after = 19;
+  run.final_snapshot = true;
+  const PsResult whole = RunPs(run);
+  ExpectAllOk(whole);
+  ASSERT_EQ(whole.snapshot.steps, 20);
+  EXPECT_EQ(whole.snapshot.values, reference(20));
+  const std::vector<float> want = reference(50);
+  EXPECT_EQ(whole.final.values, want);
+  for (const ServerStats& st : whole.servers) {
+    EXPECT_EQ(st.snapshots, 2);
+  }
+  PsRun resumed = run;
+  resumed.snapshot_after = -1;
+  resumed.before_step = nullptr;
+  resumed.from = &whole.snapshot;
+  resumed.first_step = 20;
+  const PsResult rest = RunPs(resumed);
+  ExpectAllOk(rest);
+  EXPECT_EQ(rest.final.values, want);
+  EXPECT_EQ(rest.final.steps, 50);
+  Snap values_only = whole.snapshot;
+  for (auto& [name, t] : values_only.state) std::fill_n(t.data<float>(), t.numel(), 0.0f);
+  values_only.steps = 0;
+  resumed.from = &values_only;
+  const PsResult fresh = RunPs(resumed);
+  ExpectAllOk(fresh);
+  EXPECT_GT(RelMaxDiff(fresh.final.values, want), 1e-6);
+}
+
+// Sync with Adam over 2 PS tasks: the snapshot is 20 allreduce steps.
+TEST(SnapshotTest, SyncIsTheAllreduceCutAndRestores) {
+  PsRun run;
+  run.ps_tasks = 2;
+  run.optimizer = Adam();
+  ExpectSnapshotIsACutThatRestores(run, [&](int64_t n) { return Allreduce(2, run.optimizer, n); });
+}
+
+// Bounded s = 2 with worker 1 held 300 ms before its step 18: worker 0 asks
+// for its snapshot after step 19 while step 19's update still waits for
+// worker 1, and the answer waits for it. With constant gradients the
+// updates do not depend on staleness, so the cut is sync's to the bit
+// (momentum SGD: the state matters on restore).
+TEST(SnapshotTest, BoundedWaitsForTheStepsUpdate) {
+  PsRun run;
+  run.ps_tasks = 2;
+  run.train = false;
+  run.server.consistency = Consistency::kBounded;
+  run.server.max_staleness = 2;
+  run.before_step = [](int w, int64_t t) {
+    if (w == 1 && t == 18) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
+  ExpectSnapshotIsACutThatRestores(run, [&](int64_t n) {
+    PsRun sync;
+    sync.ps_tasks = 2;
+    sync.train = false;
+    sync.steps = n;
+    sync.final_snapshot = true;
+    return RunPs(sync).final.values;
+  });
+}
+
+// Async: the snapshot is what the shard holds when asked; one worker alone
+// makes that exactly its own steps' updates.
+TEST(SnapshotTest, AsyncOneWorkerHoldsItsSteps) {
+  PsRun run;
+  run.workers = 1;
+  run.steps = 12;
+  run.snapshot_after = 6;
+  run.server.consistency = Consistency::kAsync;
+  const PsResult r = RunPs(run);
+  ExpectAllOk(r);
+  EXPECT_EQ(r.snapshot.steps, 7);
+  run.steps = 7;
+  run.snapshot_after = -1;
+  run.server.consistency = Consistency::kSync;
+  EXPECT_EQ(r.snapshot.values, RunPs(run).values[0]);
 }
 
 // A worker that never pushes: the PS task names it, and the worker whose

@@ -13,6 +13,17 @@
 // The PS answers once the worker may start its next step (the staleness
 // gate, ps/staleness.h), with the values after every update that step may
 // see. A header with clock kLeave says the worker is done; nothing follows it.
+//
+// A checkpoint (the chief worker's, between two of its steps):
+//   worker -> PS   kHeader    {clock, kSnapshot}     16 bytes
+//   PS -> worker   kSnapshot  {optimizer steps, state arrays} (16 bytes),
+//                             then the shard's values and each optimizer
+//                             state array's slice: count floats each
+// `clock` is the last step the worker pushed (-1: none yet). Under sync and
+// bounded the PS answers right after applying that step's update, and the
+// worker's next push has not come, so every shard's answer holds exactly
+// the updates of steps up to `clock`: a consistent cut. Under async each
+// shard answers with what it holds when the request arrives.
 // Gloo keeps each (sender, slot) in order, so a worker's grads follow its
 // header.
 //
@@ -25,13 +36,26 @@
 
 namespace yoke::ps {
 
-enum class Slot : uint64_t { kHeader = 0x505301, kGrads = 0x505302, kParams = 0x505303 };
+enum class Slot : uint64_t {
+  kHeader = 0x505301,
+  kGrads = 0x505302,
+  kParams = 0x505303,
+  kSnapshot = 0x505304,
+};
 
 struct PushHeader {
   int64_t clock = 0;    // the worker's step, or kLeave
   int64_t samples = 0;  // examples behind the gradient sum (>= 0)
 };
 inline constexpr int64_t kLeave = -1;
+// PushHeader::samples of a snapshot request.
+inline constexpr int64_t kSnapshot = -2;
+
+// The head of a snapshot answer.
+struct SnapshotHead {
+  int64_t optimizer_steps = 0;  // the shard's completed updates
+  int64_t state_arrays = 0;     // optimizer state arrays that follow the values
+};
 
 // The Gloo rank of PS task `ps` in a job of `workers` workers.
 inline int PsRank(int workers, int ps) { return workers + ps; }
