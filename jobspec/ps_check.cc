@@ -59,11 +59,6 @@ void CheckPsJob(const v1::JobSpec& spec, std::vector<std::string>* errors) {
     errors->push_back(absl::StrCat("training.clip_grad_norm: not supported", with,
                                    " (the global norm spans every PS task's shard)"));
   }
-  if (!spec.checkpoint().dir().empty()) {
-    errors->push_back(absl::StrCat("checkpoint.dir: not supported", with,
-                                   " yet (the optimizer state lives on the PS tasks, whose "
-                                   "checkpoints are not built)"));
-  }
 }
 
 }  // namespace

@@ -56,6 +56,10 @@ TEST(PsCheckTest, TheYamlFormParsesAndAGoodJobHasNoErrors) {
                 IsEmpty())
         << c;
   }
+  // Checkpoints are a PS job's as any job's.
+  const v1::JobSpec ckpt = Load({"checkpoint.dir=/tmp/x", "checkpoint.every_steps=100"});
+  EXPECT_THAT(ParameterServerSpecErrors(ckpt), IsEmpty());
+  EXPECT_TRUE(ValidateJobSpec(ckpt).ok()) << ValidateJobSpec(ckpt);
   // An allreduce job has no PS tasks, whatever else it says.
   const v1::JobSpec plain =
       Load({"distribution.strategy=allreduce", "distribution.parameter_servers=0",
@@ -82,7 +86,6 @@ TEST(PsCheckTest, EachBadFieldIsNamed) {
       {{"distribution.sync_batch_norm=true"}, "distribution.sync_batch_norm: not supported"},
       {{"distribution.gradient_compression=fp16"}, "distribution.gradient_compression: only"},
       {{"training.clip_grad_norm=1"}, "training.clip_grad_norm: not supported"},
-      {{"checkpoint.dir=/tmp/x"}, "checkpoint.dir: not supported"},
   };
   for (const auto& c : cases) {
     const v1::JobSpec spec = Load(c.overrides);

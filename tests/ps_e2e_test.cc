@@ -2,9 +2,17 @@
 // `yoke up --workers 2`: the coordinator places each worker's replica with
 // one of the 2 PS tasks, the trainers bootstrap the PS context through the
 // coordinator's rendezvous, and the job trains one epoch of Fashion-MNIST
-// under bounded staleness to the accuracy an allreduce job reaches.
+// under bounded staleness to the accuracy an allreduce job reaches. Then a
+// PS task's trainer killed with SIGKILL: the attempt is retried from the
+// newest checkpoint, which the chief wrote from the PS tasks' shards, and
+// the job SUCCEEDS.
+#include <signal.h>
+
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -58,6 +66,83 @@ TEST(PsE2ETest, TwoWorkersAndTwoPsTasksTrainTheMlpUnderBoundedStaleness) {
   std::printf("%s: 2 workers + 2 PS tasks, test accuracy %.4f, %.0f samples/s, %.0fs\n",
               run.id.c_str(), job.result().test_accuracy(), job.result().samples_per_second(),
               run.seconds);
+}
+
+// Each worker's trainer runs a replica and a PS task; the second worker's is
+// killed with SIGKILL past step 300 of 2 epochs of 938 steps, with a
+// checkpoint every 50 steps. The attempt fails, the next
+// resumes from the newest checkpoint (the values and optimizer state of
+// both shards) and the job SUCCEEDS with each epoch once. Prints how long
+// training stood still: the kill to the next attempt's first step.
+TEST(PsE2ETest, APsTasksTrainerKilledResumesFromTheCheckpoint) {
+  using Clock = std::chrono::steady_clock;
+  TestCluster cluster(2);
+  ASSERT_TRUE(cluster.ok()) << cluster.up_output();
+  const std::string ckpt = MakeTempDir("yoke_e2e_ps_crash_ckpt");
+  RunResult s = cluster.Yoke(
+      "submit " + Config("fashion_mnist_mlp_ps.yaml") +
+      " --set training.epochs=2 --set training.threads=1 --set checkpoint.every_steps=50"
+      " --set restart.max_restarts=2 --set training.log_every_steps=5 --set checkpoint.dir=" +
+      ckpt);
+  ASSERT_EQ(s.exit_code, 0) << s.out;
+  const std::string id = s.out.substr(0, s.out.find('\n'));
+  v1::Job job;
+  ASSERT_TRUE(WaitFor([&] { return cluster.GetJob(id, &job) && job.progress().step() >= 300; },
+                      std::chrono::seconds(180)))
+      << job.DebugString() << cluster.Logs();
+  ASSERT_EQ(cluster.state().worker_pids.size(), 2u);
+  const std::vector<pid_t> trainers = ChildrenOf(cluster.state().worker_pids[1], "yoke-trainer");
+  ASSERT_EQ(trainers.size(), 1u) << cluster.Logs();
+  const int64_t at_kill = job.progress().step();
+  ASSERT_EQ(kill(trainers[0], SIGKILL), 0);
+  const auto killed = Clock::now();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return cluster.GetJob(id, &job) && job.attempts_size() >= 2 &&
+               job.state() == v1::JOB_RUNNING;
+      },
+      std::chrono::seconds(120)))
+      << job.DebugString() << cluster.Logs();
+  const int64_t stale = job.progress().step();
+  ASSERT_TRUE(WaitFor([&] { return cluster.GetJob(id, &job) && job.progress().step() != stale; },
+                      std::chrono::seconds(120)))
+      << job.DebugString() << cluster.Logs();
+  const double stalled = std::chrono::duration<double>(Clock::now() - killed).count();
+  const int64_t resumed_at = job.progress().step();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return cluster.GetJob(id, &job) &&
+               (job.state() == v1::JOB_SUCCEEDED || job.state() == v1::JOB_FAILED);
+      },
+      std::chrono::seconds(300)))
+      << job.DebugString() << cluster.Logs();
+  ASSERT_EQ(job.state(), v1::JOB_SUCCEEDED) << job.reason() << cluster.Logs();
+  EXPECT_EQ(job.attempts(0).state(), v1::ATTEMPT_FAILED);
+  // Resumed from a checkpoint at or after step 300 (every 50; killed past
+  // 300), not from step 0.
+  EXPECT_GE(resumed_at, 300) << job.DebugString();
+  std::vector<int> epochs;
+  for (const auto& e : job.history()) epochs.push_back(e.epoch());
+  EXPECT_EQ(epochs, std::vector<int>({1, 2})) << "every epoch exactly once";
+  EXPECT_EQ(job.result().steps(), 1876);
+  // The model kept what it learned before the kill.
+  EXPECT_GE(job.result().test_accuracy(), 0.7);
+  // The trainers' log names the file: a step-cadence checkpoint past 300.
+  const RunResult logs = cluster.Yoke("logs " + id);
+  const size_t at = logs.out.find("resumed from " + ckpt + "/ckpt-");
+  ASSERT_NE(at, std::string::npos) << logs.out;
+  const int64_t from_step = std::stoll(logs.out.substr(at + 19 + ckpt.size(), 10));
+  EXPECT_GE(from_step, 300);
+  EXPECT_EQ(from_step % 50, 0);
+  EXPECT_LE(from_step, resumed_at);
+  std::printf(
+      "PS job, trainer of PS task 1 killed at step %lld: resumed from the checkpoint of step "
+      "%lld, next attempt's first step seen %.1f s after the kill (at step %lld); test accuracy "
+      "%.4f\n",
+      static_cast<long long>(at_kill), static_cast<long long>(from_step), stalled,
+      static_cast<long long>(resumed_at), job.result().test_accuracy());
+  std::error_code ec;
+  std::filesystem::remove_all(ckpt, ec);
 }
 
 }  // namespace

@@ -2,12 +2,16 @@
 // trainers as threads (as the workers' processes would run them): sync
 // equals the allreduce job on Fashion-MNIST, async learns it, and a world
 // size that does not match the spec is refused.
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "collective/store.h"
+#include "common/testing/temp_dir.h"
 #include "config/config.h"
+#include "engine/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "jobspec/ps_check.h"
@@ -153,6 +157,67 @@ TEST(PsTrainTest, AsyncAndBoundedLearnFashionMnistAsSyncDoes) {
   for (const char* mode : {"async", "bounded"})
     EXPECT_GT(run(mode, "0", "0.2"), sync - 0.05) << mode;
   for (const char* mode : {"sync", "async", "bounded"}) run(mode, "0.9", "0.05");
+}
+
+// Checkpoints of a sync PS job (Adam over 2 PS tasks, whose moments live on
+// the PS tasks) every 20 steps: the step-20 file holds the allreduce job's
+// step-20 parameters and optimizer state to the bit, in the same format; a
+// PS job resumed from it ends step 50 where the unbroken one did; and the
+// unbroken run's stop checkpoint at step 50 holds its final parameters.
+TEST(PsCheckpointTest, IsTheAllreduceCheckpointAndResumes) {
+  common::TempDir tmp("yoke_ps_ckpt");
+  const std::vector<std::string> adam = {
+      "training.optimizer.type=adam", "training.optimizer.lr=0.001",
+      "training.optimizer.momentum=0", "checkpoint.every_steps=20"};
+  auto with = [&](std::vector<std::string> o, const std::string& dir, bool ps) {
+    o.insert(o.begin(), adam.begin(), adam.end());
+    o.push_back("checkpoint.dir=" + tmp.path() + "/" + dir);
+    if (ps) {
+      o.insert(o.end(),
+               {"distribution.strategy=parameter_server", "distribution.parameter_servers=2"});
+    }
+    return MlpJob(o);
+  };
+  collective::InMemoryStore store_a, store_b, store_c;
+  std::vector<Worker> a =
+      MakeWorkers(with({"training.max_steps=20"}, "allreduce", false), 2, 1, &store_a);
+  RunWorkers(a);
+  std::vector<Worker> b = MakePsWorkers(with({}, "ps", true), &store_b);
+  RunWorkers(b);
+  for (auto& w : a) ASSERT_TRUE(w.status.ok()) << w.status;
+  for (auto& w : b) ASSERT_TRUE(w.status.ok()) << w.status;
+  auto ar = engine::ReadCheckpoint(engine::CheckpointPath(tmp.path() + "/allreduce", 20));
+  auto ps = engine::ReadCheckpoint(engine::CheckpointPath(tmp.path() + "/ps", 20));
+  ASSERT_TRUE(ar.ok()) << ar.status();
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  EXPECT_EQ(ps->header.step(), 20);
+  EXPECT_EQ(ps->header.optimizer_step(), 20);
+  ASSERT_EQ(ps->tensors.size(), ar->tensors.size());
+  for (const auto& [name, t] : ar->tensors) {
+    const engine::Tensor* mine = ps->Find(name);
+    ASSERT_NE(mine, nullptr) << name;
+    ASSERT_EQ(mine->numel(), t.numel()) << name;
+    EXPECT_EQ(std::memcmp(mine->raw(), t.raw(), t.bytes()), 0) << name << " differs";
+  }
+  // The moments are not zeros: the PS tasks' state reached the file.
+  const engine::Tensor* m = ps->Find("optim/exp_avg");
+  ASSERT_NE(m, nullptr);
+  EXPECT_GT(*std::max_element(m->data<float>(), m->data<float>() + m->numel()), 0.0f);
+
+  const std::vector<float> unbroken = Params(*b[0].trainer);
+  auto last = engine::ReadCheckpoint(engine::CheckpointPath(tmp.path() + "/ps", 50));
+  ASSERT_TRUE(last.ok()) << last.status();
+  const engine::Tensor* p50 = last->Find("params");
+  ASSERT_NE(p50, nullptr);
+  EXPECT_EQ(std::vector<float>(p50->data<float>(), p50->data<float>() + p50->numel()), unbroken);
+
+  std::vector<Worker> c = MakePsWorkers(with({}, "resumed", true), &store_c);
+  for (Worker& w : c) w.options.resume = engine::CheckpointPath(tmp.path() + "/ps", 20);
+  RunWorkers(c);
+  for (auto& w : c) ASSERT_TRUE(w.status.ok()) << w.status;
+  EXPECT_EQ(c[0].steps, 50);
+  EXPECT_EQ(Params(*c[0].trainer), unbroken);
+  EXPECT_EQ(Params(*c[1].trainer), unbroken);
 }
 
 TEST(PsTrainTest, AWorldSizeThatDoesNotMatchTheSpecIsRefused) {

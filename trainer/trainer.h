@@ -245,8 +245,15 @@ class Trainer {
   absl::Status SaveStopCheckpoint(LoopState& s);
   // Rank 0's header for a checkpoint of the Trainer's position.
   v1::CheckpointHeader CheckpointHeaderNow() const;
-  // SaveCheckpoint, or GatherCheckpoint in a pipeline job.
+  // SaveCheckpoint, GatherCheckpoint in a pipeline job, or
+  // SavePsCheckpoint in a parameter-server job.
   absl::Status WriteCheckpointOf(Replica& r, const std::string& path);
+  // A parameter-server job's checkpoint (trainer_ps.cc), by the chief
+  // (data-parallel rank 0; other replicas return at once): a snapshot of
+  // every PS task's shard after the chief's last step, its values and
+  // optimizer state received into the chief's own buffers, then the file
+  // SaveCheckpoint writes, the one an allreduce job writes.
+  absl::Status SavePsCheckpoint(Replica& r, const std::string& path);
   // TensorBoard (trainer_tensorboard.cc): opens the event file and writes the
   // spec as text; scalars of a log step and of an epoch. Failures are logged
   // and end the event file, never the training.

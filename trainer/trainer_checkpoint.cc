@@ -53,7 +53,8 @@ absl::Status Trainer::SaveCheckpoint(const std::string& path) {
 }
 
 absl::Status Trainer::WriteCheckpointOf(Replica& r, const std::string& path) {
-  return pipelined() ? GatherCheckpoint(r, path) : SaveCheckpoint(path);
+  if (pipelined()) return GatherCheckpoint(r, path);
+  return ps_job() ? SavePsCheckpoint(r, path) : SaveCheckpoint(path);
 }
 
 absl::Status Trainer::Restore(const std::string& path) {

@@ -152,8 +152,9 @@ absl::Status Trainer::FinishRun(LoopState& s, v1::TrainResult* result) {
     // The training loss of the partial epoch (it was 0 when a run stopped
     // before its first epoch ended).
     if (s.epoch_sums.n > 0) result->set_train_loss(s.epoch_sums.loss / s.epoch_sums.n);
-    // A pipeline's stages wrote theirs together, before leaving the group.
-    return pipelined() ? absl::OkStatus() : SaveStopCheckpoint(s);
+    // A pipeline's stages wrote theirs together, before leaving the group;
+    // a PS job's chief before leaving the PS tasks.
+    return pipelined() || ps_job() ? absl::OkStatus() : SaveStopCheckpoint(s);
   }
   const v1::EpochResult& last = result->history(result->history_size() - 1);
   result->set_test_loss(last.test_loss());

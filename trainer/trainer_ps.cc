@@ -132,12 +132,34 @@ absl::Status Trainer::RunPsTask(Replica& r) {
   ASSIGN_OR_RETURN(auto server, ps::ShardServer::Create(r.ps_context, replicas, shard,
                                                         values.data<float>() + shard.offset,
                                                         tr.optimizer(), std::move(schedule), so));
+  // The shard's part of the optimizer state this process restored (zeros
+  // and step 0 on a fresh start).
+  RETURN_IF_ERROR(server->RestoreOptimizer(r.optimizer->State(), r.optimizer->step_count()));
   {
     absl::MutexLock l(&comm_mu_);
     if (aborted_) server->Abort();
     r.ps_server = std::move(server);
   }
   return r.ps_server->Run();
+}
+
+absl::Status Trainer::SavePsCheckpoint(Replica& r, const std::string& path) {
+  if (r.ps_task || r.rank != 0) return absl::OkStatus();
+  if (&r != replicas_[0].get() || r.ps_client == nullptr) {
+    return absl::InternalError("trainer: a PS job's checkpoint is the chief replica's to write");
+  }
+  // The snapshot lands in the chief's own buffers: its replica's optimizer
+  // is idle in a PS job, and the values are at least as fresh as the ones it
+  // pulled, so its next step may use them.
+  std::vector<float*> state;
+  for (auto& [name, t] : r.optimizer->State()) state.push_back(t.data<float>());
+  int64_t steps = 0;
+  const auto t0 = Clock::now();
+  RETURN_IF_ERROR(
+      r.ps_client->Snapshot(r.model->params().flat_values().data<float>(), state, &steps));
+  r.optimizer->set_step_count(steps);
+  spdlog::debug("PS snapshot for {} took {:.3f} s", path, Seconds(Clock::now() - t0));
+  return SaveCheckpoint(path);
 }
 
 absl::Status Trainer::PushPull(LoopState& s, int64_t n) {

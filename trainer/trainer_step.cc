@@ -146,6 +146,9 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
   // it) is waited for here, not lost.
   RETURN_IF_ERROR(engine::SynchronizeDevice(rep.device));
   s.pipe.reset();
+  // A PS job's stop checkpoint needs the PS tasks: the chief writes it
+  // before the replicas leave them.
+  if (ps_job() && (s.step_in_epoch != 0 || s.epoch == 0)) RETURN_IF_ERROR(SaveStopCheckpoint(s));
   // The PS tasks stop waiting for this replica (evaluation needs none).
   if (rep.ps_client) RETURN_IF_ERROR(rep.ps_client->Leave());
   // A pipeline's evaluation needs every rank: a run stopped mid-epoch (or
