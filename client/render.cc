@@ -153,6 +153,28 @@ std::string WorkersTable(const std::vector<v1::Worker>& workers, int64_t now_ms)
   return FormatTable(rows);
 }
 
+namespace {
+
+// A PS job's figures on rank 0's trainer: "replica 0: 120 pushes, 6.0 ms
+// waiting per step; 1 PS task: 48.5 updates/s, 1 push queued, 7 answers
+// held".
+std::string PsSummary(const v1::StepProgress& p) {
+  const v1::PsWindow& w = p.ps();
+  std::string out =
+      absl::StrFormat("replica 0: %d pushes, %.1f ms waiting per step", w.pushes(),
+                      1e3 * w.wait_seconds() / std::max<int64_t>(p.window_steps(), 1));
+  if (w.ps_tasks() > 0) {
+    absl::StrAppend(
+        &out, absl::StrFormat("; %d PS task%s: %.1f updates/s, %d push%s queued, "
+                              "%d answers held",
+                              w.ps_tasks(), w.ps_tasks() == 1 ? "" : "s", w.updates_per_second(),
+                              w.queue_depth(), w.queue_depth() == 1 ? "" : "es", w.held_answers()));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string ResultSummary(const v1::TrainResult& r) {
   std::string out = absl::StrFormat(
       "finished: %d epochs, %d steps | test accuracy %.4f, test loss %.4f | %.0f samples/s "
@@ -216,6 +238,7 @@ std::string JobDetails(const v1::Job& job, int64_t now_ms) {
     // Where the last log window's steps spent their time (rank 0).
     const std::string breakdown = common::FormatBreakdown(common::BreakdownOf(p));
     if (!breakdown.empty()) absl::StrAppend(&out, "step time: ", breakdown, "\n");
+    if (p.has_ps()) absl::StrAppend(&out, "ps:        ", PsSummary(p), "\n");
   }
   for (const auto& a : job.attempts()) {
     absl::StrAppend(&out, "attempt ", a.number(), ": ", AttemptStateName(a.state()),

@@ -198,6 +198,35 @@ TEST(RenderTest, JobDetailsNameAParameterServerJobsRoles) {
   EXPECT_THAT(out, HasSubstr("ranks 3..4 on w-2 devices [0] (replica 1; PS task 1)")) << out;
   d->clear_strategy();
   EXPECT_THAT(JobDetails(job, 0), HasSubstr("ranks 0..2 on w-1 devices [0]\n"));
+  EXPECT_THAT(out, Not(HasSubstr("ps: "))) << "no PS line before a step is reported";
+}
+
+TEST(RenderTest, JobDetailsShowAParameterServerJobsFigures) {
+  v1::Job job;
+  job.set_id("job-6");
+  v1::StepProgress& p = *job.mutable_progress();
+  p.set_step(120);
+  p.set_total_steps(1000);
+  p.set_window_steps(4);
+  v1::PsWindow& w = *p.mutable_ps();
+  w.set_pushes(120);
+  w.set_wait_seconds(0.024);
+  w.set_ps_tasks(2);
+  w.set_updates(238);
+  w.set_updates_per_second(48.5);
+  w.set_queue_depth(3);
+  w.set_held_answers(7);
+  std::string out = JobDetails(job, 0);
+  EXPECT_THAT(out, HasSubstr("ps:        replica 0: 120 pushes, 6.0 ms waiting per step; 2 PS "
+                             "tasks: 48.5 updates/s, 3 pushes queued, 7 answers held\n"))
+      << out;
+  w.set_queue_depth(1);
+  EXPECT_THAT(JobDetails(job, 0), HasSubstr(", 1 push queued, "));
+  w.set_ps_tasks(0);
+  out = JobDetails(job, 0);
+  EXPECT_THAT(out, HasSubstr("ps:        replica 0: 120 pushes, 6.0 ms waiting per step\n")) << out;
+  job.mutable_progress()->clear_ps();
+  EXPECT_THAT(JobDetails(job, 0), Not(HasSubstr("ps: ")));
 }
 
 TEST(RenderTest, JsonUsesProtoFieldNames) {

@@ -63,6 +63,20 @@ TEST(PsE2ETest, TwoWorkersAndTwoPsTasksTrainTheMlpUnderBoundedStaleness) {
               std::string::npos)
         << logs.out;
   }
+  // Rank 0's trainer reported its PS figures with its steps, to the
+  // coordinator and `yoke get`: its replica's pushes, its PS task's updates.
+  const v1::PsWindow& ps = job.progress().ps();
+  EXPECT_EQ(ps.pushes(), 938) << job.progress().DebugString();
+  EXPECT_EQ(ps.ps_tasks(), 1);
+  EXPECT_GE(ps.updates(), 900);
+  EXPECT_GT(ps.updates_per_second(), 0);
+  const RunResult get = cluster.Yoke("get " + run.id);
+  EXPECT_NE(get.out.find("ps:        replica 0: 938 pushes, "), std::string::npos) << get.out;
+  EXPECT_NE(get.out.find("; 1 PS task: "), std::string::npos) << get.out;
+  const size_t line = get.out.find("ps:  ");
+  if (line != std::string::npos) {
+    std::printf("yoke get: %s\n", get.out.substr(line, get.out.find('\n', line) - line).c_str());
+  }
   std::printf("%s: 2 workers + 2 PS tasks, test accuracy %.4f, %.0f samples/s, %.0fs\n",
               run.id.c_str(), job.result().test_accuracy(), job.result().samples_per_second(),
               run.seconds);

@@ -254,6 +254,10 @@ class Trainer {
   // optimizer state received into the chief's own buffers, then the file
   // SaveCheckpoint writes, the one an allreduce job writes.
   absl::Status SavePsCheckpoint(Replica& r, const std::string& path);
+  // A PS job's figures for s's progress report: its replica's pushes and
+  // the window's waits, this process's PS tasks' updates (per second of
+  // `window_seconds`) and queue.
+  void FillPsWindow(LoopState& s, double window_seconds, v1::PsWindow* out);
   // TensorBoard (trainer_tensorboard.cc): opens the event file and writes the
   // spec as text; scalars of a log step and of an epoch. Failures are logged
   // and end the event file, never the training.

@@ -40,6 +40,7 @@ void Trainer::ReportWindow(LoopState& s, float lr) {
   p.set_allreduce_seconds(w.comm);
   p.set_allreduce_exposed_seconds(w.exposed);
   if (tr.clip_grad_norm() > 0) p.set_grad_norm(w.grad_norm / std::max<int64_t>(window_steps, 1));
+  if (ps_job()) FillPsWindow(s, w.seconds, p.mutable_ps());
   *p.mutable_step_seconds_histogram() = w.histogram;
   if (s.progress) s.progress->OnStep(p);
   if (s.root) WriteStepEvents(p);

@@ -124,6 +124,7 @@ struct Window : Tally {
   double comm = 0;       // allreduce time, hidden or not
   double exposed = 0;    // waiting in Reducer::Finish
   double grad_norm = 0;  // sum of the steps' global norms (with clipping)
+  double ps_wait = 0;    // a PS job: waiting for the PS tasks' answers
   google::protobuf::RepeatedField<int64_t> histogram;  // step seconds
 };
 
@@ -204,6 +205,7 @@ struct Trainer::LoopState {
   trainer_internal::Window window;
   bool early_stop = false;  // the ranks' agreed early-stopping decision
   bool save_best = false;   // pipelined: this epoch is the best; every rank writes best.ckpt
+  int64_t ps_updates_reported = 0;  // a PS job: this process's PS updates at the last report
 };
 
 }  // namespace yoke::worker

@@ -165,12 +165,34 @@ absl::Status Trainer::SavePsCheckpoint(Replica& r, const std::string& path) {
 absl::Status Trainer::PushPull(LoopState& s, int64_t n) {
   engine::ParamSet& ps = s.rep.model->params();
   const auto t0 = Clock::now();
+  const double waited = s.rep.ps_client->stats().wait_seconds;
   RETURN_IF_ERROR(
       s.rep.ps_client->PushPull(ps.flat_grads().data<float>(), ps.flat_values().data<float>(), n));
   const double seconds = Seconds(Clock::now() - t0);
   s.window.comm += seconds;
   s.window.exposed += seconds;
+  s.window.ps_wait += s.rep.ps_client->stats().wait_seconds - waited;
   return absl::OkStatus();
+}
+
+void Trainer::FillPsWindow(LoopState& s, double window_seconds, v1::PsWindow* out) {
+  if (s.rep.ps_client) out->set_pushes(s.rep.ps_client->stats().pushes);
+  out->set_wait_seconds(s.window.ps_wait);
+  // The PS tasks run on their own threads; their servers are set under
+  // comm_mu_ and publish their figures for any thread.
+  absl::MutexLock l(&comm_mu_);
+  for (const auto& r : replicas_) {
+    if (!r->ps_task) continue;
+    out->set_ps_tasks(out->ps_tasks() + 1);
+    if (!r->ps_server) continue;
+    const ps::ServerStats st = r->ps_server->stats();
+    out->set_updates(out->updates() + st.updates);
+    out->set_queue_depth(out->queue_depth() + st.pending_pushes);
+    out->set_held_answers(out->held_answers() + st.held_answers);
+  }
+  out->set_updates_per_second(static_cast<double>(out->updates() - s.ps_updates_reported) /
+                              std::max(window_seconds, 1e-9));
+  s.ps_updates_reported = out->updates();
 }
 
 void Trainer::ReportPs(bool end) const {

@@ -39,6 +39,43 @@ WorkerMetrics::WorkerMetrics(absl::Duration expire_after)
                   "Mean training loss over the last log window.", r);
   epoch_ = &Family(prometheus::BuildGauge(), "yoke_epoch",
                    "Epoch in progress, 1-based, with the fraction done.", r);
+  ps_pushes_ = &Family(prometheus::BuildGauge(), "yoke_ps_pushes",
+                       "Parameter-server job: steps the replica pushed this attempt.", r);
+  ps_wait_ = &Family(prometheus::BuildGauge(), "yoke_ps_wait_seconds",
+                     "Parameter-server job: mean time per step waiting for the PS tasks' "
+                     "answers, staleness holds included (last log window).",
+                     r);
+  ps_updates_ = &Family(prometheus::BuildGauge(), "yoke_ps_updates_per_second",
+                        "Parameter-server job: updates per second the trainer's PS tasks "
+                        "applied to their shards (last log window).",
+                        r);
+  ps_queue_ = &Family(prometheus::BuildGauge(), "yoke_ps_queue_depth",
+                      "Parameter-server job: pushes waiting at the trainer's PS tasks for "
+                      "their step's update.",
+                      r);
+}
+
+void WorkerMetrics::SetPs(const std::string& job, int rank, const v1::StepProgress& p, Series& s) {
+  const v1::PsWindow& w = p.ps();
+  if (s.ps_pushes == nullptr) {
+    const prometheus::Labels labels = {
+        {"job", job}, {"rank", std::to_string(rank)}, {"role", "worker"}};
+    s.ps_pushes = &ps_pushes_->Add(labels);
+    s.ps_wait = &ps_wait_->Add(labels);
+  }
+  if (s.ps_updates == nullptr && w.ps_tasks() > 0) {
+    const prometheus::Labels labels = {
+        {"job", job}, {"rank", std::to_string(rank)}, {"role", "ps"}};
+    s.ps_updates = &ps_updates_->Add(labels);
+    s.ps_queue = &ps_queue_->Add(labels);
+  }
+  s.ps_pushes->Set(static_cast<double>(w.pushes()));
+  if (p.window_steps() > 0)
+    s.ps_wait->Set(w.wait_seconds() / static_cast<double>(p.window_steps()));
+  if (s.ps_updates != nullptr) {
+    s.ps_updates->Set(w.updates_per_second());
+    s.ps_queue->Set(static_cast<double>(w.queue_depth()));
+  }
 }
 
 WorkerMetrics::~WorkerMetrics() = default;
@@ -78,6 +115,7 @@ void WorkerMetrics::OnStep(const std::string& job, int rank, const v1::StepProgr
   const double frac =
       p.steps_per_epoch() > 0 ? static_cast<double>(p.step_in_epoch()) / p.steps_per_epoch() : 0.0;
   s.epoch->Set(static_cast<double>(p.epoch()) + 1.0 + (frac < 1.0 ? frac : 0.0));
+  if (p.has_ps()) SetPs(job, rank, p, s);
 }
 
 void WorkerMetrics::OnEnd(const std::string& job, int rank) {
@@ -96,6 +134,14 @@ void WorkerMetrics::Remove(Series& s) {
   allreduce_exposed_->Remove(s.allreduce_exposed);
   loss_->Remove(s.loss);
   epoch_->Remove(s.epoch);
+  if (s.ps_pushes != nullptr) {
+    ps_pushes_->Remove(s.ps_pushes);
+    ps_wait_->Remove(s.ps_wait);
+  }
+  if (s.ps_updates != nullptr) {
+    ps_updates_->Remove(s.ps_updates);
+    ps_queue_->Remove(s.ps_queue);
+  }
 }
 
 std::string WorkerMetrics::Exposition() {

@@ -1,7 +1,9 @@
 // The worker's Prometheus metrics: what its trainers report at every log
 // step (v1::StepProgress), one series set per running trainer, labelled
 // job, rank (the trainer's first rank) and role ("worker": a data-parallel
-// rank). docs/observability.md lists them.
+// rank). A parameter-server job's trainer adds its replica's PS pushes and
+// waits (role "worker") and, when it runs PS tasks, their update rate and
+// queue (role "ps"). docs/observability.md lists them.
 //
 // Gauges are the means per step over the trainer's last log window; the
 // step histogram counts every step. A trainer's series are removed
@@ -56,8 +58,15 @@ class WorkerMetrics {
     prometheus::Gauge* allreduce_exposed;
     prometheus::Gauge* loss;
     prometheus::Gauge* epoch;
+    // A PS job's, made at its first report; null otherwise.
+    prometheus::Gauge* ps_pushes = nullptr;
+    prometheus::Gauge* ps_wait = nullptr;
+    prometheus::Gauge* ps_updates = nullptr;
+    prometheus::Gauge* ps_queue = nullptr;
     absl::Time ended = absl::InfiniteFuture();
   };
+  void SetPs(const std::string& job, int rank, const v1::StepProgress& p, Series& s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Remove(Series& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const absl::Duration expire_after_;
@@ -69,6 +78,10 @@ class WorkerMetrics {
   prometheus::Family<prometheus::Gauge>* allreduce_exposed_;
   prometheus::Family<prometheus::Gauge>* loss_;
   prometheus::Family<prometheus::Gauge>* epoch_;
+  prometheus::Family<prometheus::Gauge>* ps_pushes_;
+  prometheus::Family<prometheus::Gauge>* ps_wait_;
+  prometheus::Family<prometheus::Gauge>* ps_updates_;
+  prometheus::Family<prometheus::Gauge>* ps_queue_;
 
   absl::Mutex mu_;
   std::map<std::pair<std::string, int>, Series> series_ ABSL_GUARDED_BY(mu_);

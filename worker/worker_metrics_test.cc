@@ -88,5 +88,40 @@ TEST(WorkerMetricsTest, SeriesOfAnEndedTrainerExpire) {
   EXPECT_EQ(m.SeriesOf("new"), per_trainer);
 }
 
+// A PS job's trainer: its replica's pushes and mean wait per step (role
+// worker) and its PS tasks' rate and queue (role ps); 4 more series, 2 for a
+// trainer without PS tasks, none for an allreduce job's, and all expire.
+TEST(WorkerMetricsTest, AParameterServerJobsFigures) {
+  WorkerMetrics m(absl::Milliseconds(200));
+  v1::StepProgress p = Window(4, 0.02, 0.001, 0.008, 0.008);
+  v1::PsWindow& w = *p.mutable_ps();
+  w.set_pushes(120);
+  w.set_wait_seconds(0.024);
+  w.set_ps_tasks(1);
+  w.set_updates(119);
+  w.set_updates_per_second(48.5);
+  w.set_queue_depth(3);
+  m.OnStep("ps", 0, p);
+  v1::StepProgress replica_only = p;
+  replica_only.mutable_ps()->set_ps_tasks(0);
+  m.OnStep("ps", 1, replica_only);
+  m.OnStep("plain", 0, Window(4, 0.02, 0.001, 0.008, 0.008));
+  const std::string text = m.Exposition();
+  const std::string worker = "job=\"ps\",rank=\"0\",role=\"worker\"";
+  const std::string ps = "job=\"ps\",rank=\"0\",role=\"ps\"";
+  EXPECT_THAT(text, HasSubstr("yoke_ps_pushes{" + worker + "} 120"));
+  EXPECT_THAT(text, HasSubstr("yoke_ps_wait_seconds{" + worker + "} 0.006"));
+  EXPECT_THAT(text, HasSubstr("yoke_ps_updates_per_second{" + ps + "} 48.5"));
+  EXPECT_THAT(text, HasSubstr("yoke_ps_queue_depth{" + ps + "} 3"));
+  EXPECT_THAT(text, Not(HasSubstr("yoke_ps_queue_depth{job=\"ps\",rank=\"1\"")));
+  const int plain = m.SeriesOf("plain");
+  EXPECT_EQ(plain, 6 + 17);
+  EXPECT_EQ(m.SeriesOf("ps"), 2 * plain + 4 + 2);
+  m.OnEnd("ps", 0);
+  m.OnEnd("ps", 1);
+  absl::SleepFor(absl::Milliseconds(250));
+  EXPECT_THAT(m.Exposition(), Not(HasSubstr("job=\"ps\"")));
+}
+
 }  // namespace
 }  // namespace yoke::worker

@@ -100,9 +100,11 @@ absl::Status ShardServer::Run() {
     RETURN_IF_ERROR(AnswerReady());
     RETURN_IF_ERROR(ServeSnapshots());
     if (header.samples >= 0 && answers_[src].owed) ++stats_.held_answers;
+    Publish();
   }
   // Every worker is gone: whatever is still pending is complete.
   RETURN_IF_ERROR(ApplyComplete());
+  Publish();
   for (int w = 0; w < workers_; ++w) RETURN_IF_ERROR(WaitSent(w, answers_[w]));
   return absl::OkStatus();
 }
@@ -223,6 +225,21 @@ absl::Status ShardServer::WaitSent(int worker, Answer& a) {
                                                " never took its parameters: ", e.what()));
   }
   return absl::OkStatus();
+}
+
+void ShardServer::Publish() {
+  int64_t waiting = 0;
+  for (const auto& [clock, q] : pending_) {
+    for (int64_t n : q.samples) waiting += n >= 0;
+  }
+  stats_.pending_pushes = waiting;
+  absl::MutexLock l(&published_mu_);
+  published_ = stats_;
+}
+
+ServerStats ShardServer::stats() const {
+  absl::MutexLock l(&published_mu_);
+  return published_;
 }
 
 absl::Status ShardServer::RestoreOptimizer(

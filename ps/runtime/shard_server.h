@@ -36,7 +36,8 @@
 // with UNAVAILABLE; a push out of order (a clock other than the worker's
 // next, a negative sample count) with INVALID_ARGUMENT naming the worker.
 //
-// Thread-safety: one thread runs Run(); stats() may be read after it.
+// Thread-safety: one thread runs Run(); stats() may be read from any
+// thread at any time (the figures as of Run's last message).
 #ifndef YOKE_PS_RUNTIME_SHARD_SERVER_H_
 #define YOKE_PS_RUNTIME_SHARD_SERVER_H_
 
@@ -48,6 +49,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/optim/optimizer.h"
 #include "engine/optim/schedule.h"
@@ -78,7 +80,8 @@ struct ServerStats {
   // waiting for their clock's update at once (the PS's queue depth).
   int64_t held_answers = 0;
   int64_t max_pending_pushes = 0;
-  int64_t snapshots = 0;  // snapshots answered (checkpoints)
+  int64_t snapshots = 0;       // snapshots answered (checkpoints)
+  int64_t pending_pushes = 0;  // pushes waiting for their step's update now
 };
 
 class ShardServer {
@@ -105,7 +108,7 @@ class ShardServer {
 
   // The shard's values now (shard.count floats).
   const float* values() const { return params_.flat_values().data<float>(); }
-  const ServerStats& stats() const { return stats_; }
+  ServerStats stats() const;
 
  private:
   struct Pending {  // one clock's pushes, per worker
@@ -151,7 +154,11 @@ class ShardServer {
   std::vector<SnapshotAsk> snapshots_;                     // not yet answered
   PushHeader header_;                                      // the inbox's message
   std::unique_ptr<gloo::transport::UnboundBuffer> inbox_;  // headers from any worker
-  ServerStats stats_;
+  ServerStats stats_;                                      // Run's thread's
+  // Publishes stats_ (with the pending pushes) for stats().
+  void Publish();
+  mutable absl::Mutex published_mu_;
+  ServerStats published_ ABSL_GUARDED_BY(published_mu_);
 };
 
 }  // namespace yoke::ps
