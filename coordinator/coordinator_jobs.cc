@@ -23,7 +23,9 @@ using coordinator_internal::AttemptKey;
 
 absl::Status Coordinator::CheckMemory(const v1::JobSpec& spec) const {
   const common::MemoryEstimate est = common::EstimateReplicaMemory(spec);
-  if (est.bytes <= 0) return absl::OkStatus();
+  // A PS task takes a rank's share of its worker's memory as a replica does.
+  const double ps_task = common::EstimatePsTaskMemory(spec, est);
+  if (est.bytes <= 0 && ps_task <= 0) return absl::OkStatus();
   // Every replica gets a device of its own: a GPU's memory, or a CPU
   // replica's share of its worker's --memory-limit (which its trainer's
   // memory cgroup enforces), so one replica is compared with one device.
@@ -36,7 +38,18 @@ absl::Status Coordinator::CheckMemory(const v1::JobSpec& spec) const {
       if (d.kind() == kind) largest = std::max(largest, static_cast<double>(d.memory_bytes()));
     }
   }
-  if (largest <= 0 || est.bytes <= largest) return absl::OkStatus();  // no worker reports memory
+  if (largest <= 0) return absl::OkStatus();  // no worker reports memory
+  if (ps_task > largest && ps_task > est.bytes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "memory: each PS task needs at least ", common::FormatBytes(ps_task),
+        " (the model's values, and its shard's values, gradients and optimizer state with every "
+        "worker's pushes and answers; docs/parameter_servers.md), but the largest share of a "
+        "worker's memory is ",
+        common::FormatBytes(largest),
+        " (its --memory-limit over its ranks); add distribution.parameter_servers to split the "
+        "model over more of them"));
+  }
+  if (est.bytes <= largest) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       "memory: each replica",
       est.stages > 1 ? absl::StrCat(" (one stage of ", est.stages, ")") : std::string(),

@@ -323,6 +323,32 @@ TEST_F(CoordinatorTest, AModelTooBigForAReplicaIsAcceptedAsAPipelineOfStagesThat
       << lopsided.status();
 }
 
+// A PS task holds the model's values and its shard with every worker's
+// pushes and answers: with 4 workers and 1 PS task it needs more than a
+// 1 GiB share though each replica fits, and with 4 PS tasks, each a quarter
+// of the shard, it fits.
+TEST_F(CoordinatorTest, APsTaskThatCannotFitAShareIsRefusedAtSubmit) {
+  v1::RegisterWorkerRequest reg = Reg(8);
+  for (v1::Device& d : *reg.mutable_devices()) d.set_memory_bytes(int64_t{1} << 30);
+  ASSERT_TRUE(coord_->RegisterWorker(reg).ok());
+  // 40 million parameters: 160 MB of values, 320 MB with their gradients.
+  const std::vector<std::string> job = {
+      "model={layers: [{dense: {units: 20000}}, {dense: {units: 2}}]}", "data.train.shape=[2000]",
+      "distribution={workers: 1, devices_per_worker: 4, strategy: parameter_server, "
+      "parameter_servers: 1}"};
+  auto one = coord_->Submit(Spec(job), 0);
+  ASSERT_EQ(one.status().code(), absl::StatusCode::kFailedPrecondition) << one.status();
+  EXPECT_NE(one.status().message().find("memory: each PS task needs at least 1.5 GiB"),
+            std::string::npos)
+      << one.status();
+  std::vector<std::string> four = job;
+  four.back() =
+      "distribution={workers: 1, devices_per_worker: 4, strategy: parameter_server, "
+      "parameter_servers: 4}";
+  auto ok = coord_->Submit(Spec(four), 0);
+  EXPECT_TRUE(ok.ok()) << ok.status();
+}
+
 // Zoo models are expanded and counted like written-out layers, and a
 // synthetic set's shuffle order counts too: none of these reaches a trainer.
 TEST_F(CoordinatorTest, GiantZooModelsAndDataSetsAreRefusedAtSubmit) {

@@ -10,6 +10,8 @@
 #include "engine/shapes/layer_shapes.h"
 #include "engine/zoo/model_zoo.h"
 #include "jobspec/pipeline_check.h"
+#include "jobspec/ps_check.h"
+#include "ps/shard_map.h"
 
 namespace yoke::common {
 namespace {
@@ -315,6 +317,7 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
       needs_grad[i] = params > 0;
       for (int src : graph[i]) needs_grad[i] = needs_grad[i] || (src >= 0 && needs_grad[src]);
     }
+    est.parameters += params;
     const double bytes = params * per_param + (kept ? out_elements * per_activation : 0);
     layer_bytes[i] = bytes;
     if (kept && needs_grad[i]) grad_outputs[i] = out_elements;
@@ -335,6 +338,23 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
   est.stages = pp.stages();
   est.bytes += StageBytes(pp, num_layers, layer, layer_bytes, grad_outputs, per_activation);
   return est;
+}
+
+double EstimatePsTaskMemory(const v1::JobSpec& spec, const MemoryEstimate& replica) {
+  const int tasks = ParameterServerTasks(spec);
+  if (tasks <= 0 || replica.parameters < 1) return 0;
+  // Past int64 floats the model is refused anyway; the map needs an int.
+  const double total = std::min(replica.parameters, 1e18);
+  const auto map = ps::BuildShardMap(static_cast<int64_t>(total), tasks);
+  if (!map.ok()) return 0;
+  double shard = 0;
+  for (const ps::Shard& s : map->shards) shard = std::max(shard, static_cast<double>(s.count));
+  const v1::DistributionSpec& d = spec.distribution();
+  const double workers =
+      static_cast<double>(std::max(1, d.workers()) * std::max(1, d.devices_per_worker()));
+  const double held = d.consistency() == "async" ? 0 : workers - 1;
+  const double copies = 2 + OptimizerCopies(spec.training().optimizer()) + held + workers;
+  return 4.0 * (total + shard * copies);
 }
 
 std::string FormatBytes(double bytes) {

@@ -54,9 +54,25 @@ struct MemoryEstimate {
   double largest_layer_bytes = 0;
   double data_bytes = 0;  // the data pipeline's share of `bytes`
   int stages = 1;         // a pipeline job's: `bytes` is its largest stage's
+  double parameters = 0;  // the whole model's parameters (floats)
 };
 
 MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec);
+
+// A parameter-server job's PS task (docs/parameter_servers.md): a lower
+// bound on what one holds, from the replica estimate's parameter count.
+//   the whole model's values: its trainer keeps a model for it, whose
+//   values the shard starts from (the gradients and optimizer state of
+//   that model are never touched, so not counted);
+//   its shard, the largest of the job's ShardMap (ps/shard_map.h), as
+//   values, gradients and the optimizer's copies;
+//   under sync and bounded, one step's pushes held until the step is
+//   complete, from every worker but the last; under async none (a push is
+//   applied where it lands);
+//   an answer buffer of the shard per worker.
+// 0 for a job that is not a parameter-server job. The coordinator compares
+// it, as a replica's, with one rank's share of a worker's memory.
+double EstimatePsTaskMemory(const v1::JobSpec& spec, const MemoryEstimate& replica);
 
 // "3.2 GiB", "512 MiB": for messages.
 std::string FormatBytes(double bytes);

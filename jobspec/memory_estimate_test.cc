@@ -206,6 +206,55 @@ TEST(MemoryEstimateTest, GiantZooModelsBatchesAndDataSetsAreCounted) {
   EXPECT_GT(examples.bytes, 8e9);
 }
 
+// A PS task, counted by hand: the model's 1,210 values, and its shard (the
+// whole model: under the 256 KiB minimum one PS task holds it) as values and
+// gradients, plus the optimizer's copies, the pushes held from all workers
+// but the last (none under async) and an answer per worker.
+TEST(MemoryEstimateTest, APsTaskHoldsTheValuesItsShardAndTheWorkersPushes) {
+  const std::string model =
+      "model: {layers: [{dense: {units: 100}}, {relu: {}}, {dense: {units: 10}}]}\n";
+  auto spec = [&](const std::string& opt, const std::string& dist) {
+    return Spec(model + "training: {batch_size: 8, optimizer: " + opt + "}\n" + dist);
+  };
+  const v1::JobSpec plain = spec("{type: sgd, lr: 0.1}", "distribution: {workers: 2}");
+  const MemoryEstimate e = EstimateReplicaMemory(plain);
+  EXPECT_DOUBLE_EQ(e.parameters, 1210);
+  EXPECT_DOUBLE_EQ(EstimatePsTaskMemory(plain, e), 0) << "not a PS job";
+  const std::string ps =
+      "distribution: {workers: 2, strategy: parameter_server, "
+      "parameter_servers: 1";
+  const v1::JobSpec sync = spec("{type: sgd, lr: 0.1}", ps + "}");
+  // 1,210 x (1 + values and gradients 2 + held 1 + answers 2)
+  EXPECT_DOUBLE_EQ(EstimatePsTaskMemory(sync, EstimateReplicaMemory(sync)), 4.0 * 1210 * 6);
+  const v1::JobSpec async = spec("{type: sgd, lr: 0.1}", ps + ", consistency: async}");
+  EXPECT_DOUBLE_EQ(EstimatePsTaskMemory(async, EstimateReplicaMemory(async)), 4.0 * 1210 * 5);
+  const v1::JobSpec adam = spec("{type: adam, lr: 0.1}",
+                                "distribution: {workers: 2, devices_per_worker: 2, strategy: "
+                                "parameter_server, parameter_servers: 1, consistency: bounded, "
+                                "max_staleness: 1}");
+  // 4 workers: held 3, answers 4, Adam 2 more copies of the shard.
+  EXPECT_DOUBLE_EQ(EstimatePsTaskMemory(adam, EstimateReplicaMemory(adam)),
+                   4.0 * 1210 * (1 + 2 + 2 + 3 + 4));
+}
+
+// A model of 2 x 256 KiB and more is split: each PS task holds half.
+TEST(MemoryEstimateTest, PsTasksSplitALargeModelIntoShards) {
+  const std::string model =
+      "model: {layers: [{dense: {units: 200000}}, {dense: {units: 1}}]}\n"
+      "training: {batch_size: 8, optimizer: {type: sgd, lr: 0.1}}\n";
+  const v1::JobSpec one = Spec(model +
+                               "distribution: {workers: 2, strategy: parameter_server, "
+                               "parameter_servers: 1}");
+  const v1::JobSpec two = Spec(model +
+                               "distribution: {workers: 2, strategy: parameter_server, "
+                               "parameter_servers: 2}");
+  const MemoryEstimate e = EstimateReplicaMemory(one);
+  EXPECT_DOUBLE_EQ(e.parameters, 600001);
+  EXPECT_DOUBLE_EQ(EstimatePsTaskMemory(one, e), 4.0 * (600001 + 600001.0 * 5));
+  // 600,001 floats in 2 shards: the larger has 300,001.
+  EXPECT_DOUBLE_EQ(EstimatePsTaskMemory(two, e), 4.0 * (600001 + 300001.0 * 5));
+}
+
 TEST(MemoryEstimateTest, FormatBytes) {
   EXPECT_EQ(FormatBytes(8.0 * (1 << 30)), "8.0 GiB");
   EXPECT_EQ(FormatBytes(3 << 20), "3.0 MiB");
