@@ -167,9 +167,14 @@ struct TrainerOptions {
   // Benchmarks and tests only (bench/ps_straggler_bench): a transient
   // straggler. Each step, with this probability (0: never), a replica sleeps
   // after its backward until the step has taken straggler_factor times its
-  // compute time; the draw is a pure function of (seed, rank, step).
+  // compute time (a parameter-server replica, whose shards go out during
+  // backward, sleeps before its step for as long, from its last step's
+  // compute time); the draw is a pure function of (seed, rank, step).
   double straggler_probability = 0;
   double straggler_factor = 3;
+  // Benchmarks only: a parameter-server replica pushes every shard after its
+  // backward instead of each one as it becomes whole (what the overlap saves).
+  bool ps_push_after_backward = false;
 };
 
 class Trainer {
@@ -401,9 +406,12 @@ class Trainer {
   // replica has left (an idle task, one the model is too small for, returns
   // at once).
   absl::Status RunPsTask(Replica& r);
-  // A replica's step exchange: pushes the gradient sum of n samples and
-  // pulls the values for the next step.
-  absl::Status PushPull(LoopState& s, int64_t n);
+  // A replica's step exchange, around its backward: BeginPsStep before it
+  // (n samples), during which each shard is pushed once its gradient is
+  // whole (GradAccumulator tells the client); FinishPsStep after it pushes
+  // the rest and pulls the values for the next step.
+  absl::Status BeginPsStep(LoopState& s, int64_t n);
+  absl::Status FinishPsStep(LoopState& s);
   // The Gloo options for a group of global ranks (their hosts in the group's
   // order).
   collective::GlooOptions GlooForRanks(const std::vector<int>& globals) const;

@@ -72,8 +72,10 @@ inline collective::Buffer FlatBuffer(const engine::Tensor& t) {
 // neither copied nor moved.
 class GradAccumulator {
  public:
-  // `model` and `reducer` (null when alone) must outlive this. k >= 1.
-  GradAccumulator(engine::Model& model, int64_t k, collective::Reducer* reducer);
+  // `model` and `reducer` (null when alone) or `ps` (a parameter-server
+  // replica's client, null otherwise) must outlive this. k >= 1.
+  GradAccumulator(engine::Model& model, int64_t k, collective::Reducer* reducer,
+                  ps::PsClient* ps = nullptr);
   GradAccumulator(const GradAccumulator&) = delete;
   GradAccumulator& operator=(const GradAccumulator&) = delete;
 
@@ -88,8 +90,9 @@ class GradAccumulator {
   absl::Status Backward(const engine::Tensor& dlogits, const engine::LayerContext& ctx);
   // Backward of the step's last (or only) micro-batch: each parameter's
   // gradient gets the earlier micro-batches' sum added, then the reducer (if
-  // any) is told it is ready. Afterwards the model's gradients are the
-  // step's whole sum.
+  // any) or the PS client (which pushes each shard once it is whole) is
+  // told it is ready. Afterwards the model's gradients are the step's whole
+  // sum.
   absl::Status BackwardLast(const engine::Tensor& dlogits, const engine::LayerContext& ctx);
 
  private:
@@ -99,10 +102,11 @@ class GradAccumulator {
   engine::Model& model_;
   const int64_t k_;
   collective::Reducer* const reducer_;
+  ps::PsClient* const ps_;
   engine::Tensor sum_;  // (padded_size,), like flat_grads; k > 1 only
   std::vector<char> added_;
-  bool have_sum_ = false;                  // sum_ holds this step's earlier micro-batches
-  engine::Model::GradReadyFn on_ready_;    // k == 1: the reducer's MarkReady, or null
+  bool have_sum_ = false;                // sum_ holds this step's earlier micro-batches
+  engine::Model::GradReadyFn on_ready_;  // k == 1: the reducer's or PS client's MarkReady, or null
   engine::Model::GradReadyFn last_ready_;  // k > 1: AddSum, then MarkReady
 };
 
@@ -187,7 +191,7 @@ struct Trainer::Replica {
 // step.
 struct Trainer::LoopState {
   explicit LoopState(Replica& r, int64_t k)
-      : rep(r), reducer(r.reducer.get()), accum(*r.model, k, r.reducer.get()) {}
+      : rep(r), reducer(r.reducer.get()), accum(*r.model, k, r.reducer.get(), r.ps_client.get()) {}
 
   Replica& rep;
   collective::Reducer* const reducer;  // null when alone
@@ -206,6 +210,7 @@ struct Trainer::LoopState {
   bool early_stop = false;  // the ranks' agreed early-stopping decision
   bool save_best = false;   // pipelined: this epoch is the best; every rank writes best.ckpt
   int64_t ps_updates_reported = 0;  // a PS job: this process's PS updates at the last report
+  double last_compute = 0;          // the last step's forward and backward seconds
 };
 
 }  // namespace yoke::worker

@@ -101,6 +101,12 @@ absl::Status Trainer::ConnectPs(Replica& r) {
                    ps::BuildShardMap(r.model->params().flat_values().numel(), ps_tasks_));
   ASSIGN_OR_RETURN(auto client, ps::PsClient::Create(r.ps_context, replicas, std::move(map),
                                                      collective_timeout_));
+  // Each shard goes out as soon as backward has finished its parameters.
+  std::vector<std::pair<int64_t, int64_t>> params;
+  for (const auto& e : r.model->params().entries()) {
+    params.emplace_back(e.offset, engine::NumElements(e.shape));
+  }
+  if (!options_.ps_push_after_backward) client->SetParams(params);
   absl::MutexLock l(&comm_mu_);
   if (aborted_) client->Abort();
   r.ps_client = std::move(client);
@@ -162,12 +168,16 @@ absl::Status Trainer::SavePsCheckpoint(Replica& r, const std::string& path) {
   return SaveCheckpoint(path);
 }
 
-absl::Status Trainer::PushPull(LoopState& s, int64_t n) {
+absl::Status Trainer::BeginPsStep(LoopState& s, int64_t n) {
   engine::ParamSet& ps = s.rep.model->params();
+  return s.rep.ps_client->BeginStep(ps.flat_grads().data<float>(), ps.flat_values().data<float>(),
+                                    n);
+}
+
+absl::Status Trainer::FinishPsStep(LoopState& s) {
   const auto t0 = Clock::now();
   const double waited = s.rep.ps_client->stats().wait_seconds;
-  RETURN_IF_ERROR(
-      s.rep.ps_client->PushPull(ps.flat_grads().data<float>(), ps.flat_values().data<float>(), n));
+  RETURN_IF_ERROR(s.rep.ps_client->FinishStep());
   const double seconds = Seconds(Clock::now() - t0);
   s.window.comm += seconds;
   s.window.exposed += seconds;

@@ -198,11 +198,17 @@ absl::StatusOr<Trainer::StepOutcome> Trainer::TrainStep(LoopState& s, data::Batc
   engine::Model& model = *s.rep.model;
   const int64_t n = batch.n;
   if (s.reducer) RETURN_IF_ERROR(s.reducer->Prepare(n, StopVote()));
+  if (s.rep.ps_client) {
+    // Its shards go out during backward: a straggler is late before it.
+    if (options_.straggler_probability > 0) Straggle(s, s.last_compute);
+    RETURN_IF_ERROR(BeginPsStep(s, n));
+  }
   double step_loss = 0;
   const auto compute_start = Clock::now();
   if (n > 0) {
     ASSIGN_OR_RETURN(step_loss, ForwardBackward(s, batch));
-    if (options_.straggler_probability > 0) Straggle(s, Seconds(Clock::now() - compute_start));
+    s.last_compute = Seconds(Clock::now() - compute_start);
+    if (options_.straggler_probability > 0 && !s.rep.ps_client) Straggle(s, s.last_compute);
   } else if (s.reducer || s.rep.ps_client) {
     // No samples on this rank this step (a short last batch): contribute
     // zero gradients, not the last step's.
@@ -233,7 +239,7 @@ absl::StatusOr<Trainer::StepOutcome> Trainer::TrainStep(LoopState& s, data::Batc
   // A parameter-server replica's update happens on the PS tasks: it gets
   // the values back instead.
   if (s.rep.ps_client) {
-    RETURN_IF_ERROR(PushPull(s, n));
+    RETURN_IF_ERROR(FinishPsStep(s));
   } else {
     RETURN_IF_ERROR(s.rep.optimizer->Step(out.lr, grad_scale));
   }
@@ -339,12 +345,15 @@ void Trainer::EndStep(LoopState& s, int64_t n, int64_t global_n, double seconds)
 
 namespace trainer_internal {
 
-GradAccumulator::GradAccumulator(engine::Model& model, int64_t k, collective::Reducer* reducer)
-    : model_(model), k_(k), reducer_(reducer), added_(model.params().entries().size(), 0) {
+GradAccumulator::GradAccumulator(engine::Model& model, int64_t k, collective::Reducer* reducer,
+                                 ps::PsClient* ps)
+    : model_(model), k_(k), reducer_(reducer), ps_(ps), added_(model.params().entries().size(), 0) {
   if (reducer_) on_ready_ = [this](int id) { reducer_->MarkReady(id); };
+  if (ps_) on_ready_ = [this](int id) { ps_->MarkReady(id); };
   last_ready_ = [this](int id) {
     if (have_sum_) AddSum(id);
     if (reducer_) reducer_->MarkReady(id);
+    if (ps_) ps_->MarkReady(id);
   };
 }
 

@@ -39,7 +39,28 @@ PsClient::PsClient(std::shared_ptr<gloo::Context> context, int workers, ShardMap
 PsClient::~PsClient() = default;
 
 absl::Status PsClient::PushPull(const float* grads, float* values, int64_t samples) {
+  RETURN_IF_ERROR(BeginStep(grads, values, samples));
+  return FinishStep();
+}
+
+void PsClient::SetParams(const std::vector<std::pair<int64_t, int64_t>>& params) {
+  param_shards_.assign(params.size(), {});
+  shard_param_floats_.assign(map_.shards.size(), 0);
+  for (size_t p = 0; p < params.size(); ++p) {
+    const int64_t begin = params[p].first, end = params[p].first + params[p].second;
+    for (size_t i = 0; i < map_.shards.size(); ++i) {
+      const Shard& sh = map_.shards[i];
+      const int64_t overlap = std::min(end, sh.offset + sh.count) - std::max(begin, sh.offset);
+      if (overlap <= 0) continue;
+      param_shards_[p].push_back({i, overlap});
+      shard_param_floats_[i] += overlap;
+    }
+  }
+}
+
+absl::Status PsClient::BeginStep(const float* grads, float* values, int64_t samples) {
   if (left_) return absl::FailedPreconditionError("ps: this worker has left");
+  if (in_step_) return absl::FailedPreconditionError("ps: a step is already under way");
   if (samples < 0) {
     return absl::InvalidArgumentError(absl::StrCat("ps: a push needs samples >= 0, got ", samples));
   }
@@ -62,16 +83,59 @@ absl::Status PsClient::PushPull(const float* grads, float* values, int64_t sampl
                                                   static_cast<size_t>(s.count) * sizeof(float)),
                     false});
   }
-  ASSIGN_OR_RETURN(const std::vector<gloo::transport::UnboundBuffer*> b, Track(std::move(live)));
+  ASSIGN_OR_RETURN(step_buffers_, Track(std::move(live)));
+  pushed_.assign(n, false);
+  remaining_ = shard_param_floats_;
+  remaining_.resize(n, 0);
+  step_error_ = absl::OkStatus();
+  in_step_ = true;
+  return absl::OkStatus();
+}
+
+void PsClient::PushShard(size_t i) {
+  if (pushed_[i] || !step_error_.ok()) return;
+  pushed_[i] = true;
+  const size_t n = map_.shards.size();
+  const int to = PsRank(workers_, map_.shards[i].ps);
+  try {
+    step_buffers_[n + i]->send(to, static_cast<uint64_t>(Slot::kHeader));
+    step_buffers_[2 * n + i]->send(to, static_cast<uint64_t>(Slot::kGrads));
+  } catch (const std::exception& e) {
+    step_error_ = absl::UnavailableError(absl::StrCat("ps: worker ", context_->rank, " pushing to ",
+                                                      PsName(workers_, to), " step ", clock_,
+                                                      " failed: ", e.what()));
+  }
+}
+
+void PsClient::MarkReady(int param) {
+  if (!in_step_ || param < 0 || static_cast<size_t>(param) >= param_shards_.size()) return;
+  for (const auto& [shard, floats] : param_shards_[param]) {
+    remaining_[shard] -= floats;
+    if (remaining_[shard] == 0) {
+      PushShard(shard);
+      ++stats_.early_pushes;
+    }
+  }
+}
+
+absl::Status PsClient::FinishStep() {
+  if (!in_step_) return absl::FailedPreconditionError("ps: no step under way");
+  in_step_ = false;
+  const size_t n = map_.shards.size();
+  for (size_t i = 0; i < n; ++i) PushShard(i);
+  if (!step_error_.ok()) {
+    left_ = true;
+    return step_error_;
+  }
+  const std::vector<gloo::transport::UnboundBuffer*>& b = step_buffers_;
   const auto timeout = collective::ToChronoMs(timeout_);
   size_t at = 0;  // the shard being waited for, for the error
   bool answering = false;
   try {
+    // The answers land in the values, which backward read until now: their
+    // receives are posted only after it (a PS task's answer waits for them).
     for (size_t i = 0; i < n; ++i) {
-      const int to = PsRank(workers_, map_.shards[i].ps);
-      b[i]->recv(to, static_cast<uint64_t>(Slot::kParams));
-      b[n + i]->send(to, static_cast<uint64_t>(Slot::kHeader));
-      b[2 * n + i]->send(to, static_cast<uint64_t>(Slot::kGrads));
+      b[i]->recv(PsRank(workers_, map_.shards[i].ps), static_cast<uint64_t>(Slot::kParams));
     }
     for (at = 0; at < n; ++at) {
       if (!b[n + at]->waitSend(timeout) || !b[2 * n + at]->waitSend(timeout)) {
@@ -134,6 +198,7 @@ void PsClient::Abort() {
 absl::Status PsClient::Snapshot(float* values, const std::vector<float*>& state,
                                 int64_t* optimizer_steps) {
   if (left_) return absl::FailedPreconditionError("ps: this worker has left");
+  if (in_step_) return absl::FailedPreconditionError("ps: a snapshot needs no step under way");
   const size_t n = map_.shards.size();
   headers_.assign(n, PushHeader{clock_ - 1, kSnapshot});
   std::vector<std::vector<char>> answers(n);

@@ -42,9 +42,10 @@ class UnboundBuffer;
 namespace yoke::ps {
 
 struct ClientStats {
-  int64_t pushes = 0;       // steps pushed (to every shard)
-  double wait_seconds = 0;  // in PushPull, from the last push sent to the last answer
-  double longest_wait = 0;  // the longest of those waits
+  int64_t pushes = 0;        // steps pushed (to every shard)
+  double wait_seconds = 0;   // in PushPull, from the last push sent to the last answer
+  double longest_wait = 0;   // the longest of those waits
+  int64_t early_pushes = 0;  // shards pushed during backward (MarkReady), not after it
 };
 
 class PsClient {
@@ -56,6 +57,20 @@ class PsClient {
   ~PsClient();
 
   absl::Status PushPull(const float* grads, float* values, int64_t samples);
+
+  // PushPull overlapped with backward, as the allreduce reducer's buckets
+  // are: BeginStep before backward, MarkReady(p) as backward finishes
+  // parameter p's gradient (each shard is pushed once all the parameters
+  // it overlaps are ready), FinishStep after backward (pushes every shard
+  // not pushed yet, then receives the answers into `values`, which backward
+  // may read until then). PushPull is BeginStep + FinishStep. MarkReady
+  // does nothing until SetParams has given each parameter's floats in the
+  // flat buffer, (offset, count); it ignores indices out of range. A failed
+  // push fails FinishStep.
+  void SetParams(const std::vector<std::pair<int64_t, int64_t>>& params);
+  absl::Status BeginStep(const float* grads, float* values, int64_t samples);
+  void MarkReady(int param);
+  absl::Status FinishStep();
   absl::Status Leave();
   // Between two steps: every shard's values after the updates of the steps
   // this worker has pushed (sync and bounded: exactly those; async: what
@@ -82,6 +97,18 @@ class PsClient {
   absl::Duration timeout_;
   int64_t clock_ = 0;
   bool left_ = false;
+  // Overlap: each parameter's overlaps with the shards, (shard, floats),
+  // and each shard's floats that belong to parameters.
+  std::vector<std::vector<std::pair<size_t, int64_t>>> param_shards_;
+  std::vector<int64_t> shard_param_floats_;
+  // The step under way: its buffers (answers, headers, gradients), which
+  // shards are pushed, the parameter floats each still waits for.
+  bool in_step_ = false;
+  std::vector<gloo::transport::UnboundBuffer*> step_buffers_;
+  std::vector<bool> pushed_;
+  std::vector<int64_t> remaining_;
+  absl::Status step_error_;
+  void PushShard(size_t i);
   std::vector<PushHeader> headers_;  // per shard, alive while their sends are
   ClientStats stats_;
   // The buffers of the step or snapshot under way, for Abort: whether each

@@ -70,8 +70,9 @@ struct Replica {
   engine::ParamSet& params() { return model->params(); }
   int64_t batch() const { return 32 - 8 * (worker % 3); }
 
-  // Leaves d(sum of the batch's losses)/d theta in the flat gradients.
-  void Backward(int64_t step) {
+  // Leaves d(sum of the batch's losses)/d theta in the flat gradients,
+  // telling `ready` of each parameter as backward finishes it.
+  void Backward(int64_t step, const engine::Model::GradReadyFn& ready = nullptr) {
     const int64_t n = batch();
     std::vector<float> x =
         engine::testing::UniformVector(n * 784, kSeed, 1000 * step + worker, 0.0f, 1.0f);
@@ -88,7 +89,7 @@ struct Replica {
     ASSERT_TRUE(loss->Compute(*logits, engine::Tensor::Wrap(y.data(), {n}, engine::DType::kI32),
                               1.0f, &dlogits)
                     .ok());
-    ASSERT_TRUE(model->Backward(dlogits, ctx).ok());
+    ASSERT_TRUE(model->Backward(dlogits, ctx, ready).ok());
   }
   std::vector<float> Values() {
     const engine::Tensor& v = params().flat_values();
@@ -153,6 +154,9 @@ struct PsRun {
   // Worker 0 also takes a snapshot after its last step: the final model
   // (under bounded, a worker's last pull may miss the others' last steps).
   bool final_snapshot = false;
+  // Workers push each shard during backward (BeginStep, MarkReady,
+  // FinishStep) instead of after it (PushPull).
+  bool overlap = false;
 };
 
 struct PsResult {
@@ -222,12 +226,28 @@ PsResult RunPs(const PsRun& run) {
         return;
       }
       std::vector<float> constant(initial.size(), 1e-3f * static_cast<float>(r + 1));
+      if (run.overlap) {
+        std::vector<std::pair<int64_t, int64_t>> params;
+        for (const auto& e : rep.params().entries()) {
+          params.emplace_back(e.offset, engine::NumElements(e.shape));
+        }
+        (*client)->SetParams(params);
+      }
       for (int64_t t = run.first_step; t < run.steps && res.status[r].ok(); ++t) {
         if (run.before_step) run.before_step(r, t);
-        if (run.train) rep.Backward(t);
-        const float* g = run.train ? rep.params().flat_grads().data<float>() : constant.data();
-        res.status[r] =
-            (*client)->PushPull(g, rep.params().flat_values().data<float>(), rep.batch());
+        float* values = rep.params().flat_values().data<float>();
+        if (run.overlap) {
+          res.status[r] =
+              (*client)->BeginStep(rep.params().flat_grads().data<float>(), values, rep.batch());
+          if (!res.status[r].ok()) break;
+          PsClient* c = client->get();
+          rep.Backward(t, [c](int p) { c->MarkReady(p); });
+          res.status[r] = (*client)->FinishStep();
+        } else {
+          if (run.train) rep.Backward(t);
+          const float* g = run.train ? rep.params().flat_grads().data<float>() : constant.data();
+          res.status[r] = (*client)->PushPull(g, values, rep.batch());
+        }
         if (r == 0 && t == run.snapshot_after && res.status[r].ok()) {
           res.status[r] = TakeSnapshot(**client, rep, run.optimizer, &res.snapshot);
         }
@@ -463,6 +483,28 @@ TEST(SnapshotTest, BoundedWaitsForTheStepsUpdate) {
     sync.final_snapshot = true;
     return RunPs(sync).final.values;
   });
+}
+
+// Shards pushed during backward, as each becomes whole, change nothing:
+// sync over 2 PS tasks still equals allreduce to the bit, and most shards
+// went out before backward ended (the MLP's last layers, in the higher
+// shard, finish first).
+TEST(OverlapTest, PushesDuringBackwardEqualAllreduce) {
+  PsRun run;
+  run.ps_tasks = 2;
+  run.optimizer = Adam();
+  run.steps = 20;
+  run.overlap = true;
+  const PsResult ps = RunPs(run);
+  ExpectAllOk(ps);
+  EXPECT_EQ(ps.values[0], Allreduce(2, run.optimizer, run.steps));
+  EXPECT_EQ(ps.values[1], ps.values[0]);
+  for (const ClientStats& c : ps.clients) {
+    EXPECT_EQ(c.pushes, run.steps);
+    // Each step pushes both shards; the last one completes with backward's
+    // last parameter, still inside backward.
+    EXPECT_EQ(c.early_pushes, 2 * run.steps);
+  }
 }
 
 // Async: the snapshot is what the shard holds when asked; one worker alone
