@@ -146,11 +146,7 @@ absl::Status ShardServer::ReceivePush(int worker, const PushHeader& h) {
   answers_[worker].owed = true;
   if (async) return h.samples > 0 ? Apply(dst, h.samples) : absl::OkStatus();
   p->samples[worker] = h.samples;
-  int64_t waiting = 0;
-  for (const auto& [clock, q] : pending_) {
-    for (int64_t n : q.samples) waiting += n >= 0;
-  }
-  stats_.max_pending_pushes = std::max(stats_.max_pending_pushes, waiting);
+  stats_.max_pending_pushes = std::max(stats_.max_pending_pushes, PendingPushes());
   return absl::OkStatus();
 }
 
@@ -164,11 +160,24 @@ absl::Status ShardServer::Apply(const float* grads, int64_t samples) {
   return absl::OkStatus();
 }
 
-absl::Status ShardServer::ApplyComplete() {
+int64_t ShardServer::CompleteClock() const {
   // With no live worker left every pending clock is as complete as it gets.
-  bool any_live = false;
-  for (int w = 0; w < workers_ && !any_live; ++w) any_live = gate_.Clock(w) >= 0;
-  const int64_t complete = any_live ? gate_.SlowestClock() : std::numeric_limits<int64_t>::max();
+  for (int w = 0; w < workers_; ++w) {
+    if (gate_.Clock(w) >= 0) return gate_.SlowestClock();
+  }
+  return std::numeric_limits<int64_t>::max();
+}
+
+int64_t ShardServer::PendingPushes() const {
+  int64_t waiting = 0;
+  for (const auto& [clock, q] : pending_) {
+    for (int64_t n : q.samples) waiting += n >= 0;
+  }
+  return waiting;
+}
+
+absl::Status ShardServer::ApplyComplete() {
+  const int64_t complete = CompleteClock();
   while (!pending_.empty() && pending_.begin()->first < complete) {
     Pending& p = pending_.begin()->second;
     float* sum = params_.flat_grads().data<float>();
@@ -228,11 +237,7 @@ absl::Status ShardServer::WaitSent(int worker, Answer& a) {
 }
 
 void ShardServer::Publish() {
-  int64_t waiting = 0;
-  for (const auto& [clock, q] : pending_) {
-    for (int64_t n : q.samples) waiting += n >= 0;
-  }
-  stats_.pending_pushes = waiting;
+  stats_.pending_pushes = PendingPushes();
   absl::MutexLock l(&published_mu_);
   published_ = stats_;
 }
@@ -277,15 +282,14 @@ absl::Status ShardServer::AskSnapshot(int worker, int64_t clock) {
 }
 
 absl::Status ShardServer::ServeSnapshots() {
-  bool any_live = false;
-  for (int w = 0; w < workers_ && !any_live; ++w) any_live = gate_.Clock(w) >= 0;
+  const int64_t complete = CompleteClock();
   const bool async = options_.consistency == Consistency::kAsync;
   const auto state = optimizer_->State();
   const size_t floats = static_cast<size_t>(shard_.count) * (1 + state.size());
   for (auto it = snapshots_.begin(); it != snapshots_.end();) {
     // Sync and bounded: every update up to the asked step is applied (and
     // none after it: the asker's next push has not come).
-    if (!async && any_live && it->clock >= gate_.SlowestClock()) {
+    if (!async && it->clock >= complete) {
       ++it;
       continue;
     }

@@ -126,6 +126,11 @@ class ShardServer {
               std::unique_ptr<engine::LrSchedule> schedule, const ServerOptions& options);
   absl::Status ReceivePush(int worker, const PushHeader& h);
   absl::Status Apply(const float* grads, int64_t samples);
+  // The clocks below this are complete: every live worker has pushed them
+  // (all clocks, once no worker is live).
+  int64_t CompleteClock() const;
+  // Pushes waiting for their clock's update.
+  int64_t PendingPushes() const;
   // Applies every clock all live workers have pushed, in order.
   absl::Status ApplyComplete();
   // Sends every owed answer the gate allows.
