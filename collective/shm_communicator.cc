@@ -7,9 +7,7 @@
 // CreateCommunicator in communicator.cc.
 #include "collective/shm_communicator.h"
 
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
 
 #include <algorithm>
 #include <atomic>
@@ -312,14 +310,7 @@ class ShmCore {
       if (iter < kSpins + kYields) {
         sched_yield();
       } else {
-        h->sleepers.fetch_add(1, std::memory_order_seq_cst);
-        const uint32_t word = h->wake_word.load(std::memory_order_seq_cst);
-        if (!all_there()) {
-          const timespec two_ms{0, 2000000};
-          ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&h->wake_word), FUTEX_WAIT, word,
-                    &two_ms, nullptr, 0);
-        }
-        h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+        shm::SleepUnless(h, all_there);
       }
     }
   }

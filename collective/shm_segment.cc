@@ -67,6 +67,17 @@ void WakePeers(Header* h) {
   }
 }
 
+void SleepUnless(Header* h, absl::FunctionRef<bool()> ready) {
+  h->sleepers.fetch_add(1, std::memory_order_seq_cst);
+  const uint32_t word = h->wake_word.load(std::memory_order_seq_cst);
+  if (!ready()) {
+    const timespec two_ms{0, 2000000};
+    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&h->wake_word), FUTEX_WAIT, word, &two_ms,
+              nullptr, 0);
+  }
+  h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
 uint64_t PidNamespace() {
   struct stat st {};
   return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;

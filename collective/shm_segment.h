@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -77,6 +78,12 @@ static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "a futex is a p
 // (seq_cst: the bump is ordered before the read of `sleepers`, and a
 // sleeper's increment before its read of the word, so no wake-up is lost.)
 void WakePeers(Header* h);
+
+// Sleeps on the segment's futex for at most 2 ms, unless ready() already
+// holds once this thread counts as a sleeper (so the next WakePeers wakes it
+// and no wake-up is lost). For the last phase of a wait that spun and
+// yielded first.
+void SleepUnless(Header* h, absl::FunctionRef<bool()> ready);
 
 // The inode of this process's pid namespace (0 if unknown).
 uint64_t PidNamespace();

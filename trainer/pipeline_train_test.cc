@@ -168,15 +168,23 @@ TEST(PipelineTrainTest, TwoStagesEqualOneRankAccumulatingTheMicroBatches) {
   const Alone one = RunAlone(spec, 4);
   ASSERT_FALSE(one.values.empty());
   for (const std::string schedule : {"1f1b", "gpipe"}) {
-    // Two trainers of one rank each: stage 0 and stage 1.
+   for (const bool shm : {false, true}) {
+    SCOPED_TRACE(absl::StrCat(schedule, shm ? ", shared memory" : ", gloo"));
+    // Two trainers of one rank each: stage 0 and stage 1. Without hosts
+    // their messages go over Gloo; on one host (as the workers of `yoke up`
+    // say), through shared-memory rings.
     collective::InMemoryStore store;
     std::vector<Worker> w = MakeWorkers(Pipelined(spec, 2, 1, 2, 4, schedule), 2, 1, &store);
+    if (shm) {
+      for (Worker& x : w) x.options.rank_hosts = {"w-1@127.0.0.1", "w-2@127.0.0.1"};
+    }
     RunWorkers(w);
     for (auto& x : w) ASSERT_TRUE(x.status.ok()) << x.status;
     Named piped;
     Collect(*w[0].trainer, 0, 1, &piped);
     Collect(*w[1].trainer, 0, 1, &piped);
     EXPECT_EQ(piped, one.values) << schedule;
+    EXPECT_EQ(w[0].trainer->pipeline_through_shm(), shm);
     EXPECT_EQ(w[0].result.steps(), 12);
     // Each rank builds one stage; the result counts the whole model.
     EXPECT_EQ(w[0].result.num_parameters(), one.result.num_parameters());
@@ -187,6 +195,7 @@ TEST(PipelineTrainTest, TwoStagesEqualOneRankAccumulatingTheMicroBatches) {
     EXPECT_GT(one.result.test_accuracy(), 0.3);
     EXPECT_NEAR(w[0].result.train_loss(), one.result.train_loss(),
                 1e-6 * std::abs(one.result.train_loss()));
+   }
   }
   // Without the accumulation the runs differ: the comparison can fail.
   EXPECT_NE(RunAlone(spec, 1).values, one.values);
@@ -208,8 +217,14 @@ TEST(PipelineTrainTest, TwoPipelinesEqualTwoRanksAccumulating) {
   const v1::JobSpec piped_spec = Pipelined(spec, 2, 2, 2, 4, "1f1b", {"fc2"});
   collective::InMemoryStore store;
   std::vector<Worker> w = MakeWorkers(piped_spec, 2, 2, &store);
+  // Each pipeline's stages share a worker: their messages go through
+  // shared memory, the stages' gradients across the workers.
+  for (Worker& x : w) {
+    x.options.rank_hosts = {"w-1@127.0.0.1", "w-1@127.0.0.1", "w-2@127.0.0.2", "w-2@127.0.0.2"};
+  }
   RunWorkers(w);
   for (auto& x : w) ASSERT_TRUE(x.status.ok()) << x.status;
+  EXPECT_TRUE(w[0].trainer->pipeline_through_shm());
   Named p0, p1;
   Collect(*w[0].trainer, 0, 2, &p0);
   Collect(*w[1].trainer, 0, 2, &p1);

@@ -341,6 +341,7 @@ void Trainer::AbortOthers(const Replica* failed, const absl::Status& why) {
                                          ") failed: ", why.message());
     if (r->comm) r->comm->Abort(msg);
     if (r->stage_comm) r->stage_comm->Abort(msg);
+    if (r->shm_transport) r->shm_transport->Abort(absl::AbortedError(msg));
     if (r->ps_client) r->ps_client->Abort();
     if (r->ps_server) r->ps_server->Abort();
   }

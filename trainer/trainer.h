@@ -211,6 +211,9 @@ class Trainer {
   // Local replica i's model (global rank first_rank + i).
   engine::Model& model(int i = 0);
   int64_t global_step() const { return step_; }
+  // A pipeline job: whether local replica 0's stage talks to a neighbour
+  // through shared memory (pipeline/runtime/shm_transport.h).
+  bool pipeline_through_shm() const;
   // Writes a checkpoint of the current state to `path`. Not for a pipeline
   // job, whose stages write theirs together (FAILED_PRECONDITION).
   absl::Status SaveCheckpoint(const std::string& path);
@@ -368,6 +371,11 @@ class Trainer {
   // On r's thread: the global scalar communicator, the pipeline's transport,
   // and with several pipelines the stage's communicator and reducer.
   absl::Status ConnectPipeline(Replica& r);
+  // Within ConnectPipeline: r's transport to its neighbouring stages
+  // (shared-memory rings where they share its host, Gloo pairs otherwise).
+  absl::Status ConnectStages(Replica& r, const collective::GlooOptions& pgo);
+  // The batch evaluation runs (training.eval_batch_size, or its default).
+  int EvalBatchSize() const;
   // Pipeline checkpoints (trainer_pipeline_checkpoint.cc). On every rank:
   // pipeline 0's stage sizes (into r.stage_params, r.stage_state), then,
   // resuming, this stage's part of the whole-model checkpoint

@@ -54,15 +54,19 @@ Trainer::EarlyStop Trainer::EarlyStopping() const {
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<data::Pipeline>> Trainer::EvalPipeline(
-    const std::shared_ptr<data::Dataset>& set) const {
-  data::SamplerOptions so;
+int Trainer::EvalBatchSize() const {
   // A pipeline's stages each hold an evaluation batch's activations and two
   // messages of them: by default, a training batch of one pipeline.
   const int default_batch =
       pipelined() ? std::max(1, spec_.training().batch_size() / data_parallel_ranks()) : 500;
-  so.batch_size =
-      spec_.training().eval_batch_size() > 0 ? spec_.training().eval_batch_size() : default_batch;
+  return spec_.training().eval_batch_size() > 0 ? spec_.training().eval_batch_size()
+                                                : default_batch;
+}
+
+absl::StatusOr<std::unique_ptr<data::Pipeline>> Trainer::EvalPipeline(
+    const std::shared_ptr<data::Dataset>& set) const {
+  data::SamplerOptions so;
+  so.batch_size = EvalBatchSize();
   so.seed = spec_.training().seed();
   so.shuffle = false;
   data::PipelineOptions po;

@@ -19,6 +19,7 @@
 #include "engine/tensor.h"
 #include "google/protobuf/repeated_field.h"
 #include "pipeline/runtime/stage_runner.h"
+#include "pipeline/runtime/shm_transport.h"
 #include "pipeline/runtime/transport.h"
 #include "ps/runtime/ps_client.h"
 #include "ps/runtime/shard_server.h"
@@ -155,6 +156,8 @@ struct Trainer::Replica {
   std::unique_ptr<collective::Store> stage_store, pipe_store;
   std::unique_ptr<collective::Communicator> stage_comm;  // set under comm_mu_
   std::unique_ptr<pipeline::Transport> transport;
+  // transport, where it is one (set under comm_mu_, for AbortOthers).
+  pipeline::ShmTransport* shm_transport = nullptr;
   std::unique_ptr<pipeline::StageRunner> runner;
   // Pipeline 0's stages' flat sizes, by stage: parameters (and each optimizer
   // state tensor, which has their layout), then state buffers. Concatenated

@@ -4,7 +4,8 @@
 // pipeline reads the same slice of each batch (the first uses its inputs,
 // the last its labels) and runs the verified schedule's micro-batches
 // through its StageRunner, its activations and their gradients travelling
-// over Gloo pairs between the pipeline's ranks. With several pipelines the
+// through shared-memory rings between stages on one host and over Gloo
+// pairs between hosts. With several pipelines the
 // stage's gradient is then reduced over the same stage of every pipeline.
 // Each step's loss, correct count, sample count and stop votes are summed
 // over every rank, so all ranks report the job's numbers and stop after the
@@ -23,7 +24,9 @@
 #include "data/pipeline.h"
 #include "jobspec/pipeline_check.h"
 #include "pipeline/runtime/gloo_transport.h"
+#include "pipeline/runtime/shm_transport.h"
 #include "pipeline/runtime/stage_plan.h"
+#include "spdlog/spdlog.h"
 #include "trainer/trainer.h"
 #include "trainer/trainer_internal.h"
 
@@ -117,8 +120,6 @@ absl::Status Trainer::ConnectPipeline(Replica& r) {
   pgo.rank_hosts = HostsOf(options_.rank_hosts, pipe_ranks);
   r.pipe_store = std::make_unique<collective::PrefixStore>(
       group_store_.get(), absl::StrCat("pipeline-", r.pipeline, "/"));
-  ASSIGN_OR_RETURN(r.transport, pipeline::GlooTransport::Create(r.pipe_store.get(), r.stage, p, pgo,
-                                                                collective_timeout_));
   pipeline::StageOptions so;
   so.stage = r.stage;
   so.stages = p;
@@ -131,6 +132,7 @@ absl::Status Trainer::ConnectPipeline(Replica& r) {
   so.sum_loss = d > 1;
   ASSIGN_OR_RETURN(r.runner, pipeline::StageRunner::Create(
                                  r.model.get(), r.stage == p - 1 ? r.loss.get() : nullptr, so));
+  RETURN_IF_ERROR(ConnectStages(r, pgo));
   if (d == 1) return absl::OkStatus();
 
   // The same stage of every pipeline: its parameters' data parallelism.
@@ -146,6 +148,72 @@ absl::Status Trainer::ConnectPipeline(Replica& r) {
   Adopt(&r.stage_comm, std::move(sc));
   RETURN_IF_ERROR(BroadcastInitialState(r, c));
   return CreateReducer(r, c);
+}
+
+bool Trainer::pipeline_through_shm() const {
+  if (replicas_.empty() || replicas_[0]->shm_transport == nullptr) return false;
+  const Replica& r = *replicas_[0];
+  return r.shm_transport->shared(r.stage - 1) || r.shm_transport->shared(r.stage + 1);
+}
+
+absl::Status Trainer::ConnectStages(Replica& r, const collective::GlooOptions& pgo) {
+  const int p = stages_;
+  // Stages that share a host talk through shared-memory rings; Gloo's pairs
+  // join the pipeline's stages unless every link is shared.
+  const std::vector<bool> links = pipeline::SharedLinks(pgo.rank_hosts);
+  const bool all_shared = std::all_of(links.begin(), links.end(), [](bool b) { return b; });
+  const bool any_shared = std::any_of(links.begin(), links.end(), [](bool b) { return b; });
+  std::unique_ptr<pipeline::Transport> gloo;
+  if (!all_shared || !any_shared) {
+    ASSIGN_OR_RETURN(gloo, pipeline::GlooTransport::Create(r.pipe_store.get(), r.stage, p, pgo,
+                                                           collective_timeout_));
+  }
+  if (!any_shared) {
+    r.transport = std::move(gloo);
+    spdlog::info("rank {}: pipeline: stage {} of {} talks to its neighbours over gloo", r.rank,
+                 r.stage + 1, p);
+    return absl::OkStatus();
+  }
+  std::vector<bool> colocated(p, false);
+  colocated[r.stage] = true;
+  if (r.stage > 0) colocated[r.stage - 1] = links[r.stage - 1];
+  if (r.stage + 1 < p) colocated[r.stage + 1] = links[r.stage];
+  // Each ring of the link to the next stage holds what the schedule keeps in
+  // flight there (at most this stage's forwards whose backwards have not
+  // run, of its largest micro-batch), or two evaluation batches, so that a
+  // send never waits for room.
+  const int64_t out_elems = engine::NumElements(r.model->output_shape());
+  const int d = data_parallel_ranks();
+  const int64_t batch = (spec_.training().batch_size() + d - 1) / d;
+  const int m = common::PipelineMicroBatches(spec_.distribution().pipeline());
+  const int64_t micro = (batch + m - 1) / m;
+  const int in_flight = r.runner->planned_in_flight();
+  pipeline::ShmTransportOptions so;
+  so.gradient_ring_bytes = pipeline::RingBytesFor(in_flight, micro * out_elems);
+  so.activation_ring_bytes =
+      std::max(so.gradient_ring_bytes, pipeline::RingBytesFor(2, EvalBatchSize() * out_elems));
+  so.timeout = collective_timeout_;
+  so.connect_timeout = pgo.connect_timeout;
+  ASSIGN_OR_RETURN(auto shm, pipeline::ShmTransport::Create(r.pipe_store.get(), r.stage, p,
+                                                            colocated, so, std::move(gloo)));
+  {
+    absl::MutexLock l(&comm_mu_);
+    r.shm_transport = shm.get();
+    if (aborted_) shm->Abort(absl::AbortedError("another replica of this trainer failed"));
+  }
+  for (const int n : {r.stage - 1, r.stage + 1}) {
+    if (n < 0 || n >= p) continue;
+    if (shm->shared(n)) {
+      spdlog::info("rank {}: pipeline: stage {} of {} talks to stage {} through shared memory "
+                   "(its ring there holds {} bytes)",
+                   r.rank, r.stage + 1, p, n + 1, shm->ring_bytes(n));
+    } else {
+      spdlog::info("rank {}: pipeline: stage {} of {} talks to stage {} over gloo", r.rank,
+                   r.stage + 1, p, n + 1);
+    }
+  }
+  r.transport = std::move(shm);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Trainer::StepOutcome> Trainer::PipelineStep(LoopState& s, data::Batch& batch) {

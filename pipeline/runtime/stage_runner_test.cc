@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,7 +21,9 @@
 #include "engine/model.h"
 #include "engine/testing/random.h"
 #include "gtest/gtest.h"
+#include "collective/testing/shm_segments.h"
 #include "pipeline/runtime/gloo_transport.h"
+#include "pipeline/runtime/shm_transport.h"
 #include "pipeline/runtime/stage_plan.h"
 #include "pipeline/split.h"
 
@@ -153,10 +156,17 @@ struct PipelineRun {
   std::vector<int64_t> peak_activation_bytes;
 };
 
-// The stages as threads, their messages in memory (LocalExchange) or over
-// Gloo's TCP pairs on loopback (GlooTransport, one context per stage).
+// How the stages' messages travel: in memory (LocalExchange), over Gloo's
+// TCP pairs on loopback (GlooTransport, one context per stage), or through
+// shared-memory rings (ShmTransport, every stage co-located).
+enum class Wire { kLocal, kGloo, kShm };
+
+// The stages as threads, their messages over `wire`. With kShm the rings
+// are `ring_bytes` each, or 0: the least that holds one message of the
+// largest micro-batch (so every further send waits for room).
 PipelineRun RunPipelined(const Case& c, const std::vector<int64_t>& batches, int micro,
-                         ScheduleKind kind, bool gloo = false) {
+                         ScheduleKind kind, Wire wire = Wire::kLocal,
+                         int64_t ring_bytes = 1 << 20) {
   const std::vector<int> starts = Starts(c);
   const int p = static_cast<int>(starts.size());
   const int layers = Model::PipelineCuts(c.spec, c.input, c.classes).value().layers;
@@ -180,6 +190,13 @@ PipelineRun RunPipelined(const Case& c, const std::vector<int64_t>& batches, int
   }
   run.peak_in_flight.assign(p, 0);
   run.peak_activation_bytes.assign(p, 0);
+  if (wire == Wire::kShm && ring_bytes == 0) {
+    int64_t most = 0;
+    for (int64_t b : batches) most = std::max(most, (b + micro - 1) / micro);
+    int64_t elems = 0;
+    for (const auto& m : models) elems = std::max(elems, engine::NumElements(m->output_shape()));
+    ring_bytes = RingBytesFor(1, most * elems);
+  }
   std::vector<Data> data;
   for (size_t step = 0; step < batches.size(); ++step)
     data.push_back(MakeBatch(c, batches[step], step));
@@ -193,16 +210,25 @@ PipelineRun RunPipelined(const Case& c, const std::vector<int64_t>& batches, int
   std::mutex collect_mu;
   for (int s = 0; s < p; ++s) {
     threads.emplace_back([&, s] {
-      std::unique_ptr<GlooTransport> pair;
-      if (gloo) {
+      std::unique_ptr<Transport> pair;
+      if (wire == Wire::kGloo) {
         auto t = GlooTransport::Create(&store, s, p, collective::GlooOptions{}, absl::Seconds(60));
         if (!t.ok()) {
           status[s] = t.status();
           return;
         }
         pair = std::move(t).value();
+      } else if (wire == Wire::kShm) {
+        ShmTransportOptions so;
+        so.activation_ring_bytes = so.gradient_ring_bytes = ring_bytes;
+        auto t = ShmTransport::Create(&store, s, p, std::vector<bool>(p, true), so, nullptr);
+        if (!t.ok()) {
+          status[s] = t.status();
+          return;
+        }
+        pair = std::move(t).value();
       }
-      Transport& transport = gloo ? *pair : *ex.For(s);
+      Transport& transport = pair != nullptr ? *pair : *ex.For(s);
       for (size_t step = 0; step < batches.size(); ++step) {
         const Data& d = data[step];
         auto r = runners[s]->Step(s == 0 ? &d.x : nullptr, s == p - 1 ? &d.y : nullptr,
@@ -337,7 +363,7 @@ TEST(GlooTransport, ResNet20In2StagesEqualsOneRank) {
                          Param{"gpipe", ScheduleKind::kGPipe, 3, {8, 8}}}) {
     SCOPED_TRACE(p.name);
     const Values want = RunOneRank(c, p.batches, p.micro);
-    ExpectSame(want, RunPipelined(c, p.batches, p.micro, p.kind, /*gloo=*/true).values);
+    ExpectSame(want, RunPipelined(c, p.batches, p.micro, p.kind, Wire::kGloo).values);
   }
 }
 
@@ -346,7 +372,33 @@ TEST(GlooTransport, MlpIn3StagesEqualsOneRank) {
   c.stages = 3;
   const Param p{"1f1b", ScheduleKind::k1F1B, 2, {6, 6}};
   ExpectSame(RunOneRank(c, p.batches, p.micro),
-             RunPipelined(c, p.batches, p.micro, p.kind, /*gloo=*/true).values);
+             RunPipelined(c, p.batches, p.micro, p.kind, Wire::kGloo).values);
+}
+
+// The same equivalence through shared-memory rings. The rings are sized
+// for the step's messages, then shrunk to hold about one message, so that
+// sends wait for room and records wrap around the ring's end.
+TEST(ShmTransport, ResNet20In2StagesEqualsOneRank) {
+  const Case c = ResNet20(2);
+  const std::set<std::string> before = collective::testing::ShmSegments();
+  for (const Param& p : {Param{"1f1b", ScheduleKind::k1F1B, 4, {10, 10, 3}},
+                         Param{"gpipe", ScheduleKind::kGPipe, 3, {8, 8}}}) {
+    for (const int64_t ring : {int64_t{1} << 20, int64_t{0}}) {
+      SCOPED_TRACE(absl::StrCat(p.name, ", rings of ", ring, " bytes"));
+      const Values want = RunOneRank(c, p.batches, p.micro);
+      ExpectSame(want, RunPipelined(c, p.batches, p.micro, p.kind, Wire::kShm, ring).values);
+    }
+  }
+  // Every segment was unlinked once both stages had mapped it.
+  EXPECT_EQ(collective::testing::ShmSegments(), before);
+}
+
+TEST(ShmTransport, MlpIn3StagesEqualsOneRank) {
+  Case c = Mlp();
+  c.stages = 3;
+  const Param p{"1f1b", ScheduleKind::k1F1B, 2, {6, 6}};
+  ExpectSame(RunOneRank(c, p.batches, p.micro),
+             RunPipelined(c, p.batches, p.micro, p.kind, Wire::kShm).values);
 }
 
 TEST(GlooTransport, AMissingMessageIsNamedAfterTheTimeout) {
