@@ -276,7 +276,10 @@ class Coordinator {
   std::vector<WorkerCapacity> Capacities(bool alive_only) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILED_PRECONDITION when no alive worker has the memory a replica of
   // `spec` certainly needs (jobspec/memory_estimate.h).
-  absl::Status CheckMemory(const v1::JobSpec& spec) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `idx_shape`: an idx training set's example shape where this machine can
+  // read its header (VisibleIdxShape, before the lock), else empty.
+  absl::Status CheckMemory(const v1::JobSpec& spec, const std::vector<int64_t>& idx_shape) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // RESOURCE_EXHAUSTED, naming the option, when `spec` would take `owner`
   // past a quota on PENDING jobs (CoordinatorOptions).
   absl::Status CheckQuotas(const v1::JobSpec& spec, const std::string& owner) const

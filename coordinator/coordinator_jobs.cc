@@ -12,6 +12,7 @@
 #include "coordinator/coordinator_internal.h"
 #include "coordinator/coordinator_metrics.h"
 #include "jobspec/job_data_check.h"
+#include "data/listing/idx_shape.h"
 #include "jobspec/job_spec_binary.h"
 #include "jobspec/job_validate.h"
 #include "jobspec/memory_estimate.h"
@@ -21,8 +22,27 @@ namespace yoke::server {
 
 using coordinator_internal::AttemptKey;
 
-absl::Status Coordinator::CheckMemory(const v1::JobSpec& spec) const {
-  const common::MemoryEstimate est = common::EstimateReplicaMemory(spec);
+namespace {
+
+// An idx training set's example shape, from its images file's header, when
+// this machine can read it (a shared file system, or a local cluster): the
+// memory estimate then counts every layer at its real size. A relative path
+// means the worker's working directory, and a file only the workers hold is
+// not here; the estimate then takes the input as 1x1x1, and the trainer's
+// memory cgroup still holds the job to its share. 16 bytes, but read before
+// the coordinator's lock, as any file system may be slow.
+std::vector<int64_t> VisibleIdxShape(const v1::JobSpec& spec) {
+  const v1::DatasetSpec& train = spec.data().train();
+  if (train.format() != "idx" || train.images().empty() || train.images()[0] != '/') return {};
+  absl::StatusOr<std::vector<int64_t>> shape = common::IdxImageShape(train.images());
+  return shape.ok() ? *std::move(shape) : std::vector<int64_t>{};
+}
+
+}  // namespace
+
+absl::Status Coordinator::CheckMemory(const v1::JobSpec& spec,
+                                      const std::vector<int64_t>& idx_shape) const {
+  const common::MemoryEstimate est = common::EstimateReplicaMemory(spec, idx_shape);
   // A PS task takes a rank's share of its worker's memory as a replica does.
   const double ps_task = common::EstimatePsTaskMemory(spec, est);
   if (est.bytes <= 0 && ps_task <= 0) return absl::OkStatus();
@@ -154,6 +174,7 @@ absl::StatusOr<std::string> Coordinator::SubmitAdmitted(const v1::JobSpec& spec,
   if (auto data = common::CheckJobData(spec, common::DataCheck::kLocalImageFolders); !data.ok()) {
     return data.status();
   }
+  const std::vector<int64_t> idx_shape = VisibleIdxShape(spec);
 
   absl::MutexLock lock(&mu_);
   const GangShape shape = ShapeOf(spec);
@@ -162,7 +183,7 @@ absl::StatusOr<std::string> Coordinator::SubmitAdmitted(const v1::JobSpec& spec,
     return absl::FailedPreconditionError(
         absl::StrCat("distribution: no registered set of workers can ever run this job: ", never));
   }
-  RETURN_IF_ERROR(CheckMemory(spec));
+  RETURN_IF_ERROR(CheckMemory(spec, idx_shape));
   RETURN_IF_ERROR(CheckQuotas(spec, owner));
   const int64_t cap = options_.max_running_devices_per_submitter;
   if (cap > 0 && shape.devices() > cap) {

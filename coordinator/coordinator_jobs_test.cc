@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/coordinator.h"
+#include "common/testing/temp_dir.h"
 #include "coordinator/testing/coordinator_fixture.h"
 #include "gtest/gtest.h"
 
@@ -321,6 +322,35 @@ TEST_F(CoordinatorTest, AModelTooBigForAReplicaIsAcceptedAsAPipelineOfStagesThat
   EXPECT_NE(lopsided.status().message().find("memory: each replica (one stage of 2) needs"),
             std::string::npos)
       << lopsided.status();
+}
+
+// An idx training set whose images file the coordinator can read is
+// counted at its real size (its 16-byte header gives 28x28x1): a first
+// dense layer of 200,000 units then holds 157 M parameters, more than a
+// 1 GiB share, and is refused. The same job naming a file only the workers
+// hold (not here) is estimated at a 1x1x1 input and accepted, as before.
+TEST_F(CoordinatorTest, AnIdxJobIsCountedAtTheShapeItsHeaderGives) {
+  v1::RegisterWorkerRequest reg = Reg(2);
+  for (v1::Device& d : *reg.mutable_devices()) d.set_memory_bytes(int64_t{1} << 30);
+  ASSERT_TRUE(coord_->RegisterWorker(reg).ok());
+  common::TempDir dir("yoke_idx_submit");
+  std::string header;
+  for (uint32_t w : {0x803u, 2u, 28u, 28u}) {
+    for (int shift = 24; shift >= 0; shift -= 8) header.push_back(static_cast<char>(w >> shift));
+  }
+  std::ofstream(dir.File("images"), std::ios::binary) << header << std::string(2 * 28 * 28, '\0');
+  auto idx = [&](const std::string& images) {
+    return Spec({"model={layers: [flatten, {dense: {units: 200000}, name: wide}, "
+                 "{dense: {units: 2}}]}",
+                 "data.train={format: idx, images: " + images + ", labels: " + images + "}"});
+  };
+  auto refused = coord_->Submit(idx(dir.File("images")), 0);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_NE(refused.status().message().find("model.layers[1] (wide) alone needs"),
+            std::string::npos)
+      << refused.status();
+  auto elsewhere = coord_->Submit(idx(dir.File("on-the-workers-only")), 0);
+  EXPECT_TRUE(elsewhere.ok()) << elsewhere.status();
 }
 
 // A PS task holds the model's values and its shard with every worker's

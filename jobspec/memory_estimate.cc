@@ -26,8 +26,11 @@ struct Dims {
 // The shape of one training example where the spec fixes it without a file
 // header: synthetic (and csv) data by `shape`; cifar10 by its format (32x32
 // RGB); an image_folder by its resize (`image_size`), or its crop when it
-// crops, and `channels` (default RGB). Empty for idx, whose header says it.
-std::vector<int64_t> KnownInput(const v1::DatasetSpec& train) {
+// crops, and `channels` (default RGB); idx by `idx_shape`, its images file's
+// header where the caller could read it (IdxImageShape), else empty.
+std::vector<int64_t> KnownInput(const v1::DatasetSpec& train,
+                                const std::vector<int64_t>& idx_shape) {
+  if (train.format() == "idx") return idx_shape;
   if ((train.format() == "synthetic" || train.format() == "csv") && train.shape_size() > 0) {
     return {train.shape().begin(), train.shape().end()};
   }
@@ -51,11 +54,12 @@ int OptimizerCopies(const v1::OptimizerSpec& o) {
 // then gets its small stem, which has fewer parameters than the large one),
 // and the spec's class count, else 2. Empty if the zoo refuses the spec (the
 // validation reports why).
-std::vector<v1::LayerSpec> ZooLayers(const v1::JobSpec& spec) {
+std::vector<v1::LayerSpec> ZooLayers(const v1::JobSpec& spec,
+                                     const std::vector<int64_t>& idx_shape) {
   const v1::DatasetSpec& train = spec.data().train();
   const int64_t classes = train.num_classes() >= 2 ? train.num_classes() : 2;
   std::vector<engine::ZooShape> inputs;
-  if (const std::vector<int64_t> known = KnownInput(train); !known.empty()) {
+  if (const std::vector<int64_t> known = KnownInput(train, idx_shape); !known.empty()) {
     inputs.emplace_back(known.begin(), known.end());
   }
   inputs.push_back({4, 4, 1});
@@ -75,8 +79,9 @@ struct LayerCost {
   double outputs = 0;
 };
 template <typename List>  // a std::vector or a RepeatedPtrField of LayerSpec
-std::vector<LayerCost> ExactCosts(const v1::JobSpec& spec, const List& layers) {
-  const std::vector<int64_t> known = KnownInput(spec.data().train());
+std::vector<LayerCost> ExactCosts(const v1::JobSpec& spec, const List& layers,
+                                  const std::vector<int64_t>& idx_shape) {
+  const std::vector<int64_t> known = KnownInput(spec.data().train(), idx_shape);
   if (known.empty()) return {};
   const engine::shapes::LayerShape input(known.begin(), known.end());
   // Any class count: the shapes do not depend on it.
@@ -239,7 +244,8 @@ double StageBytes(const v1::PipelineSpec& pp, int num_layers, const LayerAt& lay
 
 }  // namespace
 
-MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
+MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec,
+                                     const std::vector<int64_t>& idx_shape) {
   MemoryEstimate est;
   // The sampler keeps each epoch's permutation of the training set, 8 bytes
   // an example (data/sampler.cc); a synthetic set has exactly num_examples.
@@ -253,7 +259,7 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
   if (!m.zoo().empty()) {
     // Past the zoo builders' integer range: the validation refuses it.
     if (m.width() > engine::kMaxZooWidth) return est;
-    zoo = ZooLayers(spec);
+    zoo = ZooLayers(spec, idx_shape);
   }
   const int num_layers = m.zoo().empty() ? m.layers_size() : static_cast<int>(zoo.size());
   auto layer = [&](int i) -> const v1::LayerSpec& {
@@ -283,10 +289,10 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec) {
   std::vector<std::vector<int>> graph;  // each layer's inputs (-1: the model input)
   std::vector<bool> shared;             // outputs the engine never allocates
   if (m.zoo().empty()) {
-    exact = ExactCosts(spec, m.layers());
+    exact = ExactCosts(spec, m.layers(), idx_shape);
     shared = SharedOutputs(m.layers(), &graph);
   } else {
-    exact = ExactCosts(spec, zoo);
+    exact = ExactCosts(spec, zoo, idx_shape);
     shared = SharedOutputs(zoo, &graph);
   }
   // Which outputs get a gradient buffer: a layer with parameters, or one

@@ -5,9 +5,10 @@
 //
 // Where the spec fixes the input's shape (synthetic and csv data by
 // `shape`, cifar10 by its format, an image_folder by its resize or crop and
-// channels), every layer's shape is resolved exactly by the engine's shape
-// rules (engine/shapes/). Elsewhere the spec does not say it (an IDX file's
-// header does), so every size the spec leaves open is taken as 1: an
+// channels, an idx file by the header the caller read), every layer's shape
+// is resolved exactly by the engine's shape rules (engine/shapes/).
+// Elsewhere (an idx file the caller cannot see), every size the spec leaves
+// open is taken as 1: an
 // image's height, width and channels before the first layer that fixes
 // them. What is counted:
 //   parameters, their gradients and the optimizer's state (sgd with momentum
@@ -43,6 +44,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "proto/yoke/v1/job.pb.h"
 
@@ -57,7 +59,11 @@ struct MemoryEstimate {
   double parameters = 0;  // the whole model's parameters (floats)
 };
 
-MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec);
+// `idx_shape`: for an idx training set, the shape of one example as its
+// images file's header gives it ({rows, cols, 1}, data/listing/idx_shape.h),
+// where the caller can read the file; empty, the input is taken as 1x1x1.
+MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec,
+                                     const std::vector<int64_t>& idx_shape = {});
 
 // A parameter-server job's PS task (docs/parameter_servers.md): a lower
 // bound on what one holds, from the replica estimate's parameter count.

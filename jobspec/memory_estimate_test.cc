@@ -1,5 +1,8 @@
 #include "jobspec/memory_estimate.h"
 
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "config/config.h"
 #include "engine/zoo/model_zoo.h"
@@ -53,12 +56,15 @@ training: {batch_size: 8, optimizer: {type: sgd, lr: 0.1}}
 // Formats whose example shape the spec fixes without a file header count
 // as a synthetic set of that shape: an image_folder at its resize (or its
 // crop) and channels, cifar10 at 32x32x3. An idx file's shape is in its
-// header, so it stays at the 1x1x1 lower bound.
+// header: with the shape the caller read from it, it counts as a synthetic
+// set of that shape; without, it stays at the 1x1x1 lower bound.
 TEST(MemoryEstimateTest, ImageFoldersAndCifarCountAtTheShapeTheSpecFixes) {
-  auto at = [](const std::string& train, const std::string& model) {
+  auto at = [](const std::string& train, const std::string& model,
+               const std::vector<int64_t>& idx_shape = {}) {
     return EstimateReplicaMemory(Spec("model: " + model + "\ndata: {train: " + train +
                                       "}\ntraining: {batch_size: 16, optimizer: {type: sgd, "
-                                      "lr: 0.1, momentum: 0.9}}\n"))
+                                      "lr: 0.1, momentum: 0.9}}\n"),
+                                 idx_shape)
         .bytes;
   };
   const std::string resnet = "{zoo: resnet50}";
@@ -80,6 +86,14 @@ TEST(MemoryEstimateTest, ImageFoldersAndCifarCountAtTheShapeTheSpecFixes) {
   // input it is counted from 1x1x1: little beyond its parameters.
   EXPECT_GT(synthetic224, 1e9);
   EXPECT_LT(at("{format: idx, images: /i.gz, labels: /l.gz}", resnet), synthetic224 / 5);
+  // With its header's 224x224x1 (an idx file holds one channel).
+  EXPECT_DOUBLE_EQ(at("{format: idx, images: /i.gz, labels: /l.gz}", resnet, {224, 224, 1}),
+                   at("{format: synthetic, shape: [224, 224, 1]}", resnet));
+  EXPECT_DOUBLE_EQ(at("{format: idx, images: /i.gz, labels: /l.gz}", cnn, {28, 28, 1}),
+                   at("{format: synthetic, shape: [28, 28, 1]}", cnn));
+  // A shape given for another format changes nothing.
+  EXPECT_DOUBLE_EQ(at("{format: cifar10, files: [/d/data_batch_1.bin]}", cnn, {28, 28, 1}),
+                   at("{format: synthetic, shape: [32, 32, 3]}", cnn));
 }
 
 TEST(MemoryEstimateTest, OutputsTheFusionsNeverAllocateAreNotCounted) {
