@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -84,12 +85,25 @@ uint64_t PidNamespace() {
 }
 
 bool ProcessAlive(int pid) {
-  std::ifstream f(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat;
-  if (!f || !std::getline(f, stat)) return false;
-  const size_t p = stat.rfind(')');
-  if (p == std::string::npos || p + 2 >= stat.size()) return true;
-  const char state = stat[p + 2];
+  // Plain open and read into the stack: waits call this every 100 ms, and a
+  // pipeline's steady state allocates nothing (shm_transport.h).
+  char path[32];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char stat[512];
+  const ssize_t n = ::read(fd, stat, sizeof(stat) - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  // "pid (comm) S ...": the state follows the last ')'; comm may hold any
+  // byte, but is at most 16 of them, so the state is within the buffer.
+  const char* end = stat + n;
+  const char* close = nullptr;
+  for (const char* c = stat; c < end; ++c) {
+    if (*c == ')') close = c;
+  }
+  if (close == nullptr || close + 2 >= end) return true;
+  const char state = close[2];
   return state != 'Z' && state != 'X';
 }
 

@@ -44,13 +44,17 @@ absl::Status GlooTransport::WaitSent(const Key& key, Outgoing& o) {
   if (!o.in_flight) return absl::OkStatus();
   o.in_flight = false;
   const auto [to, kind, mb] = key;
-  const std::string what = MessageName(stage_, to, static_cast<MessageKind>(kind), mb);
+  // Named only on failure: a message's steady state allocates nothing.
+  auto what = [&, to = to, kind = kind, mb = mb] {
+    return MessageName(stage_, to, static_cast<MessageKind>(kind), mb);
+  };
   try {
     if (!o.buffer->waitSend(collective::ToChronoMs(timeout_))) {
-      return absl::AbortedError(absl::StrCat("pipeline: sending ", what, " was aborted"));
+      return absl::AbortedError(absl::StrCat("pipeline: sending ", what(), " was aborted"));
     }
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("pipeline: sending ", what, " failed: ", e.what()));
+    return absl::UnavailableError(
+        absl::StrCat("pipeline: sending ", what(), " failed: ", e.what()));
   }
   return absl::OkStatus();
 }
@@ -84,26 +88,33 @@ absl::Status GlooTransport::Send(int to, MessageKind kind, int micro_batch,
 }
 
 absl::Status GlooTransport::Recv(int from, MessageKind kind, int micro_batch, engine::Tensor* dst) {
-  const std::string what = MessageName(from, stage_, kind, micro_batch);
+  auto what = [&] { return MessageName(from, stage_, kind, micro_batch); };
   if (from < 0 || from >= context_->size || std::abs(from - stage_) != 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("pipeline: stage ", stage_, " may only receive from a neighbour: ", what));
+        absl::StrCat("pipeline: stage ", stage_, " may only receive from a neighbour: ", what()));
   }
   try {
-    auto buffer = context_->createUnboundBuffer(dst->data<float>(),
-                                                static_cast<size_t>(dst->numel()) * sizeof(float));
-    buffer->recv(from, Slot(kind, micro_batch));
-    if (!buffer->waitRecv(collective::ToChronoMs(timeout_))) {
-      return absl::AbortedError(absl::StrCat("pipeline: receiving ", what, " was aborted"));
+    // One buffer per message, made again only when the destination moves
+    // (a training step's receives land in the runner's per-set buffers).
+    Incoming& in = in_[Key{from, static_cast<int>(kind), micro_batch}];
+    const size_t bytes = static_cast<size_t>(dst->numel()) * sizeof(float);
+    if (in.buffer == nullptr || in.data != dst->data<float>() || in.bytes != bytes) {
+      in.buffer = context_->createUnboundBuffer(dst->data<float>(), bytes);
+      in.data = dst->data<float>();
+      in.bytes = bytes;
+    }
+    in.buffer->recv(from, Slot(kind, micro_batch));
+    if (!in.buffer->waitRecv(collective::ToChronoMs(timeout_))) {
+      return absl::AbortedError(absl::StrCat("pipeline: receiving ", what(), " was aborted"));
     }
   } catch (const std::exception& e) {
     const std::string why = e.what();
     if (collective::IsGlooTimeout(why)) {
       return absl::DeadlineExceededError(absl::StrCat("pipeline: stage ", stage_, " waited ",
-                                                      absl::FormatDuration(timeout_), " for ", what,
-                                                      ", which never came (", why, ")"));
+                                                      absl::FormatDuration(timeout_), " for ",
+                                                      what(), ", which never came (", why, ")"));
     }
-    return absl::UnavailableError(absl::StrCat("pipeline: receiving ", what, " failed: ", why));
+    return absl::UnavailableError(absl::StrCat("pipeline: receiving ", what(), " failed: ", why));
   }
   return absl::OkStatus();
 }

@@ -57,7 +57,13 @@ class GlooTransport final : public Transport {
     std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
     bool in_flight = false;
   };
-  using Key = std::tuple<int, int, int>;  // to, kind, micro-batch
+  // A receive's buffer over its destination, kept for the next step's.
+  struct Incoming {
+    const float* data = nullptr;
+    size_t bytes = 0;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+  };
+  using Key = std::tuple<int, int, int>;  // to (or from), kind, micro-batch
   // Waits for `o`'s send to complete: DEADLINE_EXCEEDED or the Gloo error.
   absl::Status WaitSent(const Key& key, Outgoing& o);
 
@@ -65,6 +71,7 @@ class GlooTransport final : public Transport {
   int stage_;
   absl::Duration timeout_;
   std::map<Key, Outgoing> out_;
+  std::map<Key, Incoming> in_;
 };
 
 }  // namespace yoke::pipeline

@@ -103,13 +103,17 @@ namespace {
 
 // Waits until `there()`: spins, yields, then sleeps on the segment's futex
 // for 2 ms at a time. Gives up on this transport's abort, the peer's break
-// of the link, the peer's death, or the deadline, each naming `what`.
+// of the link, the peer's death, or the deadline, each naming what() (built
+// only then: a message's steady state allocates nothing).
 absl::Status Await(ShmTransport::Link& l, const std::atomic<bool>& aborted,
                    absl::FunctionRef<absl::Status()> abort_why, absl::Duration timeout,
-                   int stage, const std::string& what, absl::FunctionRef<bool()> there) {
+                   int stage, absl::FunctionRef<std::string()> what,
+                   absl::FunctionRef<bool()> there) {
   constexpr int kSpins = 2000, kYields = 100;
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::Time next_liveness = absl::InfinitePast();
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + timeout;
+  // A neighbour that died is found within 100 ms of the wait's start.
+  absl::Time next_liveness = start + absl::Milliseconds(100);
   Header* h = l.h();
   for (int iter = 0;; ++iter) {
     if (there()) return absl::OkStatus();
@@ -120,7 +124,7 @@ absl::Status Await(ShmTransport::Link& l, const std::atomic<bool>& aborted,
     if (aborted.load()) return abort_why();
     if (const int b = h->broken_by.load(); b == 1 + l.peer) {
       return absl::AbortedError(absl::StrCat(
-          "pipeline: ", what, ": stage ", l.peer_stage(),
+          "pipeline: ", what(), ": stage ", l.peer_stage(),
           " broke the shared-memory group of their link (its transport failed, was aborted "
           "or was closed while stage ",
           stage, " waited)"));
@@ -131,7 +135,7 @@ absl::Status Await(ShmTransport::Link& l, const std::atomic<bool>& aborted,
       const RankLine& p = h->ranks[l.peer];
       if (p.pid_ns.load() == collective::shm::PidNamespace() &&
           !collective::shm::ProcessAlive(p.pid.load())) {
-        return absl::UnavailableError(absl::StrCat("pipeline: ", what, " failed: stage ",
+        return absl::UnavailableError(absl::StrCat("pipeline: ", what(), " failed: stage ",
                                                    l.peer_stage(), " (pid ", p.pid.load(),
                                                    ") died while this rank waited for it "
                                                    "(shared memory)"));
@@ -139,7 +143,7 @@ absl::Status Await(ShmTransport::Link& l, const std::atomic<bool>& aborted,
     }
     if (now >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat("pipeline: stage ", stage, " waited ",
-                                                      absl::FormatDuration(timeout), " for ", what,
+                                                      absl::FormatDuration(timeout), " for ", what(),
                                                       ", which never came (shared memory)"));
     }
     if (iter < kSpins + kYields) {
@@ -269,7 +273,6 @@ absl::Status ShmTransport::Send(int to, MessageKind kind, int micro_batch,
     }
     return fallback_->Send(to, kind, micro_batch, t);
   }
-  const std::string what = absl::StrCat("sending ", MessageName(stage_, to, kind, micro_batch));
   const int64_t elems = t.numel();
   const int64_t need = RecordBytes(elems);
   if (need > l->cap) {
@@ -292,7 +295,12 @@ absl::Status ShmTransport::Send(int to, MessageKind kind, int micro_batch,
           std::lock_guard<std::mutex> lock(abort_mu_);
           return abort_why_;
         },
-        options_.timeout, stage_, absl::StrCat(what, " (room in the ring)"), room));
+        options_.timeout, stage_,
+        [&] {
+          return absl::StrCat("sending ", MessageName(stage_, to, kind, micro_batch),
+                              " (room in the ring)");
+        },
+        room));
   }
   if (skip > 0) {
     Record* s = l->at(l->head);
@@ -329,7 +337,6 @@ absl::Status ShmTransport::Recv(int from, MessageKind kind, int micro_batch, eng
     }
     return fallback_->Recv(from, kind, micro_batch, dst);
   }
-  const std::string name = MessageName(from, stage_, kind, micro_batch);
   RankLine& head_line = l->sender();
   Record* found = nullptr;
   // The oldest pending record of this key between the tail and the head.
@@ -355,10 +362,14 @@ absl::Status ShmTransport::Recv(int from, MessageKind kind, int micro_batch, eng
           std::lock_guard<std::mutex> lock(abort_mu_);
           return abort_why_;
         },
-        options_.timeout, stage_, absl::StrCat("receiving ", name), find));
+        options_.timeout, stage_,
+        [&] { return absl::StrCat("receiving ", MessageName(from, stage_, kind, micro_batch)); },
+        find));
   }
   if (found->elems != dst->numel()) {
-    return absl::InvalidArgumentError(absl::StrCat("pipeline: ", name, " holds ", found->elems,
+    return absl::InvalidArgumentError(absl::StrCat("pipeline: ",
+                                                   MessageName(from, stage_, kind, micro_batch),
+                                                   " holds ", found->elems,
                                                    " values; the receiver expects ", dst->numel()));
   }
   std::memcpy(dst->data<float>(), reinterpret_cast<const char*>(found) + kAlign,
