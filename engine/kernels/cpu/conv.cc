@@ -1,5 +1,6 @@
 #include "engine/kernels/cpu/conv.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/kernels/cpu/conv_c1.h"
 #include "engine/kernels/cpu/dnnl_context.h"
@@ -121,6 +122,16 @@ absl::Status Conv2dPlan::Build(bool need_backward_data) {
              : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_md_,
                                                         w_any, y_md_, strides, pad_l, pad_r);
   auto bw_pd = dnnl::convolution_backward_weights::primitive_desc(bw_desc, eng, fwd_pd);
+  // oneDNN 2.6's jit_1x1 backward-weights kernel on AVX-512, for a strided
+  // 1x1 convolution of channels-last tensors (its "reduce to unit stride"
+  // copy), writes outside its buffers: engine/kernels/cpu/conv_test.cc caught
+  // it trampling the heap at 8 -> 16 channels, stride 2, which a narrow
+  // ResNet's downsampling shortcut has (AVX2 machines never pick it). Such a
+  // convolution takes oneDNN's next implementation instead.
+  if (g.kh == 1 && g.kw == 1 && (g.stride_h > 1 || g.stride_w > 1)) {
+    while (absl::StrContains(bw_pd.impl_info_str(), "1x1") && bw_pd.next_impl()) {
+    }
+  }
   bwd_w_ = dnnl::convolution_backward_weights(bw_pd);
   if (bw_pd.diff_weights_desc() != w_plain_md_) {
     dw_reorder_ = true;
