@@ -38,8 +38,8 @@
 #include "pipeline/runtime/gloo_transport.h"
 #include "pipeline/runtime/shm_transport.h"
 
-ABSL_FLAG(std::vector<std::string>, sizes, std::vector<std::string>({"1024", "16384", "262144",
-                                                                     "4194304"}),
+ABSL_FLAG(std::vector<std::string>, sizes,
+          std::vector<std::string>({"1024", "16384", "262144", "4194304"}),
           "message sizes in floats");
 ABSL_FLAG(int, rounds, 3, "rounds per transport and size (paired, order alternating)");
 ABSL_FLAG(int, trips, 200, "timed round trips per round (fewer above 1M floats)");
@@ -87,8 +87,8 @@ absl::StatusOr<double> Round(Transport& t, int stage, int64_t n, int trips) {
       if (trip == 0) {
         for (int64_t i = 0; i < n; ++i) {
           if (g.data<float>()[i] != a.data<float>()[i] + 1.0f) {
-            return absl::DataLossError(absl::StrCat("element ", i, " of ", n, " came back as ",
-                                                    g.data<float>()[i]));
+            return absl::DataLossError(
+                absl::StrCat("element ", i, " of ", n, " came back as ", g.data<float>()[i]));
           }
         }
       }
@@ -102,9 +102,9 @@ absl::StatusOr<double> Round(Transport& t, int stage, int64_t n, int trips) {
       if (!s.ok()) return s;
     }
     if (trip >= 10) {
-      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() -
-                                                             start)
-                       .count());
+      us.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count());
     }
   }
   return Median(us);
@@ -120,8 +120,8 @@ int RunStage(const std::string& dir, int stage, std::vector<std::vector<double>>
   const std::vector<std::string> sizes = absl::GetFlag(FLAGS_sizes);
   for (size_t k = 0; k < sizes.size(); ++k) {
     const int64_t n = std::stoll(sizes[k]);
-    const int trips = n > (1 << 20) ? std::max(20, absl::GetFlag(FLAGS_trips) / 10)
-                                    : absl::GetFlag(FLAGS_trips);
+    const int trips =
+        n > (1 << 20) ? std::max(20, absl::GetFlag(FLAGS_trips) / 10) : absl::GetFlag(FLAGS_trips);
     for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
       for (int j = 0; j < 2; ++j) {
         const bool shm = (j == 0) == (round % 2 == 0);
@@ -177,8 +177,8 @@ int Main() {
       absl::StrAppend(&each, r ? " " : "", absl::StrFormat("%.2f", ratios.back()));
     }
     const double s = Median(shm_us[k]), g = Median(gloo_us[k]);
-    std::printf("%10.0f %12.1f %12.1f %10.2f %10.2f %.2fx (%s)\n", n, s, g,
-                2 * n * 4 / (s * 1e3), 2 * n * 4 / (g * 1e3), Median(ratios), each.c_str());
+    std::printf("%10.0f %12.1f %12.1f %10.2f %10.2f %.2fx (%s)\n", n, s, g, 2 * n * 4 / (s * 1e3),
+                2 * n * 4 / (g * 1e3), Median(ratios), each.c_str());
   }
   return 0;
 }

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/coordinator.h"
 #include "common/testing/temp_dir.h"
+#include "coordinator/coordinator.h"
 #include "coordinator/testing/coordinator_fixture.h"
 #include "gtest/gtest.h"
 
@@ -340,9 +340,10 @@ TEST_F(CoordinatorTest, AnIdxJobIsCountedAtTheShapeItsHeaderGives) {
   }
   std::ofstream(dir.File("images"), std::ios::binary) << header << std::string(2 * 28 * 28, '\0');
   auto idx = [&](const std::string& images) {
-    return Spec({"model={layers: [flatten, {dense: {units: 200000}, name: wide}, "
-                 "{dense: {units: 2}}]}",
-                 "data.train={format: idx, images: " + images + ", labels: " + images + "}"});
+    return Spec(
+        {"model={layers: [flatten, {dense: {units: 200000}, name: wide}, "
+         "{dense: {units: 2}}]}",
+         "data.train={format: idx, images: " + images + ", labels: " + images + "}"});
   };
   auto refused = coord_->Submit(idx(dir.File("images")), 0);
   ASSERT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();

@@ -168,34 +168,34 @@ TEST(PipelineTrainTest, TwoStagesEqualOneRankAccumulatingTheMicroBatches) {
   const Alone one = RunAlone(spec, 4);
   ASSERT_FALSE(one.values.empty());
   for (const std::string schedule : {"1f1b", "gpipe"}) {
-   for (const bool shm : {false, true}) {
-    SCOPED_TRACE(absl::StrCat(schedule, shm ? ", shared memory" : ", gloo"));
-    // Two trainers of one rank each: stage 0 and stage 1. Without hosts
-    // their messages go over Gloo; on one host (as the workers of `yoke up`
-    // say), through shared-memory rings.
-    collective::InMemoryStore store;
-    std::vector<Worker> w = MakeWorkers(Pipelined(spec, 2, 1, 2, 4, schedule), 2, 1, &store);
-    if (shm) {
-      for (Worker& x : w) x.options.rank_hosts = {"w-1@127.0.0.1", "w-2@127.0.0.1"};
+    for (const bool shm : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(schedule, shm ? ", shared memory" : ", gloo"));
+      // Two trainers of one rank each: stage 0 and stage 1. Without hosts
+      // their messages go over Gloo; on one host (as the workers of `yoke up`
+      // say), through shared-memory rings.
+      collective::InMemoryStore store;
+      std::vector<Worker> w = MakeWorkers(Pipelined(spec, 2, 1, 2, 4, schedule), 2, 1, &store);
+      if (shm) {
+        for (Worker& x : w) x.options.rank_hosts = {"w-1@127.0.0.1", "w-2@127.0.0.1"};
+      }
+      RunWorkers(w);
+      for (auto& x : w) ASSERT_TRUE(x.status.ok()) << x.status;
+      Named piped;
+      Collect(*w[0].trainer, 0, 1, &piped);
+      Collect(*w[1].trainer, 0, 1, &piped);
+      EXPECT_EQ(piped, one.values) << schedule;
+      EXPECT_EQ(w[0].trainer->pipeline_through_shm(), shm);
+      EXPECT_EQ(w[0].result.steps(), 12);
+      // Each rank builds one stage; the result counts the whole model.
+      EXPECT_EQ(w[0].result.num_parameters(), one.result.num_parameters());
+      EXPECT_GT(one.result.num_parameters(), w[0].trainer->model().params().num_parameters());
+      // The job's loss and the evaluation reach global rank 0 (stage 0, which
+      // computes neither) exactly as one rank computes them.
+      EXPECT_EQ(w[0].result.test_accuracy(), one.result.test_accuracy()) << schedule;
+      EXPECT_GT(one.result.test_accuracy(), 0.3);
+      EXPECT_NEAR(w[0].result.train_loss(), one.result.train_loss(),
+                  1e-6 * std::abs(one.result.train_loss()));
     }
-    RunWorkers(w);
-    for (auto& x : w) ASSERT_TRUE(x.status.ok()) << x.status;
-    Named piped;
-    Collect(*w[0].trainer, 0, 1, &piped);
-    Collect(*w[1].trainer, 0, 1, &piped);
-    EXPECT_EQ(piped, one.values) << schedule;
-    EXPECT_EQ(w[0].trainer->pipeline_through_shm(), shm);
-    EXPECT_EQ(w[0].result.steps(), 12);
-    // Each rank builds one stage; the result counts the whole model.
-    EXPECT_EQ(w[0].result.num_parameters(), one.result.num_parameters());
-    EXPECT_GT(one.result.num_parameters(), w[0].trainer->model().params().num_parameters());
-    // The job's loss and the evaluation reach global rank 0 (stage 0, which
-    // computes neither) exactly as one rank computes them.
-    EXPECT_EQ(w[0].result.test_accuracy(), one.result.test_accuracy()) << schedule;
-    EXPECT_GT(one.result.test_accuracy(), 0.3);
-    EXPECT_NEAR(w[0].result.train_loss(), one.result.train_loss(),
-                1e-6 * std::abs(one.result.train_loss()));
-   }
   }
   // Without the accumulation the runs differ: the comparison can fail.
   EXPECT_NE(RunAlone(spec, 1).values, one.values);

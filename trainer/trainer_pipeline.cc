@@ -204,9 +204,10 @@ absl::Status Trainer::ConnectStages(Replica& r, const collective::GlooOptions& p
   for (const int n : {r.stage - 1, r.stage + 1}) {
     if (n < 0 || n >= p) continue;
     if (shm->shared(n)) {
-      spdlog::info("rank {}: pipeline: stage {} of {} talks to stage {} through shared memory "
-                   "(its ring there holds {} bytes)",
-                   r.rank, r.stage + 1, p, n + 1, shm->ring_bytes(n));
+      spdlog::info(
+          "rank {}: pipeline: stage {} of {} talks to stage {} through shared memory "
+          "(its ring there holds {} bytes)",
+          r.rank, r.stage + 1, p, n + 1, shm->ring_bytes(n));
     } else {
       spdlog::info("rank {}: pipeline: stage {} of {} talks to stage {} over gloo", r.rank,
                    r.stage + 1, p, n + 1);

@@ -35,9 +35,9 @@ absl::StatusOr<std::vector<int64_t>> IdxImageShape(const std::string& path) {
   }
   const uint32_t magic = BigEndian(header);
   if (magic != 0x00000803) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": magic 0x", absl::Hex(magic, absl::kZeroPad8),
-        " is not an IDX images file's (0x00000803)"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": magic 0x",
+                                                   absl::Hex(magic, absl::kZeroPad8),
+                                                   " is not an IDX images file's (0x00000803)"));
   }
   const uint32_t rows = BigEndian(header + 8), cols = BigEndian(header + 12);
   if (rows == 0 || cols == 0) {

@@ -21,7 +21,8 @@ using ::testing::HasSubstr;
 std::string Header(uint32_t magic, uint32_t count, uint32_t rows, uint32_t cols) {
   std::string h;
   for (uint32_t w : {magic, count, rows, cols}) {
-    for (int shift = 24; shift >= 0; shift -= 8) h.push_back(static_cast<char>((w >> shift) & 0xff));
+    for (int shift = 24; shift >= 0; shift -= 8)
+      h.push_back(static_cast<char>((w >> shift) & 0xff));
   }
   return h;
 }

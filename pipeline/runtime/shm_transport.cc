@@ -74,21 +74,22 @@ std::vector<bool> SharedLinks(const std::vector<std::string>& stage_hosts) {
 }
 
 int64_t RingBytesFor(int in_flight, int64_t max_elems) {
-  return static_cast<int64_t>(std::max(in_flight, 1) + 1) * RecordBytes(std::max<int64_t>(0, max_elems));
+  return static_cast<int64_t>(std::max(in_flight, 1) + 1) *
+         RecordBytes(std::max<int64_t>(0, max_elems));
 }
 
 // One direction of a co-located link: the ring in its segment, as its
 // sender or its receiver sees it.
 struct ShmTransport::Link {
   std::unique_ptr<Segment> seg;
-  int from = 0, to = 0;   // stages
-  int me = 0, peer = 0;   // local indices in the segment (0: the lower stage)
+  int from = 0, to = 0;  // stages
+  int me = 0, peer = 0;  // local indices in the segment (0: the lower stage)
   bool sending = false;
   char* ring = nullptr;
-  int64_t cap = 0;        // bytes, a multiple of 64
-  uint64_t head = 0;      // sender: bytes ever appended (its own counter)
-  uint64_t tail = 0;      // receiver: bytes ever freed (its own counter)
-  int64_t peak = 0;       // sender: the most bytes held at once
+  int64_t cap = 0;    // bytes, a multiple of 64
+  uint64_t head = 0;  // sender: bytes ever appended (its own counter)
+  uint64_t tail = 0;  // receiver: bytes ever freed (its own counter)
+  int64_t peak = 0;   // sender: the most bytes held at once
 
   Header* h() const { return seg->header(); }
   RankLine& sender() const { return h()->ranks[sending ? me : peer]; }
@@ -106,9 +107,8 @@ namespace {
 // of the link, the peer's death, or the deadline, each naming what() (built
 // only then: a message's steady state allocates nothing).
 absl::Status Await(ShmTransport::Link& l, const std::atomic<bool>& aborted,
-                   absl::FunctionRef<absl::Status()> abort_why, absl::Duration timeout,
-                   int stage, absl::FunctionRef<std::string()> what,
-                   absl::FunctionRef<bool()> there) {
+                   absl::FunctionRef<absl::Status()> abort_why, absl::Duration timeout, int stage,
+                   absl::FunctionRef<std::string()> what, absl::FunctionRef<bool()> there) {
   constexpr int kSpins = 2000, kYields = 100;
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + timeout;
@@ -142,9 +142,9 @@ absl::Status Await(ShmTransport::Link& l, const std::atomic<bool>& aborted,
       }
     }
     if (now >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("pipeline: stage ", stage, " waited ",
-                                                      absl::FormatDuration(timeout), " for ", what(),
-                                                      ", which never came (shared memory)"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("pipeline: stage ", stage, " waited ", absl::FormatDuration(timeout),
+                       " for ", what(), ", which never came (shared memory)"));
     }
     if (iter < kSpins + kYields) {
       sched_yield();
@@ -177,9 +177,9 @@ absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Create(
     if (n < 0 || n >= stages) continue;
     if (!colocated[n]) {
       if (t->fallback_ == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "pipeline: stage ", n, " is on another host than stage ", stage,
-            " and there is no other transport to reach it"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("pipeline: stage ", n, " is on another host than stage ", stage,
+                         " and there is no other transport to reach it"));
       }
       continue;
     }
@@ -196,13 +196,14 @@ absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Create(
       collective::PrefixStore link_store(store, absl::StrCat("link-", from, "-", to, "/"));
       const int64_t bytes = up ? options.activation_ring_bytes : options.gradient_ring_bytes;
       ASSIGN_OR_RETURN(
-          l->seg, collective::shm::MakeSegment(
-                      &link_store, {lo, hi}, me, ChunkFor(bytes), options.connect_timeout,
-                      absl::StrCat("pipeline: stage ", stage, ", the shared-memory ring from stage ",
-                                   from, " to stage ", to)));
+          l->seg,
+          collective::shm::MakeSegment(
+              &link_store, {lo, hi}, me, ChunkFor(bytes), options.connect_timeout,
+              absl::StrCat("pipeline: stage ", stage, ", the shared-memory ring from stage ", from,
+                           " to stage ", to)));
       l->ring = l->seg->slot<char>(0);
-      l->cap = 3 * l->seg->header()->chunk_elems * static_cast<int64_t>(sizeof(float)) / kAlign *
-               kAlign;
+      l->cap =
+          3 * l->seg->header()->chunk_elems * static_cast<int64_t>(sizeof(float)) / kAlign * kAlign;
       const int side = n < stage ? 0 : 1;
       (l->sending ? t->out_[side] : t->in_[side]) = std::move(l);
     }
@@ -276,10 +277,10 @@ absl::Status ShmTransport::Send(int to, MessageKind kind, int micro_batch,
   const int64_t elems = t.numel();
   const int64_t need = RecordBytes(elems);
   if (need > l->cap) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "pipeline: ", MessageName(stage_, to, kind, micro_batch), " needs ", need,
-        " bytes, more than the shared-memory ring to stage ", to, " holds (", l->cap,
-        "; YOKE_SHM=0 sends it over Gloo)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("pipeline: ", MessageName(stage_, to, kind, micro_batch), " needs ", need,
+                     " bytes, more than the shared-memory ring to stage ", to, " holds (", l->cap,
+                     "; YOKE_SHM=0 sends it over Gloo)"));
   }
   const int64_t to_end = l->cap - static_cast<int64_t>(l->head % l->cap);
   const int64_t skip = to_end < need ? to_end : 0;
@@ -331,9 +332,9 @@ absl::Status ShmTransport::Recv(int from, MessageKind kind, int micro_batch, eng
   Link* l = InFrom(from);
   if (l == nullptr) {
     if (fallback_ == nullptr || std::abs(from - stage_) != 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("pipeline: stage ", stage_, " may only receive from a neighbour: ",
-                       MessageName(from, stage_, kind, micro_batch)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pipeline: stage ", stage_,
+          " may only receive from a neighbour: ", MessageName(from, stage_, kind, micro_batch)));
     }
     return fallback_->Recv(from, kind, micro_batch, dst);
   }
@@ -367,10 +368,9 @@ absl::Status ShmTransport::Recv(int from, MessageKind kind, int micro_batch, eng
         find));
   }
   if (found->elems != dst->numel()) {
-    return absl::InvalidArgumentError(absl::StrCat("pipeline: ",
-                                                   MessageName(from, stage_, kind, micro_batch),
-                                                   " holds ", found->elems,
-                                                   " values; the receiver expects ", dst->numel()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline: ", MessageName(from, stage_, kind, micro_batch), " holds ",
+                     found->elems, " values; the receiver expects ", dst->numel()));
   }
   std::memcpy(dst->data<float>(), reinterpret_cast<const char*>(found) + kAlign,
               static_cast<size_t>(found->elems) * sizeof(float));

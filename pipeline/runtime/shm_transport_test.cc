@@ -46,8 +46,7 @@ struct Pair {
 };
 
 // Two co-located stages in this process, rings of `bytes`.
-Pair Connect(collective::Store* store, int64_t bytes,
-             absl::Duration timeout = absl::Seconds(10)) {
+Pair Connect(collective::Store* store, int64_t bytes, absl::Duration timeout = absl::Seconds(10)) {
   ShmTransportOptions o;
   o.activation_ring_bytes = o.gradient_ring_bytes = bytes;
   o.timeout = timeout;
@@ -193,8 +192,7 @@ TEST(ShmTransport, ADeadNeighbourProcessIsNamedAtOnce) {
   if (child == 0) {
     auto store = collective::FileStore::Open(dir.path());
     if (!store.ok()) _exit(2);
-    auto t = ShmTransport::Create(store->get(), 0, 2, {true, true}, ShmTransportOptions{},
-                                  nullptr);
+    auto t = ShmTransport::Create(store->get(), 0, 2, {true, true}, ShmTransportOptions{}, nullptr);
     if (!t.ok()) _exit(3);
     if (!(*t)->Send(1, MessageKind::kActivation, 0, Filled(8, 1)).ok()) _exit(4);
     raise(SIGKILL);  // dies without its destructor: only its pid can tell
@@ -247,8 +245,8 @@ TEST(ShmTransport, AStageOnAnotherHostGoesThroughTheFallback) {
   std::unique_ptr<ShmTransport> s0;
   absl::Status s0_status;
   std::thread t([&] {
-    auto a = ShmTransport::Create(&store, 0, 3, {true, true, false}, ShmTransportOptions{},
-                                  nullptr);
+    auto a =
+        ShmTransport::Create(&store, 0, 3, {true, true, false}, ShmTransportOptions{}, nullptr);
     s0_status = a.status();
     if (a.ok()) s0 = std::move(a).value();
   });
@@ -269,8 +267,8 @@ TEST(ShmTransport, AStageOnAnotherHostGoesThroughTheFallback) {
                                            "recv gradient 0 from stage 2 to stage 1"}));
   // Without a fallback, a stage on another host is refused at creation.
   collective::InMemoryStore lone;
-  auto refused = ShmTransport::Create(&lone, 2, 3, {true, false, false}, ShmTransportOptions{},
-                                      nullptr);
+  auto refused =
+      ShmTransport::Create(&lone, 2, 3, {true, false, false}, ShmTransportOptions{}, nullptr);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
 }
 

@@ -17,11 +17,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "collective/store.h"
+#include "collective/testing/shm_segments.h"
 #include "engine/losses/loss.h"
 #include "engine/model.h"
 #include "engine/testing/random.h"
 #include "gtest/gtest.h"
-#include "collective/testing/shm_segments.h"
 #include "pipeline/runtime/gloo_transport.h"
 #include "pipeline/runtime/shm_transport.h"
 #include "pipeline/runtime/stage_plan.h"
