@@ -277,7 +277,7 @@ class Coordinator {
   // FAILED_PRECONDITION when no alive worker has the memory a replica of
   // `spec` certainly needs (jobspec/memory_estimate.h).
   // `idx_shape`: an idx training set's example shape where this machine can
-  // read its header (VisibleIdxShape, before the lock), else empty.
+  // read its header (common::VisibleIdxShape, before the lock), else empty.
   absl::Status CheckMemory(const v1::JobSpec& spec, const std::vector<int64_t>& idx_shape) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // RESOURCE_EXHAUSTED, naming the option, when `spec` would take `owner`

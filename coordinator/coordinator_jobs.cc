@@ -11,7 +11,6 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_internal.h"
 #include "coordinator/coordinator_metrics.h"
-#include "data/listing/idx_shape.h"
 #include "jobspec/job_data_check.h"
 #include "jobspec/job_spec_binary.h"
 #include "jobspec/job_validate.h"
@@ -21,24 +20,6 @@
 namespace yoke::server {
 
 using coordinator_internal::AttemptKey;
-
-namespace {
-
-// An idx training set's example shape, from its images file's header, when
-// this machine can read it (a shared file system, or a local cluster): the
-// memory estimate then counts every layer at its real size. A relative path
-// means the worker's working directory, and a file only the workers hold is
-// not here; the estimate then takes the input as 1x1x1, and the trainer's
-// memory cgroup still holds the job to its share. 16 bytes, but read before
-// the coordinator's lock, as any file system may be slow.
-std::vector<int64_t> VisibleIdxShape(const v1::JobSpec& spec) {
-  const v1::DatasetSpec& train = spec.data().train();
-  if (train.format() != "idx" || train.images().empty() || train.images()[0] != '/') return {};
-  absl::StatusOr<std::vector<int64_t>> shape = common::IdxImageShape(train.images());
-  return shape.ok() ? *std::move(shape) : std::vector<int64_t>{};
-}
-
-}  // namespace
 
 absl::Status Coordinator::CheckMemory(const v1::JobSpec& spec,
                                       const std::vector<int64_t>& idx_shape) const {
@@ -174,7 +155,9 @@ absl::StatusOr<std::string> Coordinator::SubmitAdmitted(const v1::JobSpec& spec,
   if (auto data = common::CheckJobData(spec, common::DataCheck::kLocalImageFolders); !data.ok()) {
     return data.status();
   }
-  const std::vector<int64_t> idx_shape = VisibleIdxShape(spec);
+  // An idx training set this machine can see is counted at its real shape;
+  // its header is read before the lock, as any file system may be slow.
+  const std::vector<int64_t> idx_shape = common::VisibleIdxShape(spec);
 
   absl::MutexLock lock(&mu_);
   const GangShape shape = ShapeOf(spec);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
+#include "data/listing/idx_shape.h"
 #include "data/listing/image_folder_list.h"
 
 namespace yoke::common {
@@ -81,6 +82,13 @@ absl::StatusOr<std::vector<std::string>> CheckJobData(const v1::JobSpec& spec, D
     if (!line->empty()) lines.push_back(*std::move(line));
   }
   return lines;
+}
+
+std::vector<int64_t> VisibleIdxShape(const v1::JobSpec& spec) {
+  const v1::DatasetSpec& train = spec.data().train();
+  if (train.format() != "idx" || train.images().empty() || train.images()[0] != '/') return {};
+  absl::StatusOr<std::vector<int64_t>> shape = IdxImageShape(train.images());
+  return shape.ok() ? *std::move(shape) : std::vector<int64_t>{};
 }
 
 }  // namespace yoke::common

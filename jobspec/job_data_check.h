@@ -5,6 +5,7 @@
 #ifndef YOKE_JOBSPEC_JOB_DATA_CHECK_H_
 #define YOKE_JOBSPEC_JOB_DATA_CHECK_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,14 @@ enum class DataCheck {
 // error, INVALID_ARGUMENT or NOT_FOUND, prefixed with the field
 // ("data.test: /data/flowers/tulip: class folder 'tulip' holds no ...").
 absl::StatusOr<std::vector<std::string>> CheckJobData(const v1::JobSpec& spec, DataCheck mode);
+
+// An idx training set's example shape ({rows, cols, 1}), from its images
+// file's 16-byte header (data/listing/idx_shape.h), when this machine can
+// read it: the coordinator's memory estimate then counts every layer at its
+// real size. Empty for other formats, a relative path (it means the
+// worker's working directory), and a file that is not here or not an IDX
+// images file (the trainer reports those).
+std::vector<int64_t> VisibleIdxShape(const v1::JobSpec& spec);
 
 }  // namespace yoke::common
 

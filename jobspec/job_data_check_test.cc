@@ -108,5 +108,25 @@ TEST(CheckJobDataTest, OtherFormatsNeedReadableFiles) {
   EXPECT_TRUE(submit->empty());
 }
 
+// The shape the submit estimate counts an idx set at: from the header of an
+// images file this machine can read at an absolute path, and none otherwise.
+TEST(VisibleIdxShapeTest, OnlyAnAbsoluteReadableImagesFileGivesAShape) {
+  TempDir d;
+  std::string header;
+  for (uint32_t w : {0x803u, 1u, 6u, 9u}) {
+    for (int shift = 24; shift >= 0; shift -= 8) header.push_back(static_cast<char>(w >> shift));
+  }
+  Touch(d.File("images"), header + std::string(54, '\0'));
+  auto idx = [](const std::string& images) {
+    return Job({"data.train={format: idx, images: " + images + ", labels: " + images + "}"});
+  };
+  EXPECT_THAT(VisibleIdxShape(idx(d.File("images"))), ElementsAre(6, 9, 1));
+  EXPECT_TRUE(VisibleIdxShape(idx(d.File("missing"))).empty());
+  EXPECT_TRUE(VisibleIdxShape(idx("images")).empty()) << "a relative path is the worker's";
+  Touch(d.File("labels"), std::string("\0\0\x08\x01", 4) + std::string(12, '\0'));
+  EXPECT_TRUE(VisibleIdxShape(idx(d.File("labels"))).empty()) << "not an images file";
+  EXPECT_TRUE(VisibleIdxShape(Job({"data.train={format: synthetic, shape: [6, 9, 1]}"})).empty());
+}
+
 }  // namespace
 }  // namespace yoke::common
