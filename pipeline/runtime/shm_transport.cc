@@ -276,11 +276,14 @@ absl::Status ShmTransport::Send(int to, MessageKind kind, int micro_batch,
   }
   const int64_t elems = t.numel();
   const int64_t need = RecordBytes(elems);
-  if (need > l->cap) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("pipeline: ", MessageName(stage_, to, kind, micro_batch), " needs ", need,
-                     " bytes, more than the shared-memory ring to stage ", to, " holds (", l->cap,
-                     "; YOKE_SHM=0 sends it over Gloo)"));
+  // A record fits an empty ring from any position (after a skip to the end
+  // where it must) only if the ring holds about two of it; the rings are
+  // sized for at least that, so only a ring /dev/shm made smaller refuses.
+  if (2 * need - kAlign > l->cap) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "pipeline: ", MessageName(stage_, to, kind, micro_batch), " needs ", need,
+        " bytes, and the shared-memory ring to stage ", to, " holds ", l->cap,
+        " (it needs twice that, less 64; a bigger /dev/shm, or YOKE_SHM=0 to send over Gloo)"));
   }
   const int64_t to_end = l->cap - static_cast<int64_t>(l->head % l->cap);
   const int64_t skip = to_end < need ? to_end : 0;

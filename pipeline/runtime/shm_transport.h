@@ -81,7 +81,9 @@ struct ShmTransportOptions {
 std::vector<bool> SharedLinks(const std::vector<std::string>& stage_hosts);
 
 // The ring bytes for `in_flight` messages of at most `max_elems` floats
-// each, with the room a record crossing the ring's end wastes.
+// each, with the room a record crossing the ring's end wastes (a ring must
+// hold about two of its largest record: Send refuses a message that a ring
+// could not take from every position).
 int64_t RingBytesFor(int in_flight, int64_t max_elems);
 
 class ShmTransport final : public Transport {

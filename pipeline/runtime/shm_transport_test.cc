@@ -133,6 +133,12 @@ TEST(ShmTransport, WrongSizesAndMissingMessagesAreNamed) {
   absl::Status s = p.a->Send(1, MessageKind::kActivation, 2, Filled(1000, 0));
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   EXPECT_THAT(s.message(), HasSubstr("activation 2 from stage 0 to stage 1"));
+  // Smaller than the ring but more than half of it: from some positions it
+  // could never fit, so it is refused too, rather than waiting forever.
+  const int64_t most = p.a->ring_bytes(1) / 4 * 3 / 4;  // floats in 3/4 of the ring
+  s = p.a->Send(1, MessageKind::kActivation, 3, Filled(most, 0));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(s.message(), HasSubstr("it needs twice that"));
   // A receiver expecting another size.
   ASSERT_TRUE(p.a->Send(1, MessageKind::kActivation, 0, Filled(10, 0)).ok());
   engine::Tensor x = engine::Tensor::Zeros({11});
