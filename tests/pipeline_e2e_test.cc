@@ -124,9 +124,11 @@ TEST(PipelineE2ETest, AKilledStageFailsTheAttemptAndTheJobResumesFromItsCheckpoi
   const size_t global = why.rfind("(global ");
   ASSERT_NE(global, std::string::npos) << why;
   const int64_t last_logged = std::atoll(why.c_str() + global + 8);
-  EXPECT_GE(last_logged, step_at_kill) << why;
+  // (Within one log interval either way: the stage logs every 5 steps, and
+  // a step's line may come before its checkpoint.)
+  EXPECT_GE(last_logged + 5, step_at_kill) << why;
   EXPECT_LE(resumed, last_logged + 5) << why;
-  EXPECT_GE(resumed, last_logged / 100 * 100) << why;
+  EXPECT_GE(resumed, (last_logged - 5) / 100 * 100) << why;
   std::vector<int> epochs;
   for (const auto& e : job.history()) epochs.push_back(e.epoch());
   EXPECT_EQ(epochs, std::vector<int>({1, 2})) << "every epoch exactly once";
