@@ -55,11 +55,9 @@ double Median(std::vector<double> v) {
   return n == 0 ? 0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
 }
 
-absl::StatusOr<std::unique_ptr<Transport>> Open(collective::Store* root, const std::string& name,
-                                                bool shm, int stage, int64_t n) {
-  collective::PrefixStore* store = new collective::PrefixStore(root, name + "/");
-  static std::vector<std::unique_ptr<collective::PrefixStore>> keep;  // outlive the transports
-  keep.emplace_back(store);
+// The link's two ends meet through `store`, which must outlive the result.
+absl::StatusOr<std::unique_ptr<Transport>> Open(collective::Store* store, bool shm, int stage,
+                                                int64_t n) {
   if (shm) {
     ShmTransportOptions o;
     o.activation_ring_bytes = o.gradient_ring_bytes = RingBytesFor(1, n);
@@ -126,7 +124,8 @@ int RunStage(const std::string& dir, int stage, std::vector<std::vector<double>>
       for (int j = 0; j < 2; ++j) {
         const bool shm = (j == 0) == (round % 2 == 0);
         const std::string name = absl::StrCat(shm ? "shm-" : "gloo-", k, "-", round);
-        auto t = Open(store->get(), name, shm, stage, n);
+        collective::PrefixStore link(store->get(), name + "/");
+        auto t = Open(&link, shm, stage, n);
         if (!t.ok()) {
           std::fprintf(stderr, "stage %d, %s: %s\n", stage, name.c_str(),
                        t.status().ToString().c_str());

@@ -27,13 +27,6 @@
 #include "collective/shm_segment.h"
 #include "common/status.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define YOKE_CPU_RELAX() _mm_pause()
-#else
-#define YOKE_CPU_RELAX() std::atomic_signal_fence(std::memory_order_seq_cst)
-#endif
-
 namespace yoke::collective {
 namespace {
 
@@ -274,7 +267,7 @@ class ShmCore {
     for (int iter = 0;; ++iter) {
       if (all_there()) return absl::OkStatus();
       if (iter < kSpins) {
-        YOKE_CPU_RELAX();
+        shm::CpuRelax();
         continue;
       }
       if (aborted_.load()) return queue_->broken();

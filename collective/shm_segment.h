@@ -74,6 +74,15 @@ struct Header {
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shm counters need lock-free atomics");
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "a futex is a plain 32-bit word");
 
+// One spin of a busy wait: the CPU's pause hint where there is one.
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+}
+
 // Wakes every rank asleep on the segment's futex after a counter store.
 // (seq_cst: the bump is ordered before the read of `sleepers`, and a
 // sleeper's increment before its read of the word, so no wake-up is lost.)

@@ -16,13 +16,6 @@
 #include "collective/shm_segment.h"
 #include "common/status.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define YOKE_RING_RELAX() _mm_pause()
-#else
-#define YOKE_RING_RELAX() std::atomic_signal_fence(std::memory_order_seq_cst)
-#endif
-
 namespace yoke::pipeline {
 
 using collective::shm::Header;
@@ -99,62 +92,6 @@ struct ShmTransport::Link {
   }
   int peer_stage() const { return sending ? to : from; }
 };
-
-namespace {
-
-// Waits until `there()`: spins, yields, then sleeps on the segment's futex
-// for 2 ms at a time. Gives up on this transport's abort, the peer's break
-// of the link, the peer's death, or the deadline, each naming what() (built
-// only then: a message's steady state allocates nothing).
-absl::Status Await(ShmTransport::Link& l, const std::atomic<bool>& aborted,
-                   absl::FunctionRef<absl::Status()> abort_why, absl::Duration timeout, int stage,
-                   absl::FunctionRef<std::string()> what, absl::FunctionRef<bool()> there) {
-  constexpr int kSpins = 2000, kYields = 100;
-  const absl::Time start = absl::Now();
-  const absl::Time deadline = start + timeout;
-  // A neighbour that died is found within 100 ms of the wait's start.
-  absl::Time next_liveness = start + absl::Milliseconds(100);
-  Header* h = l.h();
-  for (int iter = 0;; ++iter) {
-    if (there()) return absl::OkStatus();
-    if (iter < kSpins) {
-      YOKE_RING_RELAX();
-      continue;
-    }
-    if (aborted.load()) return abort_why();
-    if (const int b = h->broken_by.load(); b == 1 + l.peer) {
-      return absl::AbortedError(absl::StrCat(
-          "pipeline: ", what(), ": stage ", l.peer_stage(),
-          " broke the shared-memory group of their link (its transport failed, was aborted "
-          "or was closed while stage ",
-          stage, " waited)"));
-    }
-    const absl::Time now = absl::Now();
-    if (now >= next_liveness) {
-      next_liveness = now + absl::Milliseconds(100);
-      const RankLine& p = h->ranks[l.peer];
-      if (p.pid_ns.load() == collective::shm::PidNamespace() &&
-          !collective::shm::ProcessAlive(p.pid.load())) {
-        return absl::UnavailableError(absl::StrCat("pipeline: ", what(), " failed: stage ",
-                                                   l.peer_stage(), " (pid ", p.pid.load(),
-                                                   ") died while this rank waited for it "
-                                                   "(shared memory)"));
-      }
-    }
-    if (now >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("pipeline: stage ", stage, " waited ", absl::FormatDuration(timeout),
-                       " for ", what(), ", which never came (shared memory)"));
-    }
-    if (iter < kSpins + kYields) {
-      sched_yield();
-    } else {
-      collective::shm::SleepUnless(h, there);
-    }
-  }
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Create(
     collective::Store* store, int stage, int stages, const std::vector<bool>& colocated,
@@ -240,6 +177,58 @@ void ShmTransport::Abort(const absl::Status& why) {
   BreakLinks();
 }
 
+absl::Status ShmTransport::Await(Link& l, absl::FunctionRef<std::string()> what,
+                                 absl::FunctionRef<bool()> there) {
+  const absl::Duration timeout = options_.timeout;
+  const int stage = stage_;
+  constexpr int kSpins = 2000, kYields = 100;
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + timeout;
+  // A neighbour that died is found within 100 ms of the wait's start.
+  absl::Time next_liveness = start + absl::Milliseconds(100);
+  Header* h = l.h();
+  for (int iter = 0;; ++iter) {
+    if (there()) return absl::OkStatus();
+    if (iter < kSpins) {
+      collective::shm::CpuRelax();
+      continue;
+    }
+    if (aborted_.load()) {
+      std::lock_guard<std::mutex> lock(abort_mu_);
+      return abort_why_;
+    }
+    if (const int b = h->broken_by.load(); b == 1 + l.peer) {
+      return absl::AbortedError(absl::StrCat(
+          "pipeline: ", what(), ": stage ", l.peer_stage(),
+          " broke the shared-memory group of their link (its transport failed, was aborted "
+          "or was closed while stage ",
+          stage, " waited)"));
+    }
+    const absl::Time now = absl::Now();
+    if (now >= next_liveness) {
+      next_liveness = now + absl::Milliseconds(100);
+      const RankLine& p = h->ranks[l.peer];
+      if (p.pid_ns.load() == collective::shm::PidNamespace() &&
+          !collective::shm::ProcessAlive(p.pid.load())) {
+        return absl::UnavailableError(absl::StrCat("pipeline: ", what(), " failed: stage ",
+                                                   l.peer_stage(), " (pid ", p.pid.load(),
+                                                   ") died while this rank waited for it "
+                                                   "(shared memory)"));
+      }
+    }
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("pipeline: stage ", stage, " waited ", absl::FormatDuration(timeout),
+                       " for ", what(), ", which never came (shared memory)"));
+    }
+    if (iter < kSpins + kYields) {
+      sched_yield();
+    } else {
+      collective::shm::SleepUnless(h, there);
+    }
+  }
+}
+
 ShmTransport::Link* ShmTransport::OutTo(int to) const {
   if (to == stage_ - 1) return out_[0].get();
   if (to == stage_ + 1) return out_[1].get();
@@ -294,12 +283,7 @@ absl::Status ShmTransport::Send(int to, MessageKind kind, int micro_batch,
   };
   if (!room()) {
     RETURN_IF_ERROR(Await(
-        *l, aborted_,
-        [&] {
-          std::lock_guard<std::mutex> lock(abort_mu_);
-          return abort_why_;
-        },
-        options_.timeout, stage_,
+        *l,
         [&] {
           return absl::StrCat("sending ", MessageName(stage_, to, kind, micro_batch),
                               " (room in the ring)");
@@ -361,12 +345,7 @@ absl::Status ShmTransport::Recv(int from, MessageKind kind, int micro_batch, eng
   };
   if (!find()) {
     RETURN_IF_ERROR(Await(
-        *l, aborted_,
-        [&] {
-          std::lock_guard<std::mutex> lock(abort_mu_);
-          return abort_why_;
-        },
-        options_.timeout, stage_,
+        *l,
         [&] { return absl::StrCat("receiving ", MessageName(from, stage_, kind, micro_batch)); },
         find));
   }

@@ -47,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -125,6 +126,12 @@ class ShmTransport final : public Transport {
   ShmTransport(int stage, const ShmTransportOptions& options, std::unique_ptr<Transport> fallback);
   // Marks every link broken by this stage and wakes its neighbours.
   void BreakLinks();
+  // Waits on `l` until there(): spins, yields, then sleeps on the segment's
+  // futex 2 ms at a time. Gives up on Abort, the peer's break of the link,
+  // the peer's death or the timeout, each naming what() (built only then: a
+  // message's steady state allocates nothing).
+  absl::Status Await(Link& l, absl::FunctionRef<std::string()> what,
+                     absl::FunctionRef<bool()> there);
   Link* OutTo(int to) const;
   Link* InFrom(int from) const;
 
