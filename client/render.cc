@@ -286,12 +286,14 @@ void WatchView::OnEvent(const v1::JobEvent& ev) {
   // Epochs that finished since the last event; a reconnect re-sends the
   // whole history, which must not print twice. They come before the state
   // line: the event that ends a job also carries its last epoch.
-  for (int i = last_history_; i < job.history_size(); ++i) {
+  // By epoch number, not position: the coordinator thins a long history
+  // (Coordinator::kMaxHistoryEpochs), which moves its entries.
+  for (const v1::EpochResult& e : job.history()) {
+    if (e.epoch() <= last_epoch_printed_) continue;
     bar_.Clear();
-    std::fprintf(out_, "epoch %d done: %s\n", job.history(i).epoch(),
-                 common::FormatEpoch(job.history(i)).c_str());
+    std::fprintf(out_, "epoch %d done: %s\n", e.epoch(), common::FormatEpoch(e).c_str());
+    last_epoch_printed_ = e.epoch();
   }
-  last_history_ = std::max(last_history_, job.history_size());
 
   if (!seen_ || job.state() != last_state_) {
     bar_.Clear();

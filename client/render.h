@@ -86,7 +86,7 @@ class WatchView {
   common::RedrawnLine bar_{out_};
   bool seen_ = false;
   v1::JobState last_state_ = v1::JOB_STATE_UNSPECIFIED;
-  int last_history_ = 0;
+  int32_t last_epoch_printed_ = 0;  // the highest epoch printed
   int64_t last_step_ = -1;
   std::chrono::steady_clock::time_point last_draw_{};
 };

@@ -1,7 +1,11 @@
 #include "client/render.h"
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "common/testing/file_contents.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -284,6 +288,31 @@ TEST(RenderTest, WatchViewPrintsStatesAndEachEpochOnce) {
             "epoch 2 done: train loss 0.0000 acc 0.0000 | test loss 0.0000 acc 0.0000 | "
             "0 samples/s, 0.0s\n"
             "job-7 SUCCEEDED\n");
+}
+
+// The coordinator thins a long history (every other entry kept), so an
+// epoch's position moves: each new epoch still prints once, and none twice.
+TEST(RenderTest, WatchViewPrintsEachNewEpochOnceWhenTheHistoryIsThinned) {
+  FILE* f = std::tmpfile();
+  WatchView view(f, /*tty=*/false, std::chrono::milliseconds(0));
+  v1::JobEvent ev;
+  ev.mutable_job()->set_id("job-8");
+  ev.mutable_job()->set_state(v1::JOB_RUNNING);
+  for (int e : {1, 2, 3, 4}) ev.mutable_job()->add_history()->set_epoch(e);
+  view.OnEvent(ev);
+  ev.mutable_job()->clear_history();
+  for (int e : {1, 3, 5}) ev.mutable_job()->add_history()->set_epoch(e);  // thinned, then 5
+  view.OnEvent(ev);
+  view.Close();
+  std::string out = FileContents(f);
+  std::fclose(f);
+  std::vector<std::string> epochs;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    if (absl::StartsWith(line, "epoch ")) epochs.emplace_back(line.substr(0, line.find(':')));
+  }
+  EXPECT_EQ(epochs, (std::vector<std::string>{"epoch 1 done", "epoch 2 done", "epoch 3 done",
+                                              "epoch 4 done", "epoch 5 done"}))
+      << out;
 }
 
 }  // namespace

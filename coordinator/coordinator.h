@@ -209,6 +209,10 @@ class Coordinator {
   // The logged steps of an unfinished job since the coordinator started
   // (at most kMaxCurvePoints, thinned evenly); empty for a finished one.
   static constexpr int kMaxCurvePoints = 1000;
+  // The most epochs a job's history keeps (MergeEpochs thins it beyond):
+  // a job of many short epochs must not grow the coordinator's memory, or
+  // the job row it writes on every report, without bound.
+  static constexpr int kMaxHistoryEpochs = 1000;
   std::vector<CurvePoint> Curve(const std::string& id);
   // The last `n` log lines of a job.
   absl::StatusOr<std::vector<v1::LogLine>> TailLogs(const std::string& id, int n);

@@ -40,10 +40,17 @@ const v1::Assignment* ShareOf(const v1::Attempt& a, const std::string& worker_id
 std::vector<v1::LogLine> LogLinesToStore(const v1::AttemptStatus& st, int attempt, int rank,
                                          const std::string& worker_id, int64_t now_ms);
 
-// Puts every epoch of `epochs` in `job`'s history once: an epoch already
-// there (an attempt that resumed mid-epoch trains it again) is replaced in
-// place, a new one is appended.
-void MergeEpochs(const google::protobuf::RepeatedPtrField<v1::EpochResult>& epochs, v1::Job* job);
+// Puts every epoch of `epochs` in `history` once, keeping it in epoch
+// order: an epoch already there (an attempt that resumed mid-epoch trains
+// it again) is replaced in place, a new one goes where its number belongs
+// (appended, as a rule: each costs O(1), and one out of order O(log n)).
+// A history of `max_entries` (> 0) or more is first thinned to at most half
+// as many: its first and newest entries, and the rest at an even spacing
+// of epochs (a power of two). So a job of many short epochs keeps the shape
+// of its whole history and costs the coordinator bounded memory and a
+// bounded write per report, however many epochs it runs.
+void MergeEpochs(const google::protobuf::RepeatedPtrField<v1::EpochResult>& epochs,
+                 size_t max_entries, google::protobuf::RepeatedPtrField<v1::EpochResult>* history);
 
 // Appends `p`'s step, loss and accuracy to `curve` unless its last point is
 // that step already. A curve at `max_points` (> 0) or more is first thinned

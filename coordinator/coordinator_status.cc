@@ -2,6 +2,7 @@
 // worker observed of one attempt (ApplyStatus and its steps), and the pure
 // steps of coordinator/coordinator_internal.h.
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <utility>
@@ -37,13 +38,54 @@ std::vector<v1::LogLine> LogLinesToStore(const v1::AttemptStatus& st, int attemp
   return lines;
 }
 
-void MergeEpochs(const google::protobuf::RepeatedPtrField<v1::EpochResult>& epochs, v1::Job* job) {
+namespace {
+
+// Keeps the first and last entries of `history` and those whose epoch is a
+// multiple of the smallest power of two S >= 2 that leaves at most half of
+// `max_entries`: the history at an even spacing S. Each S is a multiple of
+// the one before, so the entries a thinning keeps were all still there.
+void ThinHistory(size_t max_entries, google::protobuf::RepeatedPtrField<v1::EpochResult>* history) {
+  const int n = history->size();
+  int64_t largest = 1;
+  for (const v1::EpochResult& e : *history)
+    largest = std::max<int64_t>(largest, std::abs(e.epoch()));
+  auto kept = [&](int i, int64_t s) {
+    return i == 0 || i == n - 1 || history->Get(i).epoch() % s == 0;
+  };
+  int64_t s = 2;
+  for (; s <= largest; s *= 2) {
+    size_t count = 0;
+    for (int i = 0; i < n; ++i) count += kept(i, s) ? 1 : 0;
+    if (count <= max_entries / 2) break;
+  }
+  int k = 0;
+  for (int i = 0; i < n; ++i) {
+    if (kept(i, s)) history->SwapElements(k++, i);
+  }
+  history->DeleteSubrange(k, n - k);
+}
+
+}  // namespace
+
+void MergeEpochs(const google::protobuf::RepeatedPtrField<v1::EpochResult>& epochs,
+                 size_t max_entries, google::protobuf::RepeatedPtrField<v1::EpochResult>* history) {
   for (const v1::EpochResult& e : epochs) {
-    v1::EpochResult* slot = nullptr;
-    for (v1::EpochResult& h : *job->mutable_history()) {
-      if (h.epoch() == e.epoch()) slot = &h;
+    auto at =
+        std::lower_bound(history->begin(), history->end(), e.epoch(),
+                         [](const v1::EpochResult& h, int64_t epoch) { return h.epoch() < epoch; });
+    if (at != history->end() && at->epoch() == e.epoch()) {
+      *at = e;
+      continue;
     }
-    *(slot != nullptr ? slot : job->add_history()) = e;
+    if (max_entries > 0 && static_cast<size_t>(history->size()) >= max_entries) {
+      ThinHistory(max_entries, history);
+      at = std::lower_bound(
+          history->begin(), history->end(), e.epoch(),
+          [](const v1::EpochResult& h, int64_t epoch) { return h.epoch() < epoch; });
+    }
+    const int index = static_cast<int>(at - history->begin());
+    *history->Add() = e;
+    for (int i = history->size() - 1; i > index; --i) history->SwapElements(i, i - 1);
   }
 }
 
@@ -149,7 +191,7 @@ void Coordinator::RecordEpochs(ActiveJob& aj, const v1::AttemptStatus& st, Statu
   // Every epoch once: an attempt that resumed from a checkpoint taken
   // mid-epoch trains that epoch again and reports it again; its result
   // replaces the one of the failed attempt.
-  coordinator_internal::MergeEpochs(st.epochs(), &aj.job);
+  coordinator_internal::MergeEpochs(st.epochs(), kMaxHistoryEpochs, aj.job.mutable_history());
   const v1::EpochResult& last = st.epochs(st.epochs_size() - 1);
   effect->message = absl::StrCat("epoch ", last.epoch(), " done: train_loss ", last.train_loss(),
                                  ", test_accuracy ", last.test_accuracy());
@@ -239,7 +281,16 @@ bool Coordinator::ApplyExit(ActiveJob& aj, v1::Attempt& a, const v1::Assignment&
     FailAttempt(aj, reason, /*retryable=*/st.exit_code() != 2 && !oom);
     return true;
   }
-  if (share.first_rank() == 0) *aj.job.mutable_result() = st.result();
+  if (share.first_rank() == 0) {
+    *aj.job.mutable_result() = st.result();
+    // The trainer's result holds every epoch; the job keeps as many as its
+    // history does.
+    if (aj.job.result().history_size() > kMaxHistoryEpochs) {
+      google::protobuf::RepeatedPtrField<v1::EpochResult> bounded;
+      coordinator_internal::MergeEpochs(aj.job.result().history(), kMaxHistoryEpochs, &bounded);
+      aj.job.mutable_result()->mutable_history()->Swap(&bounded);
+    }
+  }
   if (!everyone_exited) return false;
   if (aj.echo) {  // every share is out, and some failed only for a peer's failure
     const ActiveJob::Echo echo = *aj.echo;

@@ -3,6 +3,7 @@
 // history, the dashboard curve and the exit reason. The Coordinator itself,
 // through its API, is coordinator_test.cc and coordinator_{jobs,workers,
 // lifecycle}_test.cc.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -61,13 +62,56 @@ TEST(MergeEpochsTest, AnEpochReportedAgainReplacesItsEntryInPlace) {
   report.Mutable(0)->set_train_loss(0.5);
   report.Add()->set_epoch(3);
 
-  MergeEpochs(report, &job);
+  MergeEpochs(report, 100, job.mutable_history());
   ASSERT_EQ(job.history_size(), 3);
   EXPECT_EQ(job.history(0).epoch(), 1);
   EXPECT_EQ(job.history(0).train_loss(), 1);
   EXPECT_EQ(job.history(1).epoch(), 2);
   EXPECT_EQ(job.history(1).train_loss(), 0.5);
   EXPECT_EQ(job.history(2).epoch(), 3);
+}
+
+std::vector<int> Epochs(const google::protobuf::RepeatedPtrField<v1::EpochResult>& history) {
+  std::vector<int> out;
+  for (const v1::EpochResult& e : history) out.push_back(e.epoch());
+  return out;
+}
+
+TEST(MergeEpochsTest, AnEpochOutOfOrderGoesWhereItsNumberBelongs) {
+  google::protobuf::RepeatedPtrField<v1::EpochResult> history, report;
+  for (int e : {5, 2, 7, 1, 2}) report.Add()->set_epoch(e);
+  report.Mutable(4)->set_train_loss(0.25);
+  MergeEpochs(report, 100, &history);
+  EXPECT_EQ(Epochs(history), (std::vector<int>{1, 2, 5, 7}));
+  EXPECT_EQ(history.Get(1).train_loss(), 0.25);  // the later report of epoch 2
+}
+
+// A job of many short epochs (CI's soak: an endless job of 8-step epochs
+// ran thousands of them a second) reports them a few hundred at a time.
+// The history stays bounded, in order, and keeps the newest epoch and the
+// first, spread over the whole run.
+TEST(MergeEpochsTest, AHistoryOfManyEpochsStaysBoundedAndSpreadOut) {
+  google::protobuf::RepeatedPtrField<v1::EpochResult> history;
+  constexpr int kMax = 64;
+  int epoch = 0;
+  for (int report_size : {1, 300, 7, 1000, 64, 5000, 3}) {
+    google::protobuf::RepeatedPtrField<v1::EpochResult> report;
+    for (int i = 0; i < report_size; ++i) report.Add()->set_epoch(++epoch);
+    MergeEpochs(report, kMax, &history);
+    ASSERT_LE(history.size(), kMax);
+    ASSERT_GE(history.size(), std::min(epoch, kMax / 4));  // thinned no further than needed
+    EXPECT_EQ(history.Get(0).epoch(), 1);
+    EXPECT_EQ(history.Get(history.size() - 1).epoch(), epoch);
+    for (int i = 1; i < history.size(); ++i) {
+      ASSERT_LT(history.Get(i - 1).epoch(), history.Get(i).epoch());
+    }
+  }
+  // Spread out: no gap between kept epochs is as wide as 4/kMax of the run
+  // (the thinning's spacing is a power of two below that).
+  for (int i = 1; i < history.size(); ++i) {
+    EXPECT_LT(history.Get(i).epoch() - history.Get(i - 1).epoch(), 4.0 * epoch / kMax)
+        << "between entries " << i - 1 << " and " << i;
+  }
 }
 
 std::vector<int64_t> Steps(const std::vector<CurvePoint>& curve) {

@@ -151,6 +151,38 @@ TEST_F(CoordinatorTest, ProgressIsNotWrittenOnEveryHeartbeat) {
   EXPECT_EQ(store_.Get(*id)->progress().step(), 4);
 }
 
+// A job of many short epochs (an endless job of 8-step epochs runs
+// thousands a second) reports them a heartbeat at a time. What the
+// coordinator keeps, serves and writes of its history stays bounded, in
+// order, with the newest epoch; so does the final result's copy.
+TEST_F(CoordinatorTest, AJobOfManyShortEpochsKeepsABoundedHistory) {
+  const std::string w = Register(1);
+  auto id = coord_->Submit(Spec(), 0);
+  ASSERT_TRUE(id.ok()) << id.status();
+  Beat(w, {Status(*id, 1, v1::AttemptStatus::RUNNING)});
+  int epoch = 0;
+  for (int beat = 0; beat < 40; ++beat) {
+    v1::AttemptStatus st = Status(*id, 1, v1::AttemptStatus::RUNNING);
+    for (int i = 0; i < 500; ++i) st.add_epochs()->set_epoch(++epoch);
+    Beat(w, {st});
+  }
+  const v1::Job running = Job(*id);
+  EXPECT_LE(running.history_size(), Coordinator::kMaxHistoryEpochs);
+  EXPECT_GE(running.history_size(), Coordinator::kMaxHistoryEpochs / 4);
+  EXPECT_EQ(running.history(running.history_size() - 1).epoch(), epoch);
+  EXPECT_LE(store_.Get(*id)->history_size(), Coordinator::kMaxHistoryEpochs);
+
+  v1::AttemptStatus done = Status(*id, 1, v1::AttemptStatus::EXITED);
+  done.set_exit_code(0);
+  for (int e = 1; e <= epoch; ++e) done.mutable_result()->add_history()->set_epoch(e);
+  Beat(w, {done});
+  const v1::Job finished = Job(*id);
+  ASSERT_EQ(finished.state(), v1::JOB_SUCCEEDED);
+  EXPECT_LE(finished.result().history_size(), Coordinator::kMaxHistoryEpochs);
+  EXPECT_EQ(finished.result().history(finished.result().history_size() - 1).epoch(), epoch);
+  EXPECT_EQ(finished.result().history(0).epoch(), 1);
+}
+
 // The exposition's value of `series` (a full name with labels), or -1.
 double Metric(const std::string& text, const std::string& series) {
   const size_t at = text.find("\n" + series + " ");

@@ -139,12 +139,16 @@ class Soak {
   // Submits, then polls the job to its end.
   void RunNormal(const std::string& who, client::CoordinatorClient* c, Clock::time_point end) {
     for (int n = 0; Clock::now() < end; ++n) {
+      auto t0 = Clock::now();
       auto id = c->SubmitJob(NormalSpec(absl::StrCat(who, "-", n)));
+      Took(who + "'s submit", t0);
       ASSERT_TRUE(id.ok()) << who << ": " << id.status();
       v1::Job job;
       const auto give_up = Clock::now() + std::chrono::minutes(3);
       while (Clock::now() < give_up) {
+        t0 = Clock::now();
         auto j = c->GetJob(*id);
+        Took(who + "'s GetJob", t0);
         ASSERT_TRUE(j.ok()) << who << ": " << j.status();
         job = *j;
         if (Terminal(job.state())) break;
@@ -195,6 +199,18 @@ class Soak {
     EXPECT_NE(cli.out.find("_per_submitter: "), std::string::npos) << cli.out;  // the quota
   }
 
+  // The slowest answer Alice or Bob got: what a DEADLINE_EXCEEDED (the
+  // client's 10 s) grew from.
+  void Took(const std::string& call, Clock::time_point start) {
+    const int64_t ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+    std::lock_guard<std::mutex> l(mu_);
+    if (ms > slowest_ms_) {
+      slowest_ms_ = ms;
+      slowest_call_ = call;
+    }
+  }
+
   void Add(const std::string& who, const v1::Job& job) {
     std::lock_guard<std::mutex> l(mu_);
     records_.push_back({who, job});
@@ -206,6 +222,8 @@ class Soak {
   std::vector<Record> records_;
   std::vector<std::string> eve_ids_;
   std::map<absl::StatusCode, int> eve_refusals_;
+  int64_t slowest_ms_ = 0;
+  std::string slowest_call_;
 };
 
 // The part of a normal job's wait during which no other normal job ran.
@@ -339,12 +357,13 @@ TEST(SoakE2ETest, ThreeSubmittersOneHostileForTwoMinutes) {
       "[ measured ] %d s: %d normal jobs, longest wait %.1f s (%.1f s of it with no other normal "
       "job running); Eve: %zu accepted, %d stopped at "
       "the run-time limit, refused %d (RESOURCE_EXHAUSTED) + %d (PERMISSION_DENIED); "
-      "coordinator peak RSS %.1f MiB (bound %.1f MiB)\n",
+      "coordinator peak RSS %.1f MiB (bound %.1f MiB); slowest answer to Alice or Bob %.2f s "
+      "(%s)\n",
       seconds, normal_jobs, longest_wait_ms / 1000.0, longest_unexplained_ms / 1000.0,
       soak.eve_ids_.size(), eve_stopped_at_limit,
       soak.eve_refusals_[absl::StatusCode::kResourceExhausted],
       soak.eve_refusals_[absl::StatusCode::kPermissionDenied], peak_rss / 1048576.0,
-      bound / 1048576.0);
+      bound / 1048576.0, soak.slowest_ms_ / 1000.0, soak.slowest_call_.c_str());
   EXPECT_GE(normal_jobs, 4);
   // Alice and Bob share the one device Eve's cap leaves them, so one may
   // wait for the other's job, never for Eve's (30 s). A 32.6 s wait once
