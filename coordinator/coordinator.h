@@ -72,6 +72,7 @@
 #include "coordinator/rendezvous.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/worker_registry.h"
+#include "jobspec/memory_estimate.h"
 #include "proto/yoke/v1/coordinator.pb.h"
 
 namespace yoke::server {
@@ -279,10 +280,9 @@ class Coordinator {
   absl::Status Persist(ActiveJob& aj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<WorkerCapacity> Capacities(bool alive_only) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILED_PRECONDITION when no alive worker has the memory a replica of
-  // `spec` certainly needs (jobspec/memory_estimate.h).
-  // `idx_shape`: an idx training set's example shape where this machine can
-  // read its header (common::VisibleIdxShape, before the lock), else empty.
-  absl::Status CheckMemory(const v1::JobSpec& spec, const std::vector<int64_t>& idx_shape) const
+  // `spec` certainly needs: `est`, common::EstimateReplicaMemory's (made
+  // before the lock: it walks every layer, and a hostile spec has many).
+  absl::Status CheckMemory(const v1::JobSpec& spec, const common::MemoryEstimate& est) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // RESOURCE_EXHAUSTED, naming the option, when `spec` would take `owner`
   // past a quota on PENDING jobs (CoordinatorOptions).

@@ -22,8 +22,7 @@ namespace yoke::server {
 using coordinator_internal::AttemptKey;
 
 absl::Status Coordinator::CheckMemory(const v1::JobSpec& spec,
-                                      const std::vector<int64_t>& idx_shape) const {
-  const common::MemoryEstimate est = common::EstimateReplicaMemory(spec, idx_shape);
+                                      const common::MemoryEstimate& est) const {
   // A PS task takes a rank's share of its worker's memory as a replica does.
   const double ps_task = common::EstimatePsTaskMemory(spec, est);
   if (est.bytes <= 0 && ps_task <= 0) return absl::OkStatus();
@@ -156,8 +155,10 @@ absl::StatusOr<std::string> Coordinator::SubmitAdmitted(const v1::JobSpec& spec,
     return data.status();
   }
   // An idx training set this machine can see is counted at its real shape;
-  // its header is read before the lock, as any file system may be slow.
-  const std::vector<int64_t> idx_shape = common::VisibleIdxShape(spec);
+  // its header is read before the lock, as any file system may be slow, and
+  // the estimate made, as it walks every layer of the model.
+  const common::MemoryEstimate memory =
+      common::EstimateReplicaMemory(spec, common::VisibleIdxShape(spec));
 
   absl::MutexLock lock(&mu_);
   const GangShape shape = ShapeOf(spec);
@@ -166,7 +167,7 @@ absl::StatusOr<std::string> Coordinator::SubmitAdmitted(const v1::JobSpec& spec,
     return absl::FailedPreconditionError(
         absl::StrCat("distribution: no registered set of workers can ever run this job: ", never));
   }
-  RETURN_IF_ERROR(CheckMemory(spec, idx_shape));
+  RETURN_IF_ERROR(CheckMemory(spec, memory));
   RETURN_IF_ERROR(CheckQuotas(spec, owner));
   const int64_t cap = options_.max_running_devices_per_submitter;
   if (cap > 0 && shape.devices() > cap) {

@@ -184,10 +184,11 @@ void WorkerDaemon::FillStatus(Attempt* a, bool for_heartbeat, v1::AttemptStatus*
   if (st.has_progress) *out->mutable_progress() = st.progress;
   bool all_sent = true;
   if (for_heartbeat) {
-    for (size_t i = a->acked_epochs; i < st.epochs.size(); ++i) {
-      *out->add_epochs() = st.epochs[i];
+    const size_t known = st.epochs_forgotten + st.epochs.size();
+    for (size_t i = std::max(a->acked_epochs, st.epochs_forgotten); i < known; ++i) {
+      *out->add_epochs() = st.epochs[i - st.epochs_forgotten];
     }
-    a->sent_epochs = st.epochs.size();
+    a->sent_epochs = known;
     std::string id = worker_id();
     a->sent_log_seq = a->acked_log_seq;
     size_t bytes = 0;
@@ -311,6 +312,7 @@ absl::Status WorkerDaemon::Register() {
 void WorkerDaemon::MarkSentAsAcked() {
   for (auto& [key, a] : attempts_) {
     a->acked_epochs = a->sent_epochs;
+    if (a->proc) a->proc->ForgetEpochs(a->acked_epochs);
     a->acked_log_seq = a->sent_log_seq;
     if (a->sent_exit) a->exit_acked = true;
   }

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -303,6 +304,14 @@ TrainerLauncher::~TrainerLauncher() {
 TrainerState TrainerLauncher::State() const {
   absl::MutexLock l(&mu_);
   return state_;
+}
+
+void TrainerLauncher::ForgetEpochs(size_t count) {
+  absl::MutexLock l(&mu_);
+  if (count <= state_.epochs_forgotten) return;
+  const size_t drop = std::min(count - state_.epochs_forgotten, state_.epochs.size());
+  state_.epochs.erase(state_.epochs.begin(), state_.epochs.begin() + static_cast<ptrdiff_t>(drop));
+  state_.epochs_forgotten += drop;
 }
 
 std::vector<TrainerLogLine> TrainerLauncher::LogsSince(int64_t after_seq, size_t max_lines) const {

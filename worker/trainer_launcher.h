@@ -95,8 +95,11 @@ struct TrainerState {
   bool reported = false;
   bool stop_requested = false;
   bool has_progress = false;
-  v1::StepProgress progress;            // the latest step event
-  std::vector<v1::EpochResult> epochs;  // every epoch event, in order
+  v1::StepProgress progress;  // the latest step event
+  // The epoch events not yet forgotten (ForgetEpochs), in order: epochs[i]
+  // is the (epochs_forgotten + i)-th of the child's.
+  std::vector<v1::EpochResult> epochs;
+  size_t epochs_forgotten = 0;
   bool has_result = false;
   v1::TrainResult result;
   std::string error;         // the {"error": ...} message, if any
@@ -132,6 +135,11 @@ class TrainerLauncher {
   pid_t pid() const { return pid_; }
 
   TrainerState State() const;
+
+  // Drops the first `count` epoch events (those the coordinator has
+  // acknowledged), so a job of many short epochs does not grow the worker's
+  // memory, nor the snapshot State() copies, with every epoch it runs.
+  void ForgetEpochs(size_t count);
 
   // Log lines with seq > `after_seq`, oldest first, at most `max_lines`.
   std::vector<TrainerLogLine> LogsSince(int64_t after_seq, size_t max_lines) const;

@@ -101,6 +101,17 @@ TEST(TrainerLauncherTest, RealTrainerRunsTinyJobToTheEnd) {
   // The epoch events and the result agree on the final test accuracy.
   EXPECT_DOUBLE_EQ(s.epochs[1].test_accuracy(), s.result.test_accuracy());
   EXPECT_GT(s.result.test_accuracy(), 0.3);  // 10 classes: chance is 0.1
+  // Epochs the coordinator acknowledged are dropped from the front, and
+  // the snapshot counts them; forgetting fewer than are gone does nothing.
+  p->ForgetEpochs(1);
+  p->ForgetEpochs(0);
+  TrainerState after = p->State();
+  ASSERT_EQ(after.epochs.size(), 1u);
+  EXPECT_EQ(after.epochs_forgotten, 1u);
+  EXPECT_EQ(after.epochs[0].epoch(), 2);
+  p->ForgetEpochs(5);
+  EXPECT_TRUE(p->State().epochs.empty());
+  EXPECT_EQ(p->State().epochs_forgotten, 2u);
   ASSERT_TRUE(s.has_progress);
   EXPECT_EQ(s.progress.step(), 20);  // the last step of an epoch is always reported
   EXPECT_EQ(s.progress.total_steps(), 20);
