@@ -1,32 +1,44 @@
 #!/usr/bin/env bash
-# ResNet-50 training throughput at 224x224, Yoke against PyTorch eager, in
-# one run on this machine: the same network (bench/resnet50_torch.py builds
-# torchvision's layout, as Yoke's zoo does), batch, optimizer, threads and
-# synthetic data (random images made before timing), alternating the two
-# frameworks RUNS times. Prints each run's samples/s over the steps after the
-# first WARMUP (oneDNN and PyTorch both set up their kernels in the first
-# steps), the medians and their ratio, and each process's peak RSS.
+# ResNet training throughput, Yoke against every peer at hand, in one run on
+# this machine: ResNet-50 at 224x224 (MODEL=resnet50, the default) or the
+# CIFAR ResNet-20 at 32x32 (MODEL=resnet20), the same network
+# (bench/resnet50_torch.py and bench/peers/resnet_tf.py build the zoo's
+# layout), batch, optimizer, threads and synthetic data (random images made
+# before timing), alternating the frameworks RUNS times. Prints each run's
+# samples/s over the steps after the first WARMUP (oneDNN, PyTorch and
+# TensorFlow all set up their kernels, trace or compile in the first steps),
+# the medians and their ratios, and each process's peak RSS.
 #
-#   bench/resnet50_vs_torch.sh [BUILD]   (RUNS=3 BATCH=16 STEPS=12 WARMUP=2 THREADS=2)
+#   bench/resnet50_vs_torch.sh [BUILD]   (MODEL=resnet50 RUNS=3 STEPS=12 WARMUP=2
+#                                         THREADS=2; BATCH=16, or 128 for resnet20)
 #
-# The peers, each an interpreter with torch and a layout (nchw, or nhwc:
-# channels-last, oneDNN's preferred one on the CPU): PEERS, one "PYTHON
-# LAYOUT" a line; by default Debian's python3-torch (PyTorch 1.13) in NCHW,
-# and, where the bench virtual environment exists (PyTorch 2.x, from `make
-# bench`; $BUILD/bench-venv or $ROOT/build/bench-venv), PyTorch 2 in NCHW and
-# in NHWC. Every run times Yoke and then each peer; the summary gives each
+# The peers: PEERS, one "PYTHON KIND" a line, KIND one of nchw and nhwc
+# (PyTorch eager, channels-last being oneDNN's preferred CPU layout),
+# nhwc-compile (PyTorch 2's torch.compile; left out of the run, with the
+# reason printed, when it fails) and keras (TensorFlow's Keras `fit`). By
+# default Debian's python3-torch (PyTorch 1.13) in NCHW and, where the bench
+# virtual environment exists (PyTorch 2.x and TensorFlow 2.21, from
+# `scripts/install-deps.sh bench`; $BUILD/bench-venv or
+# $ROOT/build/bench-venv), PyTorch 2 in NCHW, in NHWC and compiled, and
+# Keras. Every run times Yoke and then each peer; the summary gives each
 # one's median, Yoke's ratio to each, and the paired ratio to the fastest
-# peer (the best peer by median).
+# peer (the best peer by median: every peer measured competes).
 #
-# Checked before any figure is trusted: both frameworks' networks have the
-# same number of parameters (23,528,522 with 10 classes), every run ends with
-# a finite loss, and Yoke ran the steps asked.
+# Checked before any figure is trusted: every framework's network has the
+# same number of trainable parameters (23,528,522 for ResNet-50 and 272,474
+# for ResNet-20, with 10 classes), every run ends with a finite loss, and
+# Yoke ran the steps asked.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${1:-build}"
 case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
+MODEL=${MODEL:-resnet50}
+case "$MODEL" in
+  resnet50) SIZE=224 PARAMS=23528522 BATCH=${BATCH:-16} ;;
+  resnet20) SIZE=32 PARAMS=272474 BATCH=${BATCH:-128} ;;
+  *) echo "MODEL=$MODEL: resnet50 or resnet20" >&2; exit 2 ;;
+esac
 RUNS=${RUNS:-3}
-BATCH=${BATCH:-16}
 STEPS=${STEPS:-12}
 WARMUP=${WARMUP:-2}
 THREADS=${THREADS:-2}
@@ -34,7 +46,7 @@ if [ -z "${PEERS:-}" ]; then
   PEERS="/usr/bin/python3 nchw"
   for venv in "$BUILD/bench-venv" "$ROOT/build/bench-venv"; do
     if [ -x "$venv/bin/python" ]; then
-      PEERS+=$'\n'"$venv/bin/python nchw"$'\n'"$venv/bin/python nhwc"
+      for kind in nchw nhwc nhwc-compile keras; do PEERS+=$'\n'"$venv/bin/python $kind"; done
       break
     fi
   done
@@ -43,10 +55,10 @@ WORK=$(mktemp -d /tmp/yoke-resnet50-bench-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 
 cat > "$WORK/job.yaml" <<EOF
-name: resnet50-throughput
-model: {zoo: resnet50}
+name: $MODEL-throughput
+model: {zoo: $MODEL}
 data:
-  train: {format: synthetic, shape: [224, 224, 3], num_classes: 10,
+  train: {format: synthetic, shape: [$SIZE, $SIZE, 3], num_classes: 10,
           num_examples: $((BATCH * STEPS)), seed: 1}
 training:
   epochs: 1
@@ -81,32 +93,39 @@ print(json.dumps({"steps": int(result["steps"]), "samples_per_second": steps * b
 PY
 }
 
-torch_once() {  # PYTHON LAYOUT -> JSON
-  OMP_NUM_THREADS="$THREADS" "$1" "$ROOT/bench/resnet50_torch.py" --batch "$BATCH" \
-    --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS" --layout "$2" 2>"$WORK/torch.log"
+peer_once() {  # PYTHON KIND -> JSON, or nothing (the reason in $WORK/peer.log)
+  local script="$ROOT/bench/resnet50_torch.py" args=(--layout "${2%-compile}")
+  case "$2" in
+    keras) script="$ROOT/bench/peers/resnet_tf.py" args=() ;;
+    *-compile) args+=(--compile) ;;
+  esac
+  OMP_NUM_THREADS="$THREADS" "$1" "$script" --model "$MODEL" --batch "$BATCH" \
+    --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS" "${args[@]}" 2>"$WORK/peer.log" ||
+    { echo "peer $1 $2 failed, left out of this run: $(tail -1 "$WORK/peer.log")" >&2; return 0; }
 }
 
-echo "ResNet-50 224x224, batch $BATCH, $STEPS steps ($WARMUP untimed), $THREADS threads, $RUNS runs each"
+echo "$MODEL ${SIZE}x${SIZE}, batch $BATCH, $STEPS steps ($WARMUP untimed), $THREADS threads, $RUNS runs each"
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
 : >"$WORK/runs.jsonl"
 for i in $(seq "$RUNS"); do
   y=$(yoke_once)
   echo "{\"run\": $i, \"who\": \"yoke\", \"r\": $y}" >>"$WORK/runs.jsonl"
-  while read -r py layout; do
+  while read -r py kind; do
     [ -n "$py" ] || continue
-    t=$(torch_once "$py" "$layout")
+    t=$(peer_once "$py" "$kind")
+    [ -n "$t" ] || continue
     echo "{\"run\": $i, \"who\": \"peer\", \"r\": $t}" >>"$WORK/runs.jsonl"
   done <<<"$PEERS"
-  python3 - "$WORK/runs.jsonl" "$i" "$STEPS" <<'PY'
+  python3 - "$WORK/runs.jsonl" "$i" "$STEPS" "$PARAMS" <<'PY'
 import json, math, sys
-i, steps = int(sys.argv[2]), int(sys.argv[3])
+i, steps, params = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 rows = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["run"] == i]
 parts = []
 for row in rows:
     r = row["r"]
     name = "yoke" if row["who"] == "yoke" else r["framework"]
     assert math.isfinite(r["train_loss"]), f"{name}: loss {r['train_loss']}"
-    assert r["num_parameters"] == 23528522, f"{name}: {r['num_parameters']} parameters"
+    assert r["num_parameters"] == params, f"{name}: {r['num_parameters']} parameters, not {params}"
     if row["who"] == "yoke":
         assert r["steps"] == steps, f"yoke ran {r['steps']} steps of {steps}"
     parts.append(f"{name} {r['samples_per_second']:.2f} samples/s ({r['peak_memory_bytes']/2**20:.0f} MiB)")
@@ -128,7 +147,10 @@ for n in names:
     print(f"median {n}: {med[n]:.2f} samples/s, peak RSS {rss[n]:.0f} MiB{ratio}")
 peers = [n for n in names if n != "yoke"]
 best = max(peers, key=lambda n: med[n])
-paired = [by["yoke"][k]["samples_per_second"] / by[best][k]["samples_per_second"] for k in range(len(runs))]
+def run_of(n, k):
+    return next((r["r"] for r in rows if name(r) == n and r["run"] == k), None)
+paired = [run_of("yoke", k)["samples_per_second"] / run_of(best, k)["samples_per_second"]
+          for k in runs if run_of(best, k) is not None]
 print(f"best peer: {best}; yoke/best paired ratios {', '.join(f'{p:.2f}' for p in paired)}, "
       f"median {statistics.median(paired):.2f}x")
 PY
