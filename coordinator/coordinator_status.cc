@@ -47,8 +47,9 @@ namespace {
 void ThinHistory(size_t max_entries, google::protobuf::RepeatedPtrField<v1::EpochResult>* history) {
   const int n = history->size();
   int64_t largest = 1;
-  for (const v1::EpochResult& e : *history)
+  for (const v1::EpochResult& e : *history) {
     largest = std::max<int64_t>(largest, std::abs(e.epoch()));
+  }
   auto kept = [&](int i, int64_t s) {
     return i == 0 || i == n - 1 || history->Get(i).epoch() % s == 0;
   };
@@ -69,19 +70,19 @@ void ThinHistory(size_t max_entries, google::protobuf::RepeatedPtrField<v1::Epoc
 
 void MergeEpochs(const google::protobuf::RepeatedPtrField<v1::EpochResult>& epochs,
                  size_t max_entries, google::protobuf::RepeatedPtrField<v1::EpochResult>* history) {
+  auto position = [history](int64_t epoch) {
+    return std::lower_bound(history->begin(), history->end(), epoch,
+                            [](const v1::EpochResult& h, int64_t of) { return h.epoch() < of; });
+  };
   for (const v1::EpochResult& e : epochs) {
-    auto at =
-        std::lower_bound(history->begin(), history->end(), e.epoch(),
-                         [](const v1::EpochResult& h, int64_t epoch) { return h.epoch() < epoch; });
+    auto at = position(e.epoch());
     if (at != history->end() && at->epoch() == e.epoch()) {
       *at = e;
       continue;
     }
     if (max_entries > 0 && static_cast<size_t>(history->size()) >= max_entries) {
       ThinHistory(max_entries, history);
-      at = std::lower_bound(
-          history->begin(), history->end(), e.epoch(),
-          [](const v1::EpochResult& h, int64_t epoch) { return h.epoch() < epoch; });
+      at = position(e.epoch());
     }
     const int index = static_cast<int>(at - history->begin());
     *history->Add() = e;
