@@ -3,6 +3,7 @@
 //
 //   memory_breakdown_bench [--zoo resnet50] [--width 64] [--image 224]
 //                          [--classes 1000] [--batch 16] [--optimizer momentum]
+//                          [--precision fp32|bf16] [--profile_steps 0]
 //
 // One training step (forward, loss, backward, optimizer step) in the CPU
 // engine, on random data. Each part is measured as the CPU allocator's bytes
@@ -17,11 +18,17 @@
 // finite loss and finite, non-zero gradients, or exit 1. The lower bound
 // (parameters, gradients, optimizer state, activations, the largest
 // activation gradient) is printed against the measured peak, and the
-// layers with the largest saved outputs are listed.
+// layers with the largest saved outputs are listed. --precision bf16 runs
+// the convolutions in bf16 (Model::UseBf16); their per-thread scratch is
+// part of the backward's figure. --profile_steps N then times N more steps
+// (after the measured one) and prints the forward and backward seconds per
+// step of each layer type, and the rest of the step (loss, optimizer).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,6 +46,8 @@ ABSL_FLAG(int, image, 224, "input height and width (3 channels)");
 ABSL_FLAG(int, classes, 1000, "classes");
 ABSL_FLAG(int64_t, batch, 16, "examples per step");
 ABSL_FLAG(std::string, optimizer, "momentum", "sgd, momentum (sgd with 0.9) or adam");
+ABSL_FLAG(std::string, precision, "fp32", "fp32, or bf16 (the convolutions in bf16)");
+ABSL_FLAG(int, profile_steps, 0, "steps timed per layer type after the measured one");
 
 namespace yoke::engine {
 namespace {
@@ -77,6 +86,16 @@ int Run() {
     return 1;
   }
   Model& model = **model_or;
+  if (absl::GetFlag(FLAGS_precision) == "bf16") {
+    auto layers = model.UseBf16(true);
+    if (!layers.ok()) {
+      std::fprintf(stderr, "memory_breakdown_bench: %s\n", layers.status().ToString().c_str());
+      return 1;
+    }
+  } else if (absl::GetFlag(FLAGS_precision) != "fp32") {
+    std::fprintf(stderr, "memory_breakdown_bench: --precision fp32 or bf16\n");
+    return 1;
+  }
   model.params().Initialize(1);
   const double u_model = in_use();
   auto opt = CreateOptimizer(opt_spec, &model.params());
@@ -125,10 +144,11 @@ int Run() {
   const double act_plan = static_cast<double>(model.ActivationBytes(n));
   const double grad_plan = static_cast<double>(model.GradientBytes(n, true));
   const double grad_plain = static_cast<double>(model.GradientBytes(n, false));
-  std::printf("memory_breakdown_bench: %s%s, %dx%dx3, %d classes, batch %lld, %s\n",
+  std::printf("memory_breakdown_bench: %s%s, %dx%dx3, %d classes, batch %lld, %s, %s\n",
               spec.zoo().c_str(),
               spec.width() > 0 ? (" width " + std::to_string(spec.width())).c_str() : "", image,
-              image, absl::GetFlag(FLAGS_classes), static_cast<long long>(n), opt_name.c_str());
+              image, absl::GetFlag(FLAGS_classes), static_cast<long long>(n), opt_name.c_str(),
+              absl::GetFlag(FLAGS_precision).c_str());
   std::printf("  %-44s %10s %10s\n", "part (allocator bytes in use, measured)", "MiB",
               "model says");
   std::printf("  %-44s %10.1f %10.1f\n", "parameters", MiB(values), MiB(values));
@@ -167,6 +187,37 @@ int Run() {
   for (size_t i = 0; i < std::min<size_t>(8, layers.size()); ++i) {
     std::printf("    %-28s %-18s %8.1f MiB\n", layers[i].name.c_str(), layers[i].type.c_str(),
                 MiB(layers[i].bytes));
+  }
+  const int steps = absl::GetFlag(FLAGS_profile_steps);
+  if (steps > 0) {
+    model.set_profiling(true);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) {
+      auto out = model.Forward(x, ctx);
+      if (!out.ok() || !loss->Compute(*out, y, 1.0f / n, &dlogits).ok() ||
+          !model.Backward(dlogits, ctx).ok() || !(*opt)->Step(0.01f, 1.0f).ok()) {
+        std::fprintf(stderr, "memory_breakdown_bench: a profiled step failed\n");
+        return 1;
+      }
+    }
+    const double total =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+    std::map<std::string, std::pair<double, double>> by_type;
+    double layers_s = 0;
+    for (const Model::LayerTime& t : model.layer_times()) {
+      by_type[t.type].first += t.forward_s / steps;
+      by_type[t.type].second += t.backward_s / steps;
+      layers_s += (t.forward_s + t.backward_s) / steps;
+    }
+    std::printf("  time per step over %d steps: %.3f s (%.2f samples/s)\n", steps, total,
+                static_cast<double>(n) / total);
+    std::printf("    %-24s %10s %10s %8s\n", "layer type", "forward s", "backward s", "share");
+    for (const auto& [type, fb] : by_type) {
+      std::printf("    %-24s %10.4f %10.4f %7.1f%%\n", type.c_str(), fb.first, fb.second,
+                  100 * (fb.first + fb.second) / total);
+    }
+    std::printf("    %-24s %21.4f %7.1f%%\n", "the rest (loss, optimizer)", total - layers_s,
+                100 * (total - layers_s) / total);
   }
   return 0;
 }

@@ -131,6 +131,14 @@ class Layer {
   // The model then runs neither the ReLU nor the pool.
   virtual bool AbsorbMaxPool2x2() { return false; }
 
+  // Mixed precision (training.precision: bf16), set by the model before the
+  // first Forward or between steps. A layer that can compute in bf16
+  // (reading its input, weights and output gradient rounded to bf16 and
+  // summing their products in fp32) starts doing so when `on`, and returns
+  // true; `on` false goes back to fp32. The tensors between layers, the
+  // parameters, their gradients and the optimizer stay fp32 either way.
+  virtual bool UseBf16(bool on) { return false; }
+
  protected:
   ParamSet* params_ = nullptr;  // set by Build() implementations that need it
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
+#include "engine/kernels/cpu/conv.h"
 #include "engine/memory_plan.h"
 #include "engine/registry.h"
 #include "engine/shapes/layer_shapes.h"
@@ -89,6 +90,22 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Build(const ExpandedLayers& e,
   m->PlanGradBuffers();
   RETURN_IF_ERROR(m->params_.Finalize(device));
   return m;
+}
+
+absl::StatusOr<int> Model::UseBf16(bool on) {
+  if (on && !device_.is_cpu()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("bf16 on the CPU engine only; this model is on ", device_.ToString()));
+  }
+  if (on && !cpu::CpuHasNativeBf16()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "training.precision: bf16 needs a CPU with AVX-512 BF16 or AMX, and oneDNN finds ",
+        cpu::CpuIsaName(), " here (bf16 emulated would run slower than fp32); use fp32"));
+  }
+  int layers = 0;
+  for (Node& node : nodes_) layers += node.layer->UseBf16(on) ? 1 : 0;
+  bf16_ = on;
+  return on ? layers : 0;
 }
 
 void Model::FuseActivations() {

@@ -147,6 +147,15 @@ class Model {
   const Shape& output_shape() const { return nodes_.back().shape; }
   int64_t ForwardMacsPerExample() const;
 
+  // Mixed precision on the CPU (training.precision: bf16): every layer that
+  // can (the convolutions, Layer::UseBf16) computes in bf16 with fp32 sums,
+  // or all in fp32 again with `on` false. Returns how many layers compute in
+  // bf16. FAILED_PRECONDITION on a device model (the CUDA engine's precision
+  // is its own), or when this CPU has neither AVX-512 BF16 nor AMX (oneDNN
+  // would emulate bf16, slower than fp32), naming the CPU's ISA.
+  absl::StatusOr<int> UseBf16(bool on);
+  bool bf16() const { return bf16_; }
+
   // One line per layer: name, type, output shape, parameter count.
   std::string Summary() const;
 
@@ -274,6 +283,7 @@ class Model {
   std::vector<BufferLife> eval_lives_, grad_lives_;
   BufferPlan eval_plan_, grad_plan_;
   bool profiling_ = false;
+  bool bf16_ = false;
   int64_t grad_batch_ = -1;    // the batch the gradient buffers are viewed at
   int64_t grad_capacity_ = 0;  // the batch the planned slots were sized for
   // Activation sets (SetActivationSets): the others' outputs, input, batch

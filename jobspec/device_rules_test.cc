@@ -37,7 +37,8 @@ TEST(DeviceRulesTest, OneGpuIsAccepted) {
            {"distribution.device=cuda", "training.accumulation_steps=1", "training.precision=fp32",
             "training.clip_grad_norm=1"},
            {"training.precision=fp32"},
-           {"distribution.device=cuda", "training.precision=tf32"}}) {
+           {"distribution.device=cuda", "training.precision=tf32"},
+           {"training.precision=bf16"}}) {
     absl::Status s = Validate(o);
     EXPECT_TRUE(s.ok()) << testing::PrintToString(o) << ": " << s;
   }
@@ -60,8 +61,8 @@ TEST(DeviceRulesTest, WhatCannotRunIsRefusedWithTheReason) {
       {{"training.precision=fp64"},
        "training.precision: unknown precision 'fp64' (known: fp32, tf32, bf16, fp16)"},
       {{"training.precision=bf16", "distribution.device=cuda"},
-       "training.precision: 'bf16' is not implemented yet on cuda (fp32 everywhere, and tf32 "
-       "on cuda;"},
+       "training.precision: 'bf16' is not implemented yet on cuda (fp32 everywhere, bf16 on "
+       "the cpu, tf32 on cuda;"},
       {{"training.precision=fp16"}, "training.precision: 'fp16' is not implemented yet on cpu"},
       {{"training.precision=tf32"},
        "training.precision: 'tf32' is a GPU precision (tensor cores reading fp32 at TF32); use "

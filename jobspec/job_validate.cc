@@ -410,11 +410,11 @@ void CheckTrainingOptions(Checker& c, const v1::JobSpec& spec) {
     c.Add(
         "training.precision: 'tf32' is a GPU precision (tensor cores reading fp32 at TF32); "
         "use it with distribution.device: cuda, or fp32 on the cpu");
-  } else if (t.precision() == "bf16" || t.precision() == "fp16") {
+  } else if ((t.precision() == "bf16" && cuda) || t.precision() == "fp16") {
     c.Add(absl::StrCat("training.precision: '", t.precision(), "' is not implemented yet on ",
                        cuda ? "cuda" : "cpu",
-                       " (fp32 everywhere, and tf32 on cuda; bf16 and fp16 come with the CUDA "
-                       "engine's mixed precision)"));
+                       " (fp32 everywhere, bf16 on the cpu, tf32 on cuda; the CUDA engine's "
+                       "mixed precision brings the rest)"));
   }
   c.NonNegative("training.accumulation_steps", t.accumulation_steps());
   const int64_t k = t.accumulation_steps();

@@ -204,6 +204,13 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
     } else {
       ASSIGN_OR_RETURN(r->model, engine::Model::Create(spec.model(), input, classes, r->device));
     }
+    if (tr.precision() == "bf16") {
+      ASSIGN_OR_RETURN(const int bf16_layers, r->model->UseBf16(true));
+      if (i == 0) {
+        spdlog::info("training.precision bf16: {} layers compute in bf16 with fp32 sums",
+                     bf16_layers);
+      }
+    }
     ASSIGN_OR_RETURN(r->loss,
                      engine::CreateLoss(tr.loss().empty() ? "softmax_cross_entropy" : tr.loss(),
                                         tr.label_smoothing(), r->device));

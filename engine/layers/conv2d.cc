@@ -59,6 +59,15 @@ bool Conv2dLayer::AbsorbMaxPool2x2() {
   return true;
 }
 
+bool Conv2dLayer::UseBf16(bool on) {
+  if (geom_.bf16 != on) plans_.clear();
+  geom_.bf16 = on;
+  // One input channel: the direct kernels run it in fp32 (Conv2dGeometry::bf16).
+  cpu::Conv2dGeometry g = geom_;
+  g.n = 1;
+  return on && !cpu::SingleChannelConv::Supported(g);
+}
+
 absl::StatusOr<cpu::Conv2dPlan*> Conv2dLayer::PlanFor(int64_t n, bool backward_data) {
   CachedPlan& c = plans_[n];
   if (c.plan == nullptr || (backward_data && !c.backward_data)) {

@@ -44,6 +44,9 @@ class Conv2dLayer final : public Layer {
   // convolution also takes the 2x2 maxima of its ReLU'd output in registers
   // and writes only them (Conv2dGeometry::pool).
   bool AbsorbMaxPool2x2() override;
+  // oneDNN's bf16 kernels (Conv2dGeometry::bf16); the CPU layer only.
+  // False for a convolution the one-channel direct kernels run: in fp32.
+  bool UseBf16(bool on) override;
 
  private:
   // The cached plan for batch `n`; builds it on first use. `backward_data`

@@ -2,6 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/allocator.h"
 #include "engine/kernels/cpu/conv_c1.h"
 #include "engine/kernels/cpu/dnnl_context.h"
 
@@ -15,7 +16,96 @@ std::string Conv2dGeometry::DebugString() const {
   return absl::StrCat("conv x(", n, ",", h, ",", w, ",", c, ") k=", k, " window ", kh, "x", kw,
                       " stride ", stride_h, "x", stride_w, " pad t", pad_top, " l", pad_left, " b",
                       pad_bottom, " r", pad_right, " -> (", oh, ",", ow, ")", relu ? " +relu" : "",
-                      pool ? " +maxpool2x2" : "");
+                      pool ? " +maxpool2x2" : "", bf16 ? " bf16" : "");
+}
+
+namespace {
+
+// One thread's bf16 scratch: a region for the rounded x and one for the
+// rounded dy, each grown to the largest any plan asked for and kept (from
+// the CPU allocator, so a model's memory figures count it). `dy_writes`
+// counts the dy region's fillings, so a plan can tell that its rounding is
+// still there.
+struct Bf16Scratch {
+  struct Region {
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+  Region x, dy;
+  uint64_t dy_writes = 0;
+  ~Bf16Scratch() {
+    for (Region* r : {&x, &dy}) {
+      if (r->data != nullptr) CpuAllocator()->Deallocate(r->data, r->bytes);
+    }
+  }
+  // Null when the allocator has no memory left.
+  void* Get(Region& r, size_t bytes) {
+    if (r.bytes < bytes) {
+      if (r.data != nullptr) CpuAllocator()->Deallocate(r.data, r.bytes);
+      r.data = CpuAllocator()->Allocate(bytes);
+      r.bytes = r.data == nullptr ? 0 : bytes;
+    }
+    return r.data;
+  }
+};
+
+Bf16Scratch& Scratch() {
+  thread_local Bf16Scratch s;
+  return s;
+}
+
+// Out of memory for the scratch, inside a DnnlTry body.
+struct ScratchExhausted {};
+
+}  // namespace
+
+bool CpuHasNativeBf16() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
+std::string CpuIsaName() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    default:
+      return "older than avx2";
+  }
+}
+
+int64_t Bf16ScratchBytes() {
+  const Bf16Scratch& s = Scratch();
+  return static_cast<int64_t>(s.x.bytes + s.dy.bytes);
+}
+
+void Conv2dPlan::RoundX(const float* x) {
+  void* lp = Scratch().Get(Scratch().x, x_lp_md_.get_size());
+  if (lp == nullptr) throw ScratchExhausted{};
+  x_mem_.set_data_handle(const_cast<float*>(x));
+  x_lp_mem_.set_data_handle(lp);
+  x_to_lp_.execute(CpuStream(), x_mem_, x_lp_mem_);
+}
+
+void Conv2dPlan::RoundDy(const float* dy) {
+  Bf16Scratch& s = Scratch();
+  void* lp = s.Get(s.dy, dy_lp_md_.get_size());
+  if (lp == nullptr) throw ScratchExhausted{};
+  dy_lp_mem_.set_data_handle(lp);
+  if (dy == rounded_dy_ && s.dy_writes == rounded_dy_generation_) return;
+  dy_mem_.set_data_handle(const_cast<float*>(dy));
+  dy_to_lp_.execute(CpuStream(), dy_mem_, dy_lp_mem_);
+  rounded_dy_ = dy;
+  rounded_dy_generation_ = ++s.dy_writes;
 }
 
 Conv2dPlan::~Conv2dPlan() = default;
@@ -57,14 +147,20 @@ absl::Status Conv2dPlan::Build(bool need_backward_data) {
   b_md_ = g.bias ? memory::desc({g.k}, dt::f32, tag::x) : memory::desc();
   // Letting the primitive pick its weight layout ("any") buys blocked, vector-
   // friendly kernels; the per-step reorder of the (small) weights is cheap.
-  memory::desc w_any({g.k, g.c, g.kh, g.kw}, dt::f32, tag::any);
+  // bf16: the primitives read bf16 x, w and dy (rounded into the scratch,
+  // or by the weight reorder) and write fp32.
+  const dt lp = g.bf16 ? dt::bf16 : dt::f32;
+  memory::desc w_any({g.k, g.c, g.kh, g.kw}, lp, tag::any);
+  memory::desc dw_any({g.k, g.c, g.kh, g.kw}, dt::f32, tag::any);
+  x_lp_md_ = memory::desc({g.n, g.c, g.h, g.w}, lp, tag::nhwc);
+  dy_lp_md_ = memory::desc({g.n, g.k, g.oh, g.ow}, lp, tag::nhwc);
   memory::dims strides{g.stride_h, g.stride_w};
   memory::dims pad_l{g.pad_top, g.pad_left};
   memory::dims pad_r{g.pad_bottom, g.pad_right};
 
   auto fwd_desc = dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                  dnnl::algorithm::convolution_direct, x_md_, w_any,
-                                                  b_md_, y_md_, strides, pad_l, pad_r);
+                                                  dnnl::algorithm::convolution_direct, x_lp_md_,
+                                                  w_any, b_md_, y_md_, strides, pad_l, pad_r);
   dnnl::primitive_attr fwd_attr;
   if (g.relu) {
     dnnl::post_ops ops;
@@ -84,6 +180,15 @@ absl::Status Conv2dPlan::Build(bool need_backward_data) {
     b_mem_ = memory(b_md_, eng, nullptr);
     db_mem_ = memory(b_md_, eng, nullptr);
   }
+  if (g.bf16) {
+    x_lp_mem_ = memory(x_lp_md_, eng, nullptr);
+    dy_lp_mem_ = memory(dy_lp_md_, eng, nullptr);
+    x_to_lp_ = dnnl::reorder(x_mem_, x_lp_mem_);
+    dy_to_lp_ = dnnl::reorder(dy_mem_, dy_lp_mem_);
+  } else {
+    x_lp_mem_ = x_mem_;
+    dy_lp_mem_ = dy_mem_;
+  }
 
   if (fwd_pd.weights_desc() != w_plain_md_) {
     fwd_w_reorder_ = true;
@@ -92,13 +197,19 @@ absl::Status Conv2dPlan::Build(bool need_backward_data) {
   } else {
     fwd_w_mem_ = w_plain_mem_;
   }
-  fwd_args_ = {{DNNL_ARG_SRC, x_mem_}, {DNNL_ARG_WEIGHTS, fwd_w_mem_}, {DNNL_ARG_DST, y_mem_}};
+  fwd_args_ = {{DNNL_ARG_SRC, x_lp_mem_}, {DNNL_ARG_WEIGHTS, fwd_w_mem_}, {DNNL_ARG_DST, y_mem_}};
   if (g.bias) fwd_args_[DNNL_ARG_BIAS] = b_mem_;
 
   has_bwd_data_ = need_backward_data;
+  if (g.bf16 && g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
+      g.pad_left == 0 && g.pad_bottom == 0 && g.pad_right == 0 && !g.bias && g.oh == g.h &&
+      g.ow == g.w) {
+    BuildMatmulBackward();
+    return absl::OkStatus();
+  }
   if (need_backward_data) {
     auto bd_desc = dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, x_md_,
-                                                         w_any, y_md_, strides, pad_l, pad_r);
+                                                         w_any, dy_lp_md_, strides, pad_l, pad_r);
     auto bd_pd = dnnl::convolution_backward_data::primitive_desc(bd_desc, eng, fwd_pd);
     bwd_data_ = dnnl::convolution_backward_data(bd_pd);
     if (bd_pd.weights_desc() == fwd_pd.weights_desc()) {
@@ -111,16 +222,18 @@ absl::Status Conv2dPlan::Build(bool need_backward_data) {
       bwd_data_w_mem_ = memory(bd_pd.weights_desc(), eng);
       bwd_data_w_to_ = dnnl::reorder(w_plain_mem_, bwd_data_w_mem_);
     }
-    bwd_data_args_ = {{DNNL_ARG_DIFF_DST, dy_mem_},
+    bwd_data_args_ = {{DNNL_ARG_DIFF_DST, dy_lp_mem_},
                       {DNNL_ARG_WEIGHTS, bwd_data_w_mem_},
                       {DNNL_ARG_DIFF_SRC, dx_mem_}};
   }
 
   auto bw_desc =
-      g.bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_md_,
-                                                        w_any, b_md_, y_md_, strides, pad_l, pad_r)
-             : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_md_,
-                                                        w_any, y_md_, strides, pad_l, pad_r);
+      g.bias
+          ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_lp_md_,
+                                                     dw_any, b_md_, dy_lp_md_, strides, pad_l,
+                                                     pad_r)
+          : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_lp_md_,
+                                                     dw_any, dy_lp_md_, strides, pad_l, pad_r);
   auto bw_pd = dnnl::convolution_backward_weights::primitive_desc(bw_desc, eng, fwd_pd);
   // oneDNN 2.6's jit_1x1 backward-weights kernel on AVX-512, for a strided
   // 1x1 convolution of channels-last tensors (its "reduce to unit stride"
@@ -140,10 +253,36 @@ absl::Status Conv2dPlan::Build(bool need_backward_data) {
   } else {
     bwd_w_dw_mem_ = dw_plain_mem_;
   }
-  bwd_w_args_ = {
-      {DNNL_ARG_SRC, x_mem_}, {DNNL_ARG_DIFF_DST, dy_mem_}, {DNNL_ARG_DIFF_WEIGHTS, bwd_w_dw_mem_}};
+  bwd_w_args_ = {{DNNL_ARG_SRC, x_lp_mem_},
+                 {DNNL_ARG_DIFF_DST, dy_lp_mem_},
+                 {DNNL_ARG_DIFF_WEIGHTS, bwd_w_dw_mem_}};
   if (g.bias) bwd_w_args_[DNNL_ARG_DIFF_BIAS] = db_mem_;
   return absl::OkStatus();
+}
+
+void Conv2dPlan::BuildMatmulBackward() {
+  const Conv2dGeometry& g = g_;
+  dnnl::engine& eng = CpuEngine();
+  matmul_backward_ = true;
+  const int64_t m = g.n * g.h * g.w;
+  // The rounded dy in the scratch is (M, K) row-major; read transposed, it
+  // is dy^T (K, M). The plain weights (K, 1, 1, C) are (K, C).
+  const memory::desc dy_md({m, g.k}, dt::bf16, tag::ab), dyt_md({g.k, m}, dt::bf16, {1, g.k});
+  const memory::desc x_md({m, g.c}, dt::bf16, tag::ab), w_plain({g.k, g.c}, dt::f32, tag::ab);
+  const memory::desc dx_md({m, g.c}, dt::f32, tag::ab), dw_md({g.k, g.c}, dt::f32, tag::ab);
+  const memory::desc w_any({g.k, g.c}, dt::bf16, tag::any);
+  auto data_pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_md, w_any, dx_md), eng);
+  auto weights_pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dyt_md, x_md, dw_md), eng);
+  mm_data_ = dnnl::matmul(data_pd);
+  mm_weights_ = dnnl::matmul(weights_pd);
+  mm_dy_mem_ = memory(dy_md, eng, nullptr);
+  mm_dyt_mem_ = memory(dyt_md, eng, nullptr);
+  mm_x_mem_ = memory(x_md, eng, nullptr);
+  mm_w_plain_mem_ = memory(w_plain, eng, nullptr);
+  mm_w_mem_ = memory(data_pd.weights_desc(), eng);
+  mm_dx_mem_ = memory(dx_md, eng, nullptr);
+  mm_dw_mem_ = memory(dw_md, eng, nullptr);
+  mm_w_to_ = dnnl::reorder(mm_w_plain_mem_, mm_w_mem_);
 }
 
 namespace {
@@ -155,6 +294,9 @@ absl::Status DnnlTry(const char* what, const Conv2dGeometry& g, F&& body) {
     body();
   } catch (const dnnl::error& e) {
     return absl::InternalError(absl::StrCat(what, " failed for ", g.DebugString(), ": ", e.what()));
+  } catch (const ScratchExhausted&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, ": no memory left for the bf16 scratch of ", g.DebugString()));
   }
   return absl::OkStatus();
 }
@@ -169,7 +311,12 @@ absl::Status Conv2dPlan::Forward(const float* x, const float* w, const float* b,
   }
   return DnnlTry("conv2d forward", g_, [&] {
     dnnl::stream& s = CpuStream();
-    x_mem_.set_data_handle(const_cast<float*>(x));
+    rounded_dy_ = nullptr;
+    if (g_.bf16) {
+      RoundX(x);
+    } else {
+      x_mem_.set_data_handle(const_cast<float*>(x));
+    }
     y_mem_.set_data_handle(y);
     w_plain_mem_.set_data_handle(const_cast<float*>(w));
     if (g_.bias) b_mem_.set_data_handle(const_cast<float*>(b));
@@ -187,7 +334,25 @@ absl::Status Conv2dPlan::BackwardData(const float* dy, const float* w, float* dx
   }
   return DnnlTry("conv2d backward-data", g_, [&] {
     dnnl::stream& s = CpuStream();
-    dy_mem_.set_data_handle(const_cast<float*>(dy));
+    if (matmul_backward_) {
+      RoundDy(dy);  // reuses BackwardWeights' rounding of the same dy
+      rounded_dy_ = nullptr;
+      mm_dy_mem_.set_data_handle(dy_lp_mem_.get_data_handle());
+      mm_w_plain_mem_.set_data_handle(const_cast<float*>(w));
+      mm_dx_mem_.set_data_handle(dx);
+      mm_w_to_.execute(s, mm_w_plain_mem_, mm_w_mem_);
+      mm_data_.execute(
+          s,
+          {{DNNL_ARG_SRC, mm_dy_mem_}, {DNNL_ARG_WEIGHTS, mm_w_mem_}, {DNNL_ARG_DST, mm_dx_mem_}});
+      s.wait();
+      return;
+    }
+    if (g_.bf16) {
+      RoundDy(dy);  // reuses BackwardWeights' rounding of the same dy
+    } else {
+      dy_mem_.set_data_handle(const_cast<float*>(dy));
+    }
+    rounded_dy_ = nullptr;
     dx_mem_.set_data_handle(dx);
     w_plain_mem_.set_data_handle(const_cast<float*>(w));
     if (bwd_data_w_reorder_) bwd_data_w_to_.execute(s, w_plain_mem_, bwd_data_w_mem_);
@@ -208,8 +373,27 @@ absl::Status Conv2dPlan::BackwardWeights(const float* x, const float* dy, float*
   }
   return DnnlTry("conv2d backward-weights", g_, [&] {
     dnnl::stream& s = CpuStream();
-    x_mem_.set_data_handle(const_cast<float*>(x));
-    dy_mem_.set_data_handle(const_cast<float*>(dy));
+    if (matmul_backward_) {
+      RoundX(x);
+      rounded_dy_ = nullptr;  // a BackwardData right after may reuse this rounding
+      RoundDy(dy);
+      mm_dyt_mem_.set_data_handle(dy_lp_mem_.get_data_handle());
+      mm_x_mem_.set_data_handle(x_lp_mem_.get_data_handle());
+      mm_dw_mem_.set_data_handle(dw);
+      mm_weights_.execute(
+          s,
+          {{DNNL_ARG_SRC, mm_dyt_mem_}, {DNNL_ARG_WEIGHTS, mm_x_mem_}, {DNNL_ARG_DST, mm_dw_mem_}});
+      s.wait();
+      return;
+    }
+    if (g_.bf16) {
+      RoundX(x);
+      rounded_dy_ = nullptr;  // a BackwardData right after may reuse this rounding
+      RoundDy(dy);
+    } else {
+      x_mem_.set_data_handle(const_cast<float*>(x));
+      dy_mem_.set_data_handle(const_cast<float*>(dy));
+    }
     dw_plain_mem_.set_data_handle(dw);
     if (g_.bias) db_mem_.set_data_handle(db);
     bwd_w_.execute(s, bwd_w_args_);

@@ -49,9 +49,26 @@ struct Conv2dGeometry {
   // for bit as the max-pool's backward through the ReLU would. Only the
   // direct kernels do this (conv_c1.h); the plan has no BackwardData.
   bool pool = false;
+  // Compute in bf16 (training.precision: bf16): the callers' tensors stay
+  // fp32, and every oneDNN primitive reads x, w and dy rounded to bf16
+  // (round to nearest even) and sums their products in fp32 into fp32 y, dx
+  // and dw: Intel AMX or AVX-512 BF16 kernels where the CPU has them. x and
+  // dy are rounded into a per-thread scratch shared by every plan, sized to
+  // the largest (Bf16ScratchBytes), so a layer keeps no bf16 copy of its
+  // activations. The one-channel direct kernels (conv_c1.h), where they
+  // apply, still run in fp32: their layer has too little work for AMX.
+  bool bf16 = false;
 
   std::string DebugString() const;
 };
+
+// Whether this CPU runs bf16 convolutions in hardware (oneDNN's ISA has
+// AVX-512 BF16 or AMX), and the ISA oneDNN uses, for messages ("avx512_core_amx").
+bool CpuHasNativeBf16();
+std::string CpuIsaName();
+// The calling thread's bf16 scratch now (bytes): what the largest plan run
+// on it needed so far.
+int64_t Bf16ScratchBytes();
 
 class Conv2dPlan {
  public:
@@ -91,6 +108,28 @@ class Conv2dPlan {
   Conv2dGeometry g_;
   std::unique_ptr<SingleChannelConv> c1_;  // null: oneDNN runs everything
   dnnl::memory::desc x_md_, y_md_, w_plain_md_, b_md_;
+  // bf16: what the primitives read (x and dy rounded), in the scratch.
+  dnnl::memory::desc x_lp_md_, dy_lp_md_;
+  dnnl::memory x_lp_mem_, dy_lp_mem_;
+  dnnl::reorder x_to_lp_, dy_to_lp_;
+  // Points x_lp_mem_ / dy_lp_mem_ at the scratch and rounds x / dy into
+  // it. RoundDy skips the rounding when the scratch still holds this dy
+  // from this plan's previous call (BackwardWeights then BackwardData).
+  // bf16 1x1 convolutions of stride 1 without padding or bias: their
+  // backward as two matrix products over the M = N*H*W pixels, which
+  // oneDNN's AMX matmul runs several times faster than its convolution
+  // backward (bench/README.md): dx (M x C) = dy (M x K) w (K x C), and
+  // dw (K x C) = dy^T (K x M) x (M x C).
+  bool matmul_backward_ = false;
+  dnnl::matmul mm_data_, mm_weights_;
+  dnnl::memory mm_dy_mem_, mm_dyt_mem_, mm_x_mem_, mm_w_plain_mem_, mm_w_mem_, mm_dx_mem_,
+      mm_dw_mem_;
+  dnnl::reorder mm_w_to_;
+  void BuildMatmulBackward();
+  void RoundX(const float* x);
+  void RoundDy(const float* dy);
+  const float* rounded_dy_ = nullptr;
+  uint64_t rounded_dy_generation_ = 0;
 
   dnnl::convolution_forward fwd_;
   dnnl::convolution_backward_data bwd_data_;

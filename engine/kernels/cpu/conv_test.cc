@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -141,6 +142,116 @@ TEST(Conv2dPlan, NarrowResNet18GeometriesMatchTheReference) {
     Check(Geometry(n, 8, 16, 32, 1, 2, 0, 0));  // full-width downsamples
     Check(Geometry(n, 8, 64, 128, 1, 2, 0, 0));
   }
+}
+
+// x rounded to bf16 as oneDNN's conversion rounds (to nearest, ties to
+// even; the inputs here are finite).
+float RoundToBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  bits += 0x7fff + ((bits >> 16) & 1);
+  bits &= 0xffff0000u;
+  float r;
+  std::memcpy(&r, &bits, sizeof(r));
+  return r;
+}
+
+// A bf16 plan computes the convolution of x, w and dy rounded to bf16 with
+// fp32 sums: it matches the double reference of the rounded inputs to fp32
+// accuracy, and that reference is far (many times the tolerance) from the
+// unrounded one, so a plan that ran in fp32 would fail here.
+void CheckBf16(Conv2dGeometry g, bool bias) {
+  g.bf16 = true;
+  g.bias = bias;
+  SCOPED_TRACE(g.DebugString());
+  auto plan = Conv2dPlan::Create(g, /*need_backward_data=*/true, /*own_kernels=*/false);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  Guarded x(g.n * g.h * g.w * g.c), w(g.k * g.kh * g.kw * g.c), y(g.n * g.oh * g.ow * g.k);
+  Guarded dy(y.n), dx(x.n), dw(w.n), b(g.k), db(g.k);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (Guarded* t : {&x, &w, &dy, &b}) {
+    for (int64_t i = 0; i < t->n; ++i) t->data()[i] = u(rng);
+  }
+  auto rounded = [](const Guarded& t) {
+    std::vector<float> r(t.data(), t.data() + t.n);
+    for (float& v : r) v = RoundToBf16(v);
+    return r;
+  };
+  const std::vector<float> rx = rounded(x), rw = rounded(w), rdy = rounded(dy);
+  std::vector<double> ry, rdx, rdw, uy, udx, udw;
+  Reference(g, rx.data(), rw.data(), rdy.data(), &ry, &rdx, &rdw);
+  Reference(g, x.data(), w.data(), dy.data(), &uy, &udx, &udw);
+  // The bias is added in fp32, unrounded; its gradient sums dy (rounded).
+  std::vector<double> rdb(g.k, 0);
+  for (size_t i = 0; bias && i < ry.size(); ++i) {
+    ry[i] += b.data()[i % g.k];
+    uy[i] += b.data()[i % g.k];
+    rdb[i % g.k] += rdy[i];
+  }
+  for (int step = 0; step < 2; ++step) {
+    ASSERT_TRUE((*plan)->Forward(x.data(), w.data(), bias ? b.data() : nullptr, y.data()).ok());
+    // BackwardData straight after BackwardWeights reuses its rounding of dy.
+    ASSERT_TRUE(
+        (*plan)->BackwardWeights(x.data(), dy.data(), dw.data(), bias ? db.data() : nullptr).ok());
+    ASSERT_TRUE((*plan)->BackwardData(dy.data(), w.data(), dx.data()).ok());
+  }
+  for (const Guarded* t : {&x, &w, &dy, &y, &dx, &dw, &db}) EXPECT_EQ(t->Trampled(), 0);
+  EXPECT_LT(WorstError(y.data(), ry), 1e-4);
+  EXPECT_LT(WorstError(dx.data(), rdx), 1e-4);
+  EXPECT_LT(WorstError(dw.data(), rdw), 1e-3);
+  if (bias) {
+    EXPECT_LT(WorstError(db.data(), rdb), 1e-3);
+  }
+  std::vector<float> uyf(uy.begin(), uy.end()), udwf(udw.begin(), udw.end());
+  EXPECT_GT(WorstError(uyf.data(), ry), 1e-3) << "the test's inputs do not tell bf16 from fp32";
+  EXPECT_GT(WorstError(udwf.data(), rdw), 1e-2) << "the test's inputs do not tell bf16 from fp32";
+}
+
+TEST(Conv2dPlan, Bf16ComputesTheRoundedInputsConvolution) {
+  if (!CpuHasNativeBf16()) {
+    GTEST_SKIP() << "no AVX-512 BF16 or AMX on this CPU (oneDNN ISA " << CpuIsaName() << ")";
+  }
+  // Without a bias, the 1x1 convolutions of stride 1 run their backward as
+  // matrix products (Conv2dPlan's matmul path); with one, as convolutions.
+  for (const bool bias : {false, true}) {
+    for (const int64_t n : {1, 8}) {
+      CheckBf16(Geometry(n, 32, 3, 16, 7, 2, 2, 3), bias);    // a stem
+      CheckBf16(Geometry(n, 14, 32, 32, 3, 1, 1, 1), bias);   // a bottleneck's 3x3
+      CheckBf16(Geometry(n, 14, 64, 32, 1, 1, 0, 0), bias);   // its reducing 1x1
+      CheckBf16(Geometry(n, 14, 32, 128, 1, 1, 0, 0), bias);  // its expanding 1x1
+      CheckBf16(Geometry(n, 14, 64, 128, 1, 2, 0, 0), bias);  // a strided shortcut
+      CheckBf16(Geometry(n, 14, 32, 32, 3, 2, 0, 1), bias);   // a strided 3x3
+      CheckBf16(Geometry(n, 5, 24, 40, 1, 1, 0, 0), bias);    // odd sizes
+    }
+  }
+}
+
+// The scratch is shared by every plan of the thread: a plan run between two
+// others' BackwardWeights and BackwardData must not let the second reuse a
+// rounding the first overwrote.
+TEST(Conv2dPlan, Bf16PlansShareTheScratchSafely) {
+  if (!CpuHasNativeBf16()) {
+    GTEST_SKIP() << "no AVX-512 BF16 or AMX on this CPU (oneDNN ISA " << CpuIsaName() << ")";
+  }
+  Conv2dGeometry a = Geometry(2, 8, 16, 16, 3, 1, 1, 1), c = Geometry(2, 8, 16, 16, 1, 1, 0, 0);
+  a.bf16 = c.bf16 = true;
+  auto pa = Conv2dPlan::Create(a, true, false);
+  auto pc = Conv2dPlan::Create(c, true, false);
+  ASSERT_TRUE(pa.ok() && pc.ok());
+  const int64_t act = 2 * 8 * 8 * 16;
+  std::vector<float> x(act, 0.5f), w(16 * 9 * 16, 0.25f), wc(16 * 16, 0.5f), dy(act), dy2(act);
+  std::vector<float> dw(w.size()), dwc(wc.size()), dx(act), dx_alone(act), dxc(act);
+  for (int64_t i = 0; i < act; ++i) {
+    dy[i] = static_cast<float>(i % 7) - 3;
+    dy2[i] = static_cast<float>(i % 5) + 1;
+  }
+  ASSERT_TRUE((*pa)->BackwardData(dy.data(), w.data(), dx_alone.data()).ok());
+  ASSERT_TRUE((*pa)->BackwardWeights(x.data(), dy.data(), dw.data(), nullptr).ok());
+  ASSERT_TRUE((*pc)->BackwardWeights(x.data(), dy2.data(), dwc.data(), nullptr).ok());
+  ASSERT_TRUE((*pa)->BackwardData(dy.data(), w.data(), dx.data()).ok());
+  EXPECT_EQ(dx, dx_alone);
+  EXPECT_GT(Bf16ScratchBytes(), 0);
 }
 
 }  // namespace
