@@ -22,7 +22,8 @@
 // the convolutions in bf16 (Model::UseBf16); their per-thread scratch is
 // part of the backward's figure. --profile_steps N then times N more steps
 // (after the measured one) and prints the forward and backward seconds per
-// step of each layer type, and the rest of the step (loss, optimizer).
+// step of each layer type, the rest of the step (loss, optimizer), and the
+// slowest layers.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -218,6 +219,16 @@ int Run() {
     }
     std::printf("    %-24s %21.4f %7.1f%%\n", "the rest (loss, optimizer)", total - layers_s,
                 100 * (total - layers_s) / total);
+    std::vector<Model::LayerTime> slowest = model.layer_times();
+    std::sort(slowest.begin(), slowest.end(),
+              [](const Model::LayerTime& p, const Model::LayerTime& q) {
+                return p.forward_s + p.backward_s > q.forward_s + q.backward_s;
+              });
+    std::printf("  slowest layers (forward s, backward s per step):\n");
+    for (size_t i = 0; i < std::min<size_t>(12, slowest.size()); ++i) {
+      std::printf("    %-28s %-18s %8.4f %8.4f\n", slowest[i].name.c_str(), slowest[i].type.c_str(),
+                  slowest[i].forward_s / steps, slowest[i].backward_s / steps);
+    }
   }
   return 0;
 }

@@ -1,5 +1,7 @@
 #include "engine/kernels/cpu/conv.h"
 
+#include <cstring>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/allocator.h"
@@ -201,9 +203,9 @@ absl::Status Conv2dPlan::Build(bool need_backward_data) {
   if (g.bias) fwd_args_[DNNL_ARG_BIAS] = b_mem_;
 
   has_bwd_data_ = need_backward_data;
-  if (g.bf16 && g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
-      g.pad_left == 0 && g.pad_bottom == 0 && g.pad_right == 0 && !g.bias && g.oh == g.h &&
-      g.ow == g.w) {
+  if (g.bf16 && g.kh == 1 && g.kw == 1 && g.stride_h == g.stride_w && g.pad_top == 0 &&
+      g.pad_left == 0 && g.pad_bottom == 0 && g.pad_right == 0 && !g.bias &&
+      g.oh * g.stride_h == g.h && g.ow * g.stride_w == g.w) {
     BuildMatmulBackward();
     return absl::OkStatus();
   }
@@ -264,13 +266,17 @@ void Conv2dPlan::BuildMatmulBackward() {
   const Conv2dGeometry& g = g_;
   dnnl::engine& eng = CpuEngine();
   matmul_backward_ = true;
-  const int64_t m = g.n * g.h * g.w;
+  const int64_t s = g.stride_h, m = g.n * g.oh * g.ow;
   // The rounded dy in the scratch is (M, K) row-major; read transposed, it
   // is dy^T (K, M). The plain weights (K, 1, 1, C) are (K, C).
-  const memory::desc dy_md({m, g.k}, dt::bf16, tag::ab), dyt_md({g.k, m}, dt::bf16, {1, g.k});
-  const memory::desc x_md({m, g.c}, dt::bf16, tag::ab), w_plain({g.k, g.c}, dt::f32, tag::ab);
-  const memory::desc dx_md({m, g.c}, dt::f32, tag::ab), dw_md({g.k, g.c}, dt::f32, tag::ab);
+  const memory::desc dyt_md({g.k, m}, dt::bf16, {1, g.k});
+  const memory::desc x_md({m, g.c}, dt::bf16, tag::ab), dw_md({g.k, g.c}, dt::f32, tag::ab);
+  // dx (M, C): with stride 1, dx itself; strided, a dense product in the
+  // scratch that x_scatter_ then writes to the pixels the windows read.
+  const memory::desc dy_md({m, g.k}, dt::bf16, tag::ab);
+  const memory::desc w_plain({g.k, g.c}, dt::f32, tag::ab);
   const memory::desc w_any({g.k, g.c}, dt::bf16, tag::any);
+  const memory::desc dx_md({m, g.c}, dt::f32, tag::ab);
   auto data_pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_md, w_any, dx_md), eng);
   auto weights_pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dyt_md, x_md, dw_md), eng);
   mm_data_ = dnnl::matmul(data_pd);
@@ -283,6 +289,32 @@ void Conv2dPlan::BuildMatmulBackward() {
   mm_dx_mem_ = memory(dx_md, eng, nullptr);
   mm_dw_mem_ = memory(dw_md, eng, nullptr);
   mm_w_to_ = dnnl::reorder(mm_w_plain_mem_, mm_w_mem_);
+  gather_x_ = s > 1;
+  if (gather_x_) {
+    // The pixels the windows read, as (N, C, OH, OW) over x's memory.
+    const memory::desc read({g.n, g.c, g.oh, g.ow}, dt::f32,
+                            {g.h * g.w * g.c, 1, s * g.w * g.c, s * g.c});
+    x_read_mem_ = memory(read, eng, nullptr);
+    x_gathered_mem_ =
+        memory(memory::desc({g.n, g.c, g.oh, g.ow}, dt::bf16, tag::nhwc), eng, nullptr);
+    x_read_to_lp_ = dnnl::reorder(x_read_mem_, x_gathered_mem_);
+    dx_read_mem_ = memory(read, eng, nullptr);
+    dx_dense_mem_ = memory(memory::desc({g.n, g.c, g.oh, g.ow}, dt::f32, tag::nhwc), eng, nullptr);
+    dx_scatter_ = dnnl::reorder(dx_dense_mem_, dx_read_mem_);
+  }
+}
+
+void* Conv2dPlan::RoundXRead(const float* x) {
+  if (!gather_x_) {
+    RoundX(x);
+    return x_lp_mem_.get_data_handle();
+  }
+  void* lp = Scratch().Get(Scratch().x, x_gathered_mem_.get_desc().get_size());
+  if (lp == nullptr) throw ScratchExhausted{};
+  x_read_mem_.set_data_handle(const_cast<float*>(x));
+  x_gathered_mem_.set_data_handle(lp);
+  x_read_to_lp_.execute(CpuStream(), x_read_mem_, x_gathered_mem_);
+  return lp;
 }
 
 namespace {
@@ -339,11 +371,23 @@ absl::Status Conv2dPlan::BackwardData(const float* dy, const float* w, float* dx
       rounded_dy_ = nullptr;
       mm_dy_mem_.set_data_handle(dy_lp_mem_.get_data_handle());
       mm_w_plain_mem_.set_data_handle(const_cast<float*>(w));
-      mm_dx_mem_.set_data_handle(dx);
+      void* dense = dx;
+      if (gather_x_) {
+        dense = Scratch().Get(Scratch().x, dx_dense_mem_.get_desc().get_size());
+        if (dense == nullptr) throw ScratchExhausted{};
+      }
+      mm_dx_mem_.set_data_handle(dense);
       mm_w_to_.execute(s, mm_w_plain_mem_, mm_w_mem_);
       mm_data_.execute(
           s,
           {{DNNL_ARG_SRC, mm_dy_mem_}, {DNNL_ARG_WEIGHTS, mm_w_mem_}, {DNNL_ARG_DST, mm_dx_mem_}});
+      if (gather_x_) {
+        // The pixels no window reads get no gradient.
+        std::memset(dx, 0, sizeof(float) * g_.n * g_.h * g_.w * g_.c);
+        dx_dense_mem_.set_data_handle(dense);
+        dx_read_mem_.set_data_handle(dx);
+        dx_scatter_.execute(s, dx_dense_mem_, dx_read_mem_);
+      }
       s.wait();
       return;
     }
@@ -374,11 +418,11 @@ absl::Status Conv2dPlan::BackwardWeights(const float* x, const float* dy, float*
   return DnnlTry("conv2d backward-weights", g_, [&] {
     dnnl::stream& s = CpuStream();
     if (matmul_backward_) {
-      RoundX(x);
+      void* x_read = RoundXRead(x);
       rounded_dy_ = nullptr;  // a BackwardData right after may reuse this rounding
       RoundDy(dy);
       mm_dyt_mem_.set_data_handle(dy_lp_mem_.get_data_handle());
-      mm_x_mem_.set_data_handle(x_lp_mem_.get_data_handle());
+      mm_x_mem_.set_data_handle(x_read);
       mm_dw_mem_.set_data_handle(dw);
       mm_weights_.execute(
           s,

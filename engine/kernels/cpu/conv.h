@@ -115,16 +115,29 @@ class Conv2dPlan {
   // Points x_lp_mem_ / dy_lp_mem_ at the scratch and rounds x / dy into
   // it. RoundDy skips the rounding when the scratch still holds this dy
   // from this plan's previous call (BackwardWeights then BackwardData).
-  // bf16 1x1 convolutions of stride 1 without padding or bias: their
-  // backward as two matrix products over the M = N*H*W pixels, which
-  // oneDNN's AMX matmul runs several times faster than its convolution
-  // backward (bench/README.md): dx (M x C) = dy (M x K) w (K x C), and
-  // dw (K x C) = dy^T (K x M) x (M x C).
+  // bf16 1x1 convolutions without padding or bias: their backward as two
+  // matrix products over the M = N*OH*OW output pixels, which oneDNN's AMX
+  // matmul runs several times faster than its convolution backward
+  // (bench/README.md): dx (M x C) = dy (M x K) w (K x C), and
+  // dw (K x C) = dy^T (K x M) x (M x C). With stride s (and H = s*OH,
+  // W = s*OW), x is the pixels the windows read, gathered as it is rounded,
+  // and dx is zero but at those pixels, where the product is scattered.
   bool matmul_backward_ = false;
   dnnl::matmul mm_data_, mm_weights_;
   dnnl::memory mm_dy_mem_, mm_dyt_mem_, mm_x_mem_, mm_w_plain_mem_, mm_w_mem_, mm_dx_mem_,
       mm_dw_mem_;
   dnnl::reorder mm_w_to_;
+  // Strided: x_read_mem_ views the pixels the windows read in x, and
+  // x_read_to_lp_ gathers them, rounded, into x_gathered_mem_ (the scratch).
+  bool gather_x_ = false;
+  dnnl::memory x_read_mem_, x_gathered_mem_;
+  dnnl::reorder x_read_to_lp_;
+  // Strided backward-data: the product (dense, in the scratch), scattered
+  // through dx_read_mem_ (the same view over dx).
+  dnnl::memory dx_dense_mem_, dx_read_mem_;
+  dnnl::reorder dx_scatter_;
+  // Rounds what BackwardWeights reads of x into the scratch; returns it.
+  void* RoundXRead(const float* x);
   void BuildMatmulBackward();
   void RoundX(const float* x);
   void RoundDy(const float* dy);
