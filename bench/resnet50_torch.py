@@ -172,7 +172,7 @@ def main():
     seconds = time.perf_counter() - t0
     timed = args.steps - args.warmup
     name = f"pytorch {torch.__version__} {'compile' if args.compile else 'eager'}"
-    name += f" {args.precision} {args.layout}" if cuda else f" {args.layout}"
+    name += f" {args.precision} {args.layout}" if cuda or args.precision == "bf16" else f" {args.layout}"
     print(json.dumps({
         "framework": name,
         "steps": args.steps,

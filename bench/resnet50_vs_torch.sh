@@ -24,6 +24,11 @@
 # one's median, Yoke's ratio to each, and the paired ratio to the fastest
 # peer (the best peer by median: every peer measured competes).
 #
+# PRECISION=bf16 runs every framework in bf16 mixed precision: Yoke with
+# training.precision: bf16 (oneDNN's AMX or AVX-512 BF16 convolutions, fp32
+# everywhere else), PyTorch under torch.autocast(cpu, bfloat16), Keras under
+# its mixed_bfloat16 policy. The default is fp32 for all.
+#
 # Checked before any figure is trusted: every framework's network has the
 # same number of trainable parameters (23,528,522 for ResNet-50 and 272,474
 # for ResNet-20, with 10 classes), every run ends with a finite loss, and
@@ -42,6 +47,8 @@ RUNS=${RUNS:-3}
 STEPS=${STEPS:-12}
 WARMUP=${WARMUP:-2}
 THREADS=${THREADS:-2}
+PRECISION=${PRECISION:-fp32}
+case "$PRECISION" in fp32 | bf16) ;; *) echo "PRECISION=$PRECISION: fp32 or bf16" >&2; exit 2 ;; esac
 if [ -z "${PEERS:-}" ]; then
   PEERS="/usr/bin/python3 nchw"
   for venv in "$BUILD/bench-venv" "$ROOT/build/bench-venv"; do
@@ -66,6 +73,7 @@ training:
   seed: 1
   threads: $THREADS
   log_every_steps: 1
+  precision: $PRECISION
   optimizer: {type: sgd, lr: 0.01, momentum: 0.9}
 EOF
 
@@ -94,9 +102,9 @@ PY
 }
 
 peer_once() {  # PYTHON KIND -> JSON, or nothing (the reason in $WORK/peer.log)
-  local script="$ROOT/bench/resnet50_torch.py" args=(--layout "${2%-compile}")
+  local script="$ROOT/bench/resnet50_torch.py" args=(--layout "${2%-compile}" --precision "$PRECISION")
   case "$2" in
-    keras) script="$ROOT/bench/peers/resnet_tf.py" args=() ;;
+    keras) script="$ROOT/bench/peers/resnet_tf.py" args=(--precision "$PRECISION") ;;
     *-compile) args+=(--compile) ;;
   esac
   OMP_NUM_THREADS="$THREADS" "$1" "$script" --model "$MODEL" --batch "$BATCH" \
@@ -104,7 +112,7 @@ peer_once() {  # PYTHON KIND -> JSON, or nothing (the reason in $WORK/peer.log)
     { echo "peer $1 $2 failed, left out of this run: $(tail -1 "$WORK/peer.log")" >&2; return 0; }
 }
 
-echo "$MODEL ${SIZE}x${SIZE}, batch $BATCH, $STEPS steps ($WARMUP untimed), $THREADS threads, $RUNS runs each"
+echo "$MODEL ${SIZE}x${SIZE}, batch $BATCH, $PRECISION, $STEPS steps ($WARMUP untimed), $THREADS threads, $RUNS runs each"
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
 : >"$WORK/runs.jsonl"
 for i in $(seq "$RUNS"); do

@@ -80,6 +80,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--classes", type=int, default=10)
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                    help="bf16: Keras's mixed_bfloat16 policy (bf16 compute, fp32 variables)")
     args = ap.parse_args()
     if args.steps <= args.warmup:
         ap.error("--steps must exceed --warmup")
@@ -91,6 +93,8 @@ def main():
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     keras.utils.set_random_seed(1)
+    if args.precision == "bf16":
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
     model, size = build(keras, args.model, args.classes)
     model.compile(optimizer=keras.optimizers.SGD(0.01, momentum=0.9),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -120,7 +124,8 @@ def main():
     timed = args.steps - args.warmup
     trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
     print(json.dumps({
-        "framework": f"tensorflow {tf.__version__} keras {keras.__version__} fit nhwc",
+        "framework": f"tensorflow {tf.__version__} keras {keras.__version__} fit"
+                     + (" bf16" if args.precision == "bf16" else "") + " nhwc",
         "steps": args.steps,
         "samples_per_second": timed * args.batch / (timer.t1 - timer.t0),
         "train_loss": timer.loss,
