@@ -3,7 +3,7 @@
 //
 //   memory_breakdown_bench [--zoo resnet50] [--width 64] [--image 224]
 //                          [--classes 1000] [--batch 16] [--optimizer momentum]
-//                          [--precision fp32|bf16] [--profile_steps 0]
+//                          [--precision fp32|bf16] [--recompute] [--profile_steps 0]
 //
 // One training step (forward, loss, backward, optimizer step) in the CPU
 // engine, on random data. Each part is measured as the CPU allocator's bytes
@@ -20,7 +20,8 @@
 // activation gradient) is printed against the measured peak, and the
 // layers with the largest saved outputs are listed. --precision bf16 runs
 // the convolutions in bf16 (Model::UseBf16); their per-thread scratch is
-// part of the backward's figure. --profile_steps N then times N more steps
+// part of the backward's figure. --recompute keeps only the outputs between
+// blocks (Model::SetRecompute). --profile_steps N then times N more steps
 // (after the measured one) and prints the forward and backward seconds per
 // step of each layer type, the rest of the step (loss, optimizer), and the
 // slowest layers.
@@ -49,6 +50,7 @@ ABSL_FLAG(int64_t, batch, 16, "examples per step");
 ABSL_FLAG(std::string, optimizer, "momentum", "sgd, momentum (sgd with 0.9) or adam");
 ABSL_FLAG(std::string, precision, "fp32", "fp32, or bf16 (the convolutions in bf16)");
 ABSL_FLAG(int, profile_steps, 0, "steps timed per layer type after the measured one");
+ABSL_FLAG(bool, recompute, false, "recompute the blocks' activations in backward");
 
 namespace yoke::engine {
 namespace {
@@ -63,6 +65,78 @@ double ProcBytes(const std::string& field) {
     if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) * 1024;
   }
   return 0;
+}
+
+// --precision and --recompute on `model`; false (the reason on stderr) if
+// the model refuses one.
+bool Configure(Model& model) {
+  if (absl::GetFlag(FLAGS_precision) == "bf16") {
+    auto layers = model.UseBf16(true);
+    if (!layers.ok()) {
+      std::fprintf(stderr, "memory_breakdown_bench: %s\n", layers.status().ToString().c_str());
+      return false;
+    }
+  } else if (absl::GetFlag(FLAGS_precision) != "fp32") {
+    std::fprintf(stderr, "memory_breakdown_bench: --precision fp32 or bf16\n");
+    return false;
+  }
+  if (absl::GetFlag(FLAGS_recompute)) {
+    auto segments = model.SetRecompute(true);
+    if (!segments.ok()) {
+      std::fprintf(stderr, "memory_breakdown_bench: %s\n", segments.status().ToString().c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+// --profile_steps: `steps` more steps of `model` on (x, y), timed per layer
+// type and per layer. False (with the reason on stderr) if a step fails.
+bool Profile(Model& model, Optimizer& opt, Loss& loss, const Tensor& x, const Tensor& y,
+             int steps) {
+  const int64_t n = x.dim(0);
+  LayerContext ctx;
+  Tensor dlogits;
+  model.set_profiling(true);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) {
+    auto out = model.Forward(x, ctx);
+    if (out.ok() && !dlogits.defined()) dlogits = Tensor::Empty(out->shape());
+    if (!out.ok() || !loss.Compute(*out, y, 1.0f / n, &dlogits).ok() ||
+        !model.Backward(dlogits, ctx).ok() || !opt.Step(0.01f, 1.0f).ok()) {
+      std::fprintf(stderr, "memory_breakdown_bench: a profiled step failed\n");
+      return false;
+    }
+  }
+  const double total =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+  std::map<std::string, std::pair<double, double>> by_type;
+  double layers_s = 0;
+  for (const Model::LayerTime& t : model.layer_times()) {
+    by_type[t.type].first += t.forward_s / steps;
+    by_type[t.type].second += t.backward_s / steps;
+    layers_s += (t.forward_s + t.backward_s) / steps;
+  }
+  std::printf("  time per step over %d steps: %.3f s (%.2f samples/s)\n", steps, total,
+              static_cast<double>(n) / total);
+  std::printf("    %-24s %10s %10s %8s\n", "layer type", "forward s", "backward s", "share");
+  for (const auto& [type, fb] : by_type) {
+    std::printf("    %-24s %10.4f %10.4f %7.1f%%\n", type.c_str(), fb.first, fb.second,
+                100 * (fb.first + fb.second) / total);
+  }
+  std::printf("    %-24s %21.4f %7.1f%%\n", "the rest (loss, optimizer)", total - layers_s,
+              100 * (total - layers_s) / total);
+  std::vector<Model::LayerTime> slowest = model.layer_times();
+  std::sort(slowest.begin(), slowest.end(),
+            [](const Model::LayerTime& p, const Model::LayerTime& q) {
+              return p.forward_s + p.backward_s > q.forward_s + q.backward_s;
+            });
+  std::printf("  slowest layers (forward s, backward s per step):\n");
+  for (size_t i = 0; i < std::min<size_t>(12, slowest.size()); ++i) {
+    std::printf("    %-28s %-18s %8.4f %8.4f\n", slowest[i].name.c_str(), slowest[i].type.c_str(),
+                slowest[i].forward_s / steps, slowest[i].backward_s / steps);
+  }
+  return true;
 }
 
 int Run() {
@@ -87,16 +161,7 @@ int Run() {
     return 1;
   }
   Model& model = **model_or;
-  if (absl::GetFlag(FLAGS_precision) == "bf16") {
-    auto layers = model.UseBf16(true);
-    if (!layers.ok()) {
-      std::fprintf(stderr, "memory_breakdown_bench: %s\n", layers.status().ToString().c_str());
-      return 1;
-    }
-  } else if (absl::GetFlag(FLAGS_precision) != "fp32") {
-    std::fprintf(stderr, "memory_breakdown_bench: --precision fp32 or bf16\n");
-    return 1;
-  }
+  if (!Configure(model)) return 1;
   model.params().Initialize(1);
   const double u_model = in_use();
   auto opt = CreateOptimizer(opt_spec, &model.params());
@@ -145,11 +210,12 @@ int Run() {
   const double act_plan = static_cast<double>(model.ActivationBytes(n));
   const double grad_plan = static_cast<double>(model.GradientBytes(n, true));
   const double grad_plain = static_cast<double>(model.GradientBytes(n, false));
-  std::printf("memory_breakdown_bench: %s%s, %dx%dx3, %d classes, batch %lld, %s, %s\n",
+  std::printf("memory_breakdown_bench: %s%s, %dx%dx3, %d classes, batch %lld, %s, %s%s\n",
               spec.zoo().c_str(),
               spec.width() > 0 ? (" width " + std::to_string(spec.width())).c_str() : "", image,
               image, absl::GetFlag(FLAGS_classes), static_cast<long long>(n), opt_name.c_str(),
-              absl::GetFlag(FLAGS_precision).c_str());
+              absl::GetFlag(FLAGS_precision).c_str(),
+              absl::GetFlag(FLAGS_recompute) ? ", recompute" : "");
   std::printf("  %-44s %10s %10s\n", "part (allocator bytes in use, measured)", "MiB",
               "model says");
   std::printf("  %-44s %10.1f %10.1f\n", "parameters", MiB(values), MiB(values));
@@ -190,46 +256,7 @@ int Run() {
                 MiB(layers[i].bytes));
   }
   const int steps = absl::GetFlag(FLAGS_profile_steps);
-  if (steps > 0) {
-    model.set_profiling(true);
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < steps; ++i) {
-      auto out = model.Forward(x, ctx);
-      if (!out.ok() || !loss->Compute(*out, y, 1.0f / n, &dlogits).ok() ||
-          !model.Backward(dlogits, ctx).ok() || !(*opt)->Step(0.01f, 1.0f).ok()) {
-        std::fprintf(stderr, "memory_breakdown_bench: a profiled step failed\n");
-        return 1;
-      }
-    }
-    const double total =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
-    std::map<std::string, std::pair<double, double>> by_type;
-    double layers_s = 0;
-    for (const Model::LayerTime& t : model.layer_times()) {
-      by_type[t.type].first += t.forward_s / steps;
-      by_type[t.type].second += t.backward_s / steps;
-      layers_s += (t.forward_s + t.backward_s) / steps;
-    }
-    std::printf("  time per step over %d steps: %.3f s (%.2f samples/s)\n", steps, total,
-                static_cast<double>(n) / total);
-    std::printf("    %-24s %10s %10s %8s\n", "layer type", "forward s", "backward s", "share");
-    for (const auto& [type, fb] : by_type) {
-      std::printf("    %-24s %10.4f %10.4f %7.1f%%\n", type.c_str(), fb.first, fb.second,
-                  100 * (fb.first + fb.second) / total);
-    }
-    std::printf("    %-24s %21.4f %7.1f%%\n", "the rest (loss, optimizer)", total - layers_s,
-                100 * (total - layers_s) / total);
-    std::vector<Model::LayerTime> slowest = model.layer_times();
-    std::sort(slowest.begin(), slowest.end(),
-              [](const Model::LayerTime& p, const Model::LayerTime& q) {
-                return p.forward_s + p.backward_s > q.forward_s + q.backward_s;
-              });
-    std::printf("  slowest layers (forward s, backward s per step):\n");
-    for (size_t i = 0; i < std::min<size_t>(12, slowest.size()); ++i) {
-      std::printf("    %-28s %-18s %8.4f %8.4f\n", slowest[i].name.c_str(), slowest[i].type.c_str(),
-                  slowest[i].forward_s / steps, slowest[i].backward_s / steps);
-    }
-  }
+  if (steps > 0 && !Profile(model, **opt, *loss, x, y, steps)) return 1;
   return 0;
 }
 

@@ -61,6 +61,10 @@ struct LayerContext {
   // Backward (masks, batch statistics, pooling indices) it keeps per set,
   // and a Backward uses the set of its own Forward. 0 everywhere else.
   int activation_set = 0;
+  // A Forward run again in backward to rebuild activations that were not
+  // kept (Model::SetRecompute): the same arithmetic, but batch norm leaves
+  // its running statistics alone, having updated them in the first Forward.
+  bool recompute = false;
 };
 
 // The most activation sets a model keeps (micro-batches in flight on one

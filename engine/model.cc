@@ -172,15 +172,25 @@ absl::Status Model::EnsureBuffers(int64_t n) {
     grad_slots_.clear();
     grad_batch_ = -1;
   }
+  pool_ = Tensor();
+  resident_segment_ = -1;
   for (Node& node : nodes_) {
     node.out = Tensor();
     if (!one_set) continue;
     node.grad = Tensor();  // allocated by the first Backward at this size
     node.grad_scratch.clear();
   }
+  if (recompute_ && pool_elements_ > 0) {
+    ASSIGN_OR_RETURN(pool_, Tensor::Allocate({pool_elements_ * n}, DType::kF32, device_,
+                                             "the recomputed activations' pool"));
+  }
   for (Node& node : nodes_) {
     Shape s = node.shape;
     s.insert(s.begin(), n);
+    if (node.pool_offset >= 0 && pool_.defined()) {
+      node.out = pool_.View(node.pool_offset * n, s);
+      continue;
+    }
     if (node.fused) {
       node.out = nodes_[node.inputs[0]].out;  // an earlier node: already sized
       continue;
@@ -226,6 +236,8 @@ absl::StatusOr<Tensor> Model::Forward(const Tensor& x, const LayerContext& ctx) 
     if (!s.ok()) return common::Annotate(s, node.layer->name());
     if (profiling_) node.forward_s += std::chrono::duration<double>(Clock::now() - t0).count();
   }
+  // The pool holds the last segment's outputs (training.recompute).
+  if (!planned && recompute_) resident_segment_ = nodes_.back().segment;
   return out_of(static_cast<int>(nodes_.size()) - 1);
 }
 
@@ -262,6 +274,12 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
   std::vector<Tensor> scratch;
   for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
     Node& node = nodes_[i];
+    // Entering a segment whose outputs the pool no longer holds: run its
+    // Forward again (training.recompute).
+    const int seg = node.last_of_segment;
+    if (recompute_ && seg >= 0 && seg != resident_segment_ && segment_runs_[seg]) {
+      RETURN_IF_ERROR(RecomputeSegment(seg, ctx));
+    }
     if (!node.needs_grad) continue;     // nothing upstream learns
     if (node.backward_fused) continue;  // its consumer ran its backward
     if (node.absorbed) continue;        // its producer runs its backward

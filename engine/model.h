@@ -109,7 +109,8 @@ class Model {
   absl::StatusOr<Tensor> Forward(const Tensor& x, const LayerContext& ctx);
 
   // The activation memory an evaluation Forward of `n` examples needs under
-  // the liveness plan, and what it would need with a buffer per layer.
+  // the liveness plan, and what a training Forward keeps: a buffer per layer,
+  // or with recomputation (SetRecompute) the kept outputs and the pool.
   int64_t EvalActivationBytes(int64_t n) const;
   int64_t ActivationBytes(int64_t n) const;
   // Per layer, in order: the bytes its output takes in a training step of
@@ -146,6 +147,19 @@ class Model {
   Device device() const { return device_; }
   const Shape& output_shape() const { return nodes_.back().shape; }
   int64_t ForwardMacsPerExample() const;
+
+  // Activation recomputation (training.recompute). The model is split into
+  // segments at the points where it could be cut into pipeline stages (the
+  // outputs between residual blocks, PipelineCuts); a training Forward keeps
+  // only each segment's last output, and the rest of a segment's outputs
+  // live in one pool that the segments share, sized to the largest. Backward
+  // runs each segment's Forward again (LayerContext::recompute: batch norm
+  // does not update its running statistics twice) before its backward. The
+  // results are the same to the bit; the cost is about one more Forward per
+  // step. FAILED_PRECONDITION on a device model or with several activation
+  // sets. Returns the number of segments whose outputs are recomputed.
+  absl::StatusOr<int> SetRecompute(bool on);
+  bool recompute() const { return recompute_; }
 
   // Mixed precision on the CPU (training.precision: bf16): every layer that
   // can (the convolutions, Layer::UseBf16) computes in bf16 with fp32 sums,
@@ -202,7 +216,25 @@ class Model {
     // Backward skip the node; its gradient buffer is the producer's dout.
     bool absorbed = false;
     double forward_s = 0, backward_s = 0;  // with profiling_
+    // Recomputation: where this node's own output lives in the pool
+    // (elements per example; -1: a buffer of its own, kept), its segment,
+    // and for a segment's last node, that segment (else -1).
+    int64_t pool_offset = -1;
+    int segment = 0;
+    int last_of_segment = -1;
   };
+  // Per node: the node whose buffer holds its output (-1: none). A fused
+  // ReLU's output is its producer's buffer; a producer that writes its max
+  // pool's output has none (the pool's holds it).
+  std::vector<int> BufferOwners() const;
+  // Plans the segments and the pool (SetRecompute).
+  void PlanRecompute();
+  // Runs segment k's pooled outputs' Forwards again.
+  absl::Status RecomputeSegment(int k, const LayerContext& ctx);
+  // Every input a node reads from the pool is in its own segment, and no
+  // two pooled outputs of a segment overlap. INTERNAL naming the node.
+  absl::Status CheckRecompute() const;
+  bool InPool(const Tensor& t) const;
 
   // Lets each ReLU's producer apply it (Layer::FuseRelu) and its consumer
   // run its backward (Layer::FuseReluBackward), then lets a producer absorb
@@ -284,8 +316,13 @@ class Model {
   BufferPlan eval_plan_, grad_plan_;
   bool profiling_ = false;
   bool bf16_ = false;
-  int64_t grad_batch_ = -1;    // the batch the gradient buffers are viewed at
-  int64_t grad_capacity_ = 0;  // the batch the planned slots were sized for
+  bool recompute_ = false;
+  int64_t pool_elements_ = 0;       // per example: the largest segment's pooled outputs
+  Tensor pool_;                     // sized for batch_
+  int resident_segment_ = -1;       // whose outputs the pool holds now
+  std::vector<bool> segment_runs_;  // per segment: a node of it runs backward
+  int64_t grad_batch_ = -1;         // the batch the gradient buffers are viewed at
+  int64_t grad_capacity_ = 0;       // the batch the planned slots were sized for
   // Activation sets (SetActivationSets): the others' outputs, input, batch
   // and mode while set current_set_ is in the nodes. Empty: one set.
   struct ActivationSet {

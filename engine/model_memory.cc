@@ -12,23 +12,31 @@
 
 namespace yoke::engine {
 
-void Model::PlanEvalBuffers() {
+std::vector<int> Model::BufferOwners() const {
   const int n = static_cast<int>(nodes_.size());
-  // owner[i]: the node whose buffer holds node i's output (-1: none). A fused
-  // ReLU's output is its producer's buffer; a producer that writes a pool's
-  // output has none of its own, and that pool's buffer is written at the
-  // producer's step.
-  std::vector<int> owner(n, -1), buffer(n, -1);
-  std::vector<BufferLife> lives;
+  std::vector<int> owner(n, -1);
   for (int i = 0; i < n; ++i) {
     const Node& node = nodes_[i];
     if (node.fused) {
       owner[i] = owner[node.inputs[0]];
     } else if (node.writes_into < 0) {
       owner[i] = i;
-      buffer[i] = static_cast<int>(lives.size());
-      lives.push_back({NumElements(node.shape), i, i});
     }
+  }
+  return owner;
+}
+
+void Model::PlanEvalBuffers() {
+  const int n = static_cast<int>(nodes_.size());
+  // A producer that writes a pool's output has no buffer of its own, and
+  // that pool's buffer is written at the producer's step.
+  const std::vector<int> owner = BufferOwners();
+  std::vector<int> buffer(n, -1);
+  std::vector<BufferLife> lives;
+  for (int i = 0; i < n; ++i) {
+    if (owner[i] != i) continue;
+    buffer[i] = static_cast<int>(lives.size());
+    lives.push_back({NumElements(nodes_[i].shape), i, i});
   }
   for (int i = 0; i < n; ++i) {
     const Node& node = nodes_[i];
@@ -125,6 +133,7 @@ void Model::PlanGradBuffers() {
 }
 
 absl::Status Model::CheckMemoryPlans() const {
+  RETURN_IF_ERROR(CheckRecompute());
   RETURN_IF_ERROR(common::Annotate(CheckBufferPlan(eval_lives_, eval_plan_), "evaluation plan"));
   return common::Annotate(CheckBufferPlan(grad_lives_, grad_plan_), "gradient plan");
 }
@@ -144,7 +153,10 @@ int64_t Model::HeldActivationBytes() const {
     int64_t& b = buffers[t.raw()];
     b = std::max(b, static_cast<int64_t>(t.bytes()));
   };
-  for (const Node& node : nodes_) add(node.out);
+  for (const Node& node : nodes_) {
+    if (!InPool(node.out)) add(node.out);
+  }
+  if (pool_.defined()) buffers[pool_.raw()] = static_cast<int64_t>(pool_.bytes());
   for (const ActivationSet& set : sets_) {
     for (const Tensor& t : set.outs) add(t);
   }
@@ -154,9 +166,12 @@ int64_t Model::HeldActivationBytes() const {
 }
 
 int64_t Model::ActivationBytes(int64_t n) const {
-  int64_t elements = 0;
+  // With recomputation: the kept outputs, and the pool.
+  int64_t elements = recompute_ ? pool_elements_ : 0;
   for (const Node& node : nodes_) {
-    if (!node.fused && node.writes_into < 0) elements += NumElements(node.shape);
+    if (!node.fused && node.writes_into < 0 && node.pool_offset < 0) {
+      elements += NumElements(node.shape);
+    }
   }
   return elements * n * static_cast<int64_t>(sizeof(float));
 }

@@ -112,6 +112,11 @@ absl::Status Model::SetActivationSets(int k) {
         "several activation sets (micro-batches in flight) run on the CPU only; the model is on ",
         device_.ToString()));
   }
+  if (k > 1 && recompute_) {
+    return absl::FailedPreconditionError(
+        "several activation sets (micro-batches in flight) with training.recompute: the "
+        "recomputed outputs have one pool");
+  }
   RETURN_IF_ERROR(SelectSet(0));
   if (k == 1) {
     sets_.clear();

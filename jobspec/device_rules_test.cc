@@ -38,7 +38,8 @@ TEST(DeviceRulesTest, OneGpuIsAccepted) {
             "training.clip_grad_norm=1"},
            {"training.precision=fp32"},
            {"distribution.device=cuda", "training.precision=tf32"},
-           {"training.precision=bf16"}}) {
+           {"training.precision=bf16"},
+           {"training.precision=bf16", "training.recompute=true"}}) {
     absl::Status s = Validate(o);
     EXPECT_TRUE(s.ok()) << testing::PrintToString(o) << ": " << s;
   }
@@ -68,6 +69,8 @@ TEST(DeviceRulesTest, WhatCannotRunIsRefusedWithTheReason) {
        "training.precision: 'tf32' is a GPU precision (tensor cores reading fp32 at TF32); use "
        "it with distribution.device: cuda"},
       {{"distribution.device=tpu"}, "distribution.device: unknown device 'tpu' (known: cpu, cuda)"},
+      {{"distribution.device=cuda", "training.recompute=true"},
+       "training.recompute: the CUDA engine does not recompute activations yet"},
   };
   for (const Refusal& r : refusals) {
     absl::Status s = Validate(r.overrides);

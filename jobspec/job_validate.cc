@@ -416,6 +416,11 @@ void CheckTrainingOptions(Checker& c, const v1::JobSpec& spec) {
                        " (fp32 everywhere, bf16 on the cpu, tf32 on cuda; the CUDA engine's "
                        "mixed precision brings the rest)"));
   }
+  if (t.recompute() && cuda) {
+    c.Add(
+        "training.recompute: the CUDA engine does not recompute activations yet; use it with "
+        "distribution.device: cpu");
+  }
   c.NonNegative("training.accumulation_steps", t.accumulation_steps());
   const int64_t k = t.accumulation_steps();
   const int64_t replicas = DataParallelReplicas(spec);

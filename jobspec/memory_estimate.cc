@@ -119,6 +119,41 @@ std::vector<LayerCost> ExactCosts(const v1::JobSpec& spec, const List& layers,
 // (the engine does this for one input channel; elsewhere it allocates more,
 // and the estimate stays a lower bound). Empty when the list does not
 // resolve as a graph (validation says why).
+// training.recompute (engine/model.h): the engine keeps only the output of
+// each segment's last layer (the segments end where the model could be cut
+// into pipeline stages) and pools the others, the pool holding at least the
+// largest of them. `act[i]`: layer i's output bytes (0 for a shared one).
+double RecomputedActivations(const std::vector<std::vector<int>>& graph,
+                             const std::vector<bool>& shared, const std::vector<double>& act) {
+  const int n = static_cast<int>(graph.size());
+  std::vector<int> min_input(n + 1, n);
+  for (int j = n - 1; j >= 0; --j) {
+    min_input[j] = min_input[j + 1];
+    for (int src : graph[j]) min_input[j] = std::min(min_input[j], src);
+  }
+  // The layer whose buffer holds layer i's output (a shared ReLU: its input's).
+  auto holder = [&](int i) {
+    while (i >= 0 && shared[i] && graph[i].size() == 1) i = graph[i][0];
+    return i;
+  };
+  std::vector<bool> kept(n, false);
+  for (int b = 1; b <= n; ++b) {
+    if (b == n || min_input[b] >= b - 1) {
+      const int h = holder(b - 1);
+      if (h >= 0) kept[h] = true;
+    }
+  }
+  double total = 0, largest_pooled = 0;
+  for (int i = 0; i < n; ++i) {
+    if (kept[i]) {
+      total += act[i];
+    } else {
+      largest_pooled = std::max(largest_pooled, act[i]);
+    }
+  }
+  return total + largest_pooled;
+}
+
 template <typename List>
 std::vector<bool> SharedOutputs(const List& layers, std::vector<std::vector<int>>* inputs) {
   auto plan = engine::shapes::PlanLayers(layers, "model.layers", std::nullopt, -1);
@@ -300,6 +335,7 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec,
   // flatten before the first dense layer).
   std::vector<bool> needs_grad(num_layers, graph.empty());
   std::vector<double> layer_bytes(num_layers, 0), grad_outputs(num_layers, 0);
+  std::vector<double> param_bytes(num_layers, 0), act_bytes(num_layers, 0);
 
   std::map<std::string, Dims> outputs;  // by layer name, for explicit inputs
   Dims cur;                             // the previous layer's output
@@ -324,7 +360,9 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec,
       for (int src : graph[i]) needs_grad[i] = needs_grad[i] || (src >= 0 && needs_grad[src]);
     }
     est.parameters += params;
-    const double bytes = params * per_param + (kept ? out_elements * per_activation : 0);
+    param_bytes[i] = params * per_param;
+    act_bytes[i] = kept ? out_elements * per_activation : 0;
+    const double bytes = param_bytes[i] + act_bytes[i];
     layer_bytes[i] = bytes;
     if (kept && needs_grad[i]) grad_outputs[i] = out_elements;
     largest_output = std::max(largest_output, grad_outputs[i]);
@@ -335,6 +373,13 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec,
     }
     cur = out;
     outputs[l.name().empty() ? absl::StrCat("layer_", i) : l.name()] = out;
+  }
+  if (!piped && spec.training().recompute() && graph.size() == layer_bytes.size() &&
+      shared.size() == layer_bytes.size()) {
+    for (double b : param_bytes) est.bytes += b;
+    est.bytes += RecomputedActivations(graph, shared, act_bytes);
+    est.bytes += largest_output * per_activation;
+    return est;
   }
   if (!piped) {
     for (double b : layer_bytes) est.bytes += b;

@@ -27,6 +27,10 @@
 // that passes may still not fit, and fails in its trainer with a message
 // saying how much memory it needed.
 //
+// With training.recompute the engine keeps only the outputs between the
+// model's blocks and pools the rest; those kept outputs and the largest
+// pooled one are counted instead of every output.
+//
 // A pipeline job's replica holds one stage (distribution.pipeline): its
 // layers' parameters, and their activations for one micro-batch (the batch
 // over the pipelines and micro-batches). At explicit boundaries the largest

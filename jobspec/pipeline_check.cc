@@ -71,6 +71,11 @@ void CheckJob(const v1::JobSpec& spec, std::vector<std::string>* errors) {
         absl::StrCat("training.accumulation_steps: a pipeline accumulates over its micro-batches (",
                      f, ".micro_batches); leave accumulation_steps out"));
   }
+  if (t.recompute()) {
+    errors->push_back(
+        "training.recompute: not with distribution.pipeline (a stage keeps several "
+        "micro-batches' activations in flight); use one or the other");
+  }
   if (d.sync_batch_norm()) {
     errors->push_back(absl::StrCat(
         "distribution.sync_batch_norm: not supported with ", f,

@@ -105,7 +105,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{{"training.accumulation_steps=2"},
              "training.accumulation_steps: a pipeline accumulates over its micro-batches"},
         Case{{"distribution.sync_batch_norm=true"},
-             "distribution.sync_batch_norm: not supported with distribution.pipeline"}));
+             "distribution.sync_batch_norm: not supported with distribution.pipeline"},
+        Case{{"training.recompute=true"}, "training.recompute: not with distribution.pipeline"}));
 
 TEST(PipelineCheckTest, ValidationCountsPipelinesAndReportsTheRules) {
   // 4 ranks in 4 stages make one pipeline, so a batch of 2 is enough: the

@@ -47,6 +47,9 @@ int64_t MeasuredBytes(const v1::JobSpec& spec, const Case& c) {
                                        c.classes);
     EXPECT_TRUE(model.ok()) << model.status();
     if (!model.ok()) return -1;
+    if (spec.training().recompute()) {
+      EXPECT_TRUE((*model)->SetRecompute(true).ok());
+    }
     (*model)->params().Initialize(1);
     auto opt = engine::CreateOptimizer(spec.training().optimizer(), &(*model)->params());
     EXPECT_TRUE(opt.ok()) << opt.status();
@@ -85,27 +88,31 @@ TEST(MemoryEstimateBound, NeverAboveWhatTheEngineHolds) {
   for (const Case& c : cases) {
     for (const int batch : {1, 16, 64}) {
       for (const char* opt : optimizers) {
-        const std::string yaml =
-            "model: " + c.model + "\ndata: {train: {format: synthetic, shape: [" +
-            ShapeYaml(c.shape) + "], num_classes: " + std::to_string(c.classes) +
-            ", num_examples: 64}}\ntraining: {batch_size: " + std::to_string(batch) +
-            ", optimizer: " + opt + "}\n";
-        auto spec = common::LoadJobSpecString(yaml, {});
-        ASSERT_TRUE(spec.ok()) << spec.status() << "\n" << yaml;
-        const common::MemoryEstimate e = common::EstimateReplicaMemory(*spec);
-        const double estimate = e.bytes - e.data_bytes;
-        const int64_t held = MeasuredBytes(*spec, c);
-        SCOPED_TRACE(c.name + " batch " + std::to_string(batch) + " " + opt);
-        ASSERT_GT(held, 0);
-        EXPECT_LE(estimate, static_cast<double>(held))
-            << "the estimate (" << common::FormatBytes(estimate)
-            << ") is above what the engine holds (" << common::FormatBytes(held) << ")";
-        // Close enough to refuse what cannot fit: within a factor of 3.
-        EXPECT_GE(estimate * 3, static_cast<double>(held))
-            << "the estimate (" << common::FormatBytes(estimate) << ") is far below "
-            << common::FormatBytes(held);
-        std::printf("%-16s batch %3d %-38s estimate %10.0f held %10lld (%.2f)\n", c.name.c_str(),
-                    batch, opt, estimate, static_cast<long long>(held), estimate / held);
+        for (const bool recompute : {false, true}) {
+          const std::string yaml =
+              "model: " + c.model + "\ndata: {train: {format: synthetic, shape: [" +
+              ShapeYaml(c.shape) + "], num_classes: " + std::to_string(c.classes) +
+              ", num_examples: 64}}\ntraining: {batch_size: " + std::to_string(batch) +
+              ", optimizer: " + opt + (recompute ? ", recompute: true" : "") + "}\n";
+          auto spec = common::LoadJobSpecString(yaml, {});
+          ASSERT_TRUE(spec.ok()) << spec.status() << "\n" << yaml;
+          const common::MemoryEstimate e = common::EstimateReplicaMemory(*spec);
+          const double estimate = e.bytes - e.data_bytes;
+          const int64_t held = MeasuredBytes(*spec, c);
+          SCOPED_TRACE(c.name + " batch " + std::to_string(batch) + " " + opt +
+                       (recompute ? " recompute" : ""));
+          ASSERT_GT(held, 0);
+          EXPECT_LE(estimate, static_cast<double>(held))
+              << "the estimate (" << common::FormatBytes(estimate)
+              << ") is above what the engine holds (" << common::FormatBytes(held) << ")";
+          // Close enough to refuse what cannot fit: within a factor of 3.
+          EXPECT_GE(estimate * 3, static_cast<double>(held))
+              << "the estimate (" << common::FormatBytes(estimate) << ") is far below "
+              << common::FormatBytes(held);
+          std::printf("%-16s batch %3d %-38s%s estimate %10.0f held %10lld (%.2f)\n",
+                      c.name.c_str(), batch, opt, recompute ? " recompute" : "", estimate,
+                      static_cast<long long>(held), estimate / held);
+        }
       }
     }
   }

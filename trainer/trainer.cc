@@ -125,6 +125,28 @@ absl::Status CheckSyncBatchNormSteps(const v1::JobSpec& spec, int64_t examples, 
 
 }  // namespace
 
+namespace {
+
+// training.recompute and training.precision: bf16, on one replica's model;
+// `log` says what they changed.
+absl::Status ConfigureModel(engine::Model& model, const v1::TrainingSpec& tr, bool log) {
+  if (tr.recompute()) {
+    ASSIGN_OR_RETURN(const int segments, model.SetRecompute(true));
+    if (log) {
+      spdlog::info("training.recompute: {} blocks' activations are computed again in backward",
+                   segments);
+    }
+  }
+  if (tr.precision() == "bf16") {
+    ASSIGN_OR_RETURN(const int layers, model.UseBf16(true));
+    if (log)
+      spdlog::info("training.precision bf16: {} layers compute in bf16 with fp32 sums", layers);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec,
                                                          const TrainerOptions& options) {
   if (!options.spec_validated) RETURN_IF_ERROR(common::ValidateJobSpec(spec));
@@ -204,13 +226,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
     } else {
       ASSIGN_OR_RETURN(r->model, engine::Model::Create(spec.model(), input, classes, r->device));
     }
-    if (tr.precision() == "bf16") {
-      ASSIGN_OR_RETURN(const int bf16_layers, r->model->UseBf16(true));
-      if (i == 0) {
-        spdlog::info("training.precision bf16: {} layers compute in bf16 with fp32 sums",
-                     bf16_layers);
-      }
-    }
+    RETURN_IF_ERROR(ConfigureModel(*r->model, tr, i == 0));
     ASSIGN_OR_RETURN(r->loss,
                      engine::CreateLoss(tr.loss().empty() ? "softmax_cross_entropy" : tr.loss(),
                                         tr.label_smoothing(), r->device));

@@ -334,5 +334,40 @@ TEST(TrainerTest, Bf16TrainsAsFarAsFp32) {
               0.1 * results["fp32"].train_loss());
 }
 
+// training.recompute through the trainer: a ResNet trains to exactly the
+// parameters, batch-norm statistics and losses of the run that keeps every
+// activation.
+TEST(TrainerTest, RecomputeTrainsTheSameToTheBit) {
+  std::map<bool, std::vector<float>> params, state;
+  std::map<bool, v1::TrainResult> results;
+  for (const bool recompute : {false, true}) {
+    auto spec = common::LoadJobSpecString(R"(
+model: {zoo: resnet20, width: 4}
+data:
+  train: {format: synthetic, shape: [16, 16, 3], num_classes: 4, num_examples: 96, seed: 3}
+training:
+  epochs: 2
+  batch_size: 16
+  seed: 5
+  optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+)",
+                                          {}, "test");
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    spec->mutable_training()->set_recompute(recompute);
+    auto t = Trainer::Create(*spec, {});
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ((*t)->model().recompute(), recompute);
+    auto r = (*t)->Run();
+    ASSERT_TRUE(r.ok()) << r.status();
+    results[recompute] = *r;
+    params[recompute] = Params(**t);
+    state[recompute] = State(**t);
+  }
+  EXPECT_EQ(params[true], params[false]);
+  EXPECT_EQ(state[true], state[false]);
+  EXPECT_EQ(results[true].train_loss(), results[false].train_loss());
+  EXPECT_EQ(results[true].steps(), 12);
+}
+
 }  // namespace
 }  // namespace yoke::worker

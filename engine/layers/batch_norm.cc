@@ -83,6 +83,7 @@ absl::Status BatchNormLayer::Normalize(const Tensor& x, Tensor* out, const Layer
   // oneDNN reports the biased variance; the running estimate wants the
   // unbiased one. A single value per channel has no spread to estimate.
   const float unbias = m > 1 ? static_cast<float>(m / (m - 1)) : 1.0f;
+  if (ctx.recompute) return absl::OkStatus();  // updated by the first Forward
   for (int64_t j = 0; j < channels_; ++j) {
     running_mean[j] = (1.0f - momentum_) * running_mean[j] + momentum_ * bm[j];
     running_var[j] = (1.0f - momentum_) * running_var[j] + momentum_ * bv[j] * unbias;

@@ -172,25 +172,7 @@ absl::Status Conv2dPlan::Build(bool need_backward_data) {
   auto fwd_pd = dnnl::convolution_forward::primitive_desc(fwd_desc, fwd_attr, eng);
   fwd_ = dnnl::convolution_forward(fwd_pd);
 
-  x_mem_ = memory(x_md_, eng, nullptr);
-  y_mem_ = memory(y_md_, eng, nullptr);
-  w_plain_mem_ = memory(w_plain_md_, eng, nullptr);
-  dw_plain_mem_ = memory(w_plain_md_, eng, nullptr);
-  dx_mem_ = memory(x_md_, eng, nullptr);
-  dy_mem_ = memory(y_md_, eng, nullptr);
-  if (g.bias) {
-    b_mem_ = memory(b_md_, eng, nullptr);
-    db_mem_ = memory(b_md_, eng, nullptr);
-  }
-  if (g.bf16) {
-    x_lp_mem_ = memory(x_lp_md_, eng, nullptr);
-    dy_lp_mem_ = memory(dy_lp_md_, eng, nullptr);
-    x_to_lp_ = dnnl::reorder(x_mem_, x_lp_mem_);
-    dy_to_lp_ = dnnl::reorder(dy_mem_, dy_lp_mem_);
-  } else {
-    x_lp_mem_ = x_mem_;
-    dy_lp_mem_ = dy_mem_;
-  }
+  BindUserMemories();
 
   if (fwd_pd.weights_desc() != w_plain_md_) {
     fwd_w_reorder_ = true;
@@ -260,6 +242,29 @@ absl::Status Conv2dPlan::Build(bool need_backward_data) {
                  {DNNL_ARG_DIFF_WEIGHTS, bwd_w_dw_mem_}};
   if (g.bias) bwd_w_args_[DNNL_ARG_DIFF_BIAS] = db_mem_;
   return absl::OkStatus();
+}
+
+void Conv2dPlan::BindUserMemories() {
+  dnnl::engine& eng = CpuEngine();
+  x_mem_ = memory(x_md_, eng, nullptr);
+  y_mem_ = memory(y_md_, eng, nullptr);
+  w_plain_mem_ = memory(w_plain_md_, eng, nullptr);
+  dw_plain_mem_ = memory(w_plain_md_, eng, nullptr);
+  dx_mem_ = memory(x_md_, eng, nullptr);
+  dy_mem_ = memory(y_md_, eng, nullptr);
+  if (g_.bias) {
+    b_mem_ = memory(b_md_, eng, nullptr);
+    db_mem_ = memory(b_md_, eng, nullptr);
+  }
+  if (g_.bf16) {
+    x_lp_mem_ = memory(x_lp_md_, eng, nullptr);
+    dy_lp_mem_ = memory(dy_lp_md_, eng, nullptr);
+    x_to_lp_ = dnnl::reorder(x_mem_, x_lp_mem_);
+    dy_to_lp_ = dnnl::reorder(dy_mem_, dy_lp_mem_);
+  } else {
+    x_lp_mem_ = x_mem_;
+    dy_lp_mem_ = dy_mem_;
+  }
 }
 
 void Conv2dPlan::BuildMatmulBackward() {

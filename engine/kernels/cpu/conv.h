@@ -139,6 +139,9 @@ class Conv2dPlan {
   // Rounds what BackwardWeights reads of x into the scratch; returns it.
   void* RoundXRead(const float* x);
   void BuildMatmulBackward();
+  // The memories over the callers' buffers (handles set per call), and the
+  // bf16 ones with their rounding reorders.
+  void BindUserMemories();
   void RoundX(const float* x);
   void RoundDy(const float* dy);
   const float* rounded_dy_ = nullptr;
