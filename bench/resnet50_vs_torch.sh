@@ -29,6 +29,10 @@
 # everywhere else), PyTorch under torch.autocast(cpu, bfloat16), Keras under
 # its mixed_bfloat16 policy. The default is fp32 for all.
 #
+# RECOMPUTE=both times Yoke twice in every run, as it keeps every activation
+# and with training.recompute ("yoke recompute"); RECOMPUTE=1 only the
+# latter. Each Yoke variant gets its own ratios.
+#
 # Checked before any figure is trusted: every framework's network has the
 # same number of trainable parameters (23,528,522 for ResNet-50 and 272,474
 # for ResNet-20, with 10 classes), every run ends with a finite loss, and
@@ -48,6 +52,9 @@ STEPS=${STEPS:-12}
 WARMUP=${WARMUP:-2}
 THREADS=${THREADS:-2}
 PRECISION=${PRECISION:-fp32}
+RECOMPUTE=${RECOMPUTE:-0}
+case "$RECOMPUTE" in 0) VARIANTS="false" ;; 1) VARIANTS="true" ;; both) VARIANTS="false true" ;;
+  *) echo "RECOMPUTE=$RECOMPUTE: 0, 1 or both" >&2; exit 2 ;; esac
 case "$PRECISION" in fp32 | bf16) ;; *) echo "PRECISION=$PRECISION: fp32 or bf16" >&2; exit 2 ;; esac
 if [ -z "${PEERS:-}" ]; then
   PEERS="/usr/bin/python3 nchw"
@@ -74,11 +81,13 @@ training:
   threads: $THREADS
   log_every_steps: 1
   precision: $PRECISION
+  recompute: RECOMPUTE_VALUE
   optimizer: {type: sgd, lr: 0.01, momentum: 0.9}
 EOF
 
-yoke_once() {  # -> JSON: samples/s after WARMUP steps, loss, parameters, RSS
-  "$BUILD/bin/yoke" train "$WORK/job.yaml" --output events 2>"$WORK/yoke.log" >"$WORK/yoke.events"
+yoke_once() {  # RECOMPUTE (true|false) -> JSON: samples/s after WARMUP steps, loss, parameters, RSS
+  sed "s/RECOMPUTE_VALUE/$1/" "$WORK/job.yaml" >"$WORK/job-$1.yaml"
+  "$BUILD/bin/yoke" train "$WORK/job-$1.yaml" --output events 2>"$WORK/yoke.log" >"$WORK/yoke.events"
   python3 - "$WORK/yoke.events" "$WARMUP" "$BATCH" <<'PY'
 import json, math, sys
 warmup, batch = int(sys.argv[2]), int(sys.argv[3])
@@ -116,8 +125,12 @@ echo "$MODEL ${SIZE}x${SIZE}, batch $BATCH, $PRECISION, $STEPS steps ($WARMUP un
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
 : >"$WORK/runs.jsonl"
 for i in $(seq "$RUNS"); do
-  y=$(yoke_once)
-  echo "{\"run\": $i, \"who\": \"yoke\", \"r\": $y}" >>"$WORK/runs.jsonl"
+  for v in $VARIANTS; do
+    y=$(yoke_once "$v")
+    who=yoke
+    [ "$v" = true ] && who="yoke recompute"
+    echo "{\"run\": $i, \"who\": \"$who\", \"r\": $y}" >>"$WORK/runs.jsonl"
+  done
   while read -r py kind; do
     [ -n "$py" ] || continue
     t=$(peer_once "$py" "$kind")
@@ -131,10 +144,10 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["run"] == i]
 parts = []
 for row in rows:
     r = row["r"]
-    name = "yoke" if row["who"] == "yoke" else r["framework"]
+    name = row["who"] if row["who"] != "peer" else r["framework"]
     assert math.isfinite(r["train_loss"]), f"{name}: loss {r['train_loss']}"
     assert r["num_parameters"] == params, f"{name}: {r['num_parameters']} parameters, not {params}"
-    if row["who"] == "yoke":
+    if row["who"] != "peer":
         assert r["steps"] == steps, f"yoke ran {r['steps']} steps of {steps}"
     parts.append(f"{name} {r['samples_per_second']:.2f} samples/s ({r['peak_memory_bytes']/2**20:.0f} MiB)")
 print(f"run {i}: " + ", ".join(parts))
@@ -144,21 +157,26 @@ python3 - "$WORK/runs.jsonl" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 def name(row):
-    return "yoke" if row["who"] == "yoke" else row["r"]["framework"]
+    return row["who"] if row["who"] != "peer" else row["r"]["framework"]
 names = list(dict.fromkeys(name(r) for r in rows))
 by = {n: [r["r"] for r in rows if name(r) == n] for n in names}
 runs = sorted({r["run"] for r in rows})
 med = {n: statistics.median(x["samples_per_second"] for x in by[n]) for n in names}
 rss = {n: statistics.median(x["peak_memory_bytes"] for x in by[n]) / 2**20 for n in names}
+yokes = [n for n in names if n.startswith("yoke")]
+peers = [n for n in names if not n.startswith("yoke")]
 for n in names:
-    ratio = "" if n == "yoke" else f"; yoke/this {med['yoke'] / med[n]:.2f}x speed, {rss['yoke'] / rss[n]:.2f}x memory"
-    print(f"median {n}: {med[n]:.2f} samples/s, peak RSS {rss[n]:.0f} MiB{ratio}")
-peers = [n for n in names if n != "yoke"]
+    print(f"median {n}: {med[n]:.2f} samples/s, peak RSS {rss[n]:.0f} MiB")
+    for y in ([] if n in yokes else yokes):
+        print(f"  {y}/this {med[y] / med[n]:.2f}x speed, {rss[y] / rss[n]:.2f}x memory")
 best = max(peers, key=lambda n: med[n])
+lightest = min(peers, key=lambda n: rss[n])
 def run_of(n, k):
     return next((r["r"] for r in rows if name(r) == n and r["run"] == k), None)
-paired = [run_of("yoke", k)["samples_per_second"] / run_of(best, k)["samples_per_second"]
-          for k in runs if run_of(best, k) is not None]
-print(f"best peer: {best}; yoke/best paired ratios {', '.join(f'{p:.2f}' for p in paired)}, "
-      f"median {statistics.median(paired):.2f}x")
+for y in yokes:
+    paired = [run_of(y, k)["samples_per_second"] / run_of(best, k)["samples_per_second"]
+              for k in runs if run_of(best, k) is not None and run_of(y, k) is not None]
+    print(f"best peer: {best}; {y}/best paired ratios {', '.join(f'{p:.2f}' for p in paired)}, "
+          f"median {statistics.median(paired):.2f}x; memory {rss[y] / rss[lightest]:.2f}x "
+          f"the lightest peer ({lightest})")
 PY
