@@ -57,7 +57,7 @@ class Schedule final : public LrSchedule {
   int64_t total_;
 };
 
-absl::Status Field(const std::string& field, const std::string& what, double got) {
+absl::Status ScheduleField(const std::string& field, const std::string& what, double got) {
   return absl::InvalidArgumentError(
       absl::StrCat("training.schedule.", field, ": ", what, ", got ", got));
 }
@@ -97,20 +97,21 @@ absl::StatusOr<std::unique_ptr<LrSchedule>> CreateSchedule(const v1::ScheduleSpe
   }
   const Type type = entry->type;
   if (spec.warmup_steps() < 0) {
-    return Field("warmup_steps", "must be >= 0", spec.warmup_steps());
+    return ScheduleField("warmup_steps", "must be >= 0", spec.warmup_steps());
   }
   // proto3 cannot tell an unset gamma from 0, and 0 would zero the rate.
   const double gamma = spec.gamma() == 0.0f ? 0.1 : spec.gamma();
   if (type == Type::kStep) {
     if (spec.step_size() <= 0) {
-      return Field("step_size", "must be > 0 for type 'step'", spec.step_size());
+      return ScheduleField("step_size", "must be > 0 for type 'step'", spec.step_size());
     }
     if (!(gamma > 0.0) || !std::isfinite(gamma)) {
-      return Field("gamma", "must be finite and > 0", gamma);
+      return ScheduleField("gamma", "must be finite and > 0", gamma);
     }
   }
   if (type == Type::kCosine && !(spec.min_lr() >= 0.0f && spec.min_lr() <= base_lr)) {
-    return Field("min_lr", absl::StrCat("must be in [0, lr = ", base_lr, "]"), spec.min_lr());
+    return ScheduleField("min_lr", absl::StrCat("must be in [0, lr = ", base_lr, "]"),
+                         spec.min_lr());
   }
   return std::unique_ptr<LrSchedule>(new Schedule(
       type, base_lr, spec.warmup_steps(), spec.step_size(), gamma, spec.min_lr(), total_steps));
