@@ -277,7 +277,7 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
     // Entering a segment whose outputs the pool no longer holds: run its
     // Forward again (training.recompute).
     const int seg = node.last_of_segment;
-    if (recompute_ && seg >= 0 && seg != resident_segment_ && segment_runs_[seg]) {
+    if (recompute_ && seg >= 0 && seg != resident_segment_ && recomputed_[seg]) {
       RETURN_IF_ERROR(RecomputeSegment(seg, ctx));
     }
     if (!node.needs_grad) continue;     // nothing upstream learns

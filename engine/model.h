@@ -317,12 +317,14 @@ class Model {
   bool profiling_ = false;
   bool bf16_ = false;
   bool recompute_ = false;
-  int64_t pool_elements_ = 0;       // per example: the largest segment's pooled outputs
-  Tensor pool_;                     // sized for batch_
-  int resident_segment_ = -1;       // whose outputs the pool holds now
-  std::vector<bool> segment_runs_;  // per segment: a node of it runs backward
-  int64_t grad_batch_ = -1;         // the batch the gradient buffers are viewed at
-  int64_t grad_capacity_ = 0;       // the batch the planned slots were sized for
+  int64_t pool_elements_ = 0;  // per example: the largest segment's pooled outputs
+  Tensor pool_;                // sized for batch_
+  int resident_segment_ = -1;  // whose outputs the pool holds now
+  // Per segment: backward runs its Forwards again (it has pooled outputs
+  // and a node that runs backward).
+  std::vector<bool> recomputed_;
+  int64_t grad_batch_ = -1;    // the batch the gradient buffers are viewed at
+  int64_t grad_capacity_ = 0;  // the batch the planned slots were sized for
   // Activation sets (SetActivationSets): the others' outputs, input, batch
   // and mode while set current_set_ is in the nodes. Empty: one set.
   struct ActivationSet {

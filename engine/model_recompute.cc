@@ -1,11 +1,11 @@
 // Model: activation recomputation (training.recompute; engine/model.h).
 #include <algorithm>
 #include <chrono>
-#include <climits>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "engine/model.h"
+#include "engine/shapes/layer_shapes.h"
 
 namespace yoke::engine {
 
@@ -26,14 +26,7 @@ absl::StatusOr<int> Model::SetRecompute(bool on) {
   recompute_ = on;
   PlanRecompute();
   if (!on) return 0;
-  int recomputed = 0;
-  for (size_t k = 0; k < segment_runs_.size(); ++k) {
-    bool pooled = false;
-    for (const Node& node : nodes_)
-      pooled |= node.segment == static_cast<int>(k) && node.pool_offset >= 0;
-    recomputed += pooled && segment_runs_[k] ? 1 : 0;
-  }
-  return recomputed;
+  return static_cast<int>(std::count(recomputed_.begin(), recomputed_.end(), true));
 }
 
 void Model::PlanRecompute() {
@@ -44,25 +37,26 @@ void Model::PlanRecompute() {
     node.last_of_segment = -1;
   }
   pool_elements_ = 0;
-  segment_runs_.assign(1, false);
+  recomputed_.assign(1, false);
   if (!recompute_ || n == 0) return;
-  // A segment starts at every b where no layer from b on reads anything
-  // before layer b - 1 (the model input included): PipelineCuts' rule.
-  std::vector<int> min_input(n + 1, INT_MAX);
-  for (int j = n - 1; j >= 0; --j) {
-    min_input[j] = min_input[j + 1];
-    for (int src : nodes_[j].inputs) min_input[j] = std::min(min_input[j], src);
-  }
+  // A segment starts at every cut point (the model input counts as read).
+  std::vector<std::vector<int>> inputs;
+  for (const Node& node : nodes_) inputs.push_back(node.inputs);
+  const std::vector<int> cuts = shapes::CutPoints(inputs);
   int segment = 0;
+  size_t next_cut = 0;
   for (int b = 0; b < n; ++b) {
-    if (b > 0 && min_input[b] >= b - 1) {
+    if (next_cut < cuts.size() && cuts[next_cut] == b) {
       nodes_[b - 1].last_of_segment = segment;
       ++segment;
+      ++next_cut;
     }
     nodes_[b].segment = segment;
   }
   nodes_[n - 1].last_of_segment = segment;
-  segment_runs_.assign(segment + 1, false);
+  // A segment is recomputed when it has pooled outputs and a node of it
+  // runs backward.
+  std::vector<bool> runs(segment + 1, false), pooled(segment + 1, false);
   // Each node's buffer: its own, its producer's (a fused ReLU), or none (a
   // layer writing its pool's output). The buffer of a segment's last node
   // is kept; every other buffer of a segment goes to the pool, after the
@@ -78,12 +72,15 @@ void Model::PlanRecompute() {
       while (nodes_[last].last_of_segment < 0) ++last;
       kept = owner[last];
     }
-    segment_runs_[node.segment] = segment_runs_[node.segment] || RunsBackward(i);
+    runs[node.segment] = runs[node.segment] || RunsBackward(i);
     if (owner[i] != i || i == kept) continue;
+    pooled[node.segment] = true;
     node.pool_offset = offset;
     offset += NumElements(node.shape);
     pool_elements_ = std::max(pool_elements_, offset);
   }
+  recomputed_.assign(segment + 1, false);
+  for (int k = 0; k <= segment; ++k) recomputed_[k] = runs[k] && pooled[k];
 }
 
 bool Model::InPool(const Tensor& t) const {

@@ -1,6 +1,5 @@
 // Model: pipeline stages (CreateStage, PipelineCuts) and activation sets.
 #include <algorithm>
-#include <climits>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -9,18 +8,6 @@
 
 namespace yoke::engine {
 namespace {
-
-// Per layer j: the smallest layer index read by j or any later layer (-1:
-// the model input).
-std::vector<int> SuffixMinInput(const shapes::LayerPlan& plan) {
-  const int n = static_cast<int>(plan.inputs.size());
-  std::vector<int> m(n + 1, INT_MAX);
-  for (int j = n - 1; j >= 0; --j) {
-    m[j] = m[j + 1];
-    for (int src : plan.inputs[j]) m[j] = std::min(m[j], src);
-  }
-  return m;
-}
 
 // OK when the list may be cut before layer b; else what reaches across.
 absl::Status CheckCut(const shapes::LayerPlan& plan, const std::string& path, int b) {
@@ -78,10 +65,7 @@ absl::StatusOr<Model::Cuts> Model::PipelineCuts(const v1::ModelSpec& spec, const
   Cuts c;
   c.layers = static_cast<int>(e.layers.size());
   c.names = e.plan.names;
-  const std::vector<int> min_input = SuffixMinInput(e.plan);
-  for (int b = 1; b < c.layers; ++b) {
-    if (min_input[b] >= b - 1) c.cuts.push_back(b);
-  }
+  c.cuts = shapes::CutPoints(e.plan.inputs);
   // Costs: each layer built alone into a set that is never allocated.
   ParamSet scratch;
   for (int i = 0; i < c.layers; ++i) {

@@ -126,22 +126,17 @@ std::vector<LayerCost> ExactCosts(const v1::JobSpec& spec, const List& layers,
 double RecomputedActivations(const std::vector<std::vector<int>>& graph,
                              const std::vector<bool>& shared, const std::vector<double>& act) {
   const int n = static_cast<int>(graph.size());
-  std::vector<int> min_input(n + 1, n);
-  for (int j = n - 1; j >= 0; --j) {
-    min_input[j] = min_input[j + 1];
-    for (int src : graph[j]) min_input[j] = std::min(min_input[j], src);
-  }
   // The layer whose buffer holds layer i's output (a shared ReLU: its input's).
   auto holder = [&](int i) {
     while (i >= 0 && shared[i] && graph[i].size() == 1) i = graph[i][0];
     return i;
   };
+  std::vector<int> last = engine::shapes::CutPoints(graph);  // each segment's end
+  last.push_back(n);
   std::vector<bool> kept(n, false);
-  for (int b = 1; b <= n; ++b) {
-    if (b == n || min_input[b] >= b - 1) {
-      const int h = holder(b - 1);
-      if (h >= 0) kept[h] = true;
-    }
+  for (int b : last) {
+    const int h = holder(b - 1);
+    if (h >= 0) kept[h] = true;
   }
   double total = 0, largest_pooled = 0;
   for (int i = 0; i < n; ++i) {

@@ -365,4 +365,19 @@ absl::StatusOr<LayerPlan> PlanLayers(
   return Plan(layers, path, input, num_classes);
 }
 
+std::vector<int> CutPoints(const std::vector<std::vector<int>>& inputs) {
+  const int n = static_cast<int>(inputs.size());
+  // min_input[j]: the smallest layer index read by layer j or any later one.
+  std::vector<int> min_input(n + 1, n);
+  for (int j = n - 1; j >= 0; --j) {
+    min_input[j] = min_input[j + 1];
+    for (int src : inputs[j]) min_input[j] = std::min(min_input[j], src);
+  }
+  std::vector<int> cuts;
+  for (int b = 1; b < n; ++b) {
+    if (min_input[b] >= b - 1) cuts.push_back(b);
+  }
+  return cuts;
+}
+
 }  // namespace yoke::engine::shapes

@@ -130,6 +130,15 @@ absl::StatusOr<LayerPlan> PlanLayers(
     const google::protobuf::RepeatedPtrField<v1::LayerSpec>& layers, const std::string& path,
     const std::optional<LayerShape>& input, int num_classes);
 
+// The layers b in [1, n) before which a list of n layers may be cut: no
+// layer from b on reads anything before layer b - 1 (the model input, -1,
+// included), so layer b - 1's output is the only one that crosses.
+// `inputs[j]` lists layer j's inputs (LayerPlan::inputs). Increasing. These
+// are the pipeline's stage boundaries (Model::PipelineCuts) and the segments
+// of activation recomputation (Model::SetRecompute, and the submit-time
+// memory estimate's account of it).
+std::vector<int> CutPoints(const std::vector<std::vector<int>>& inputs);
+
 }  // namespace yoke::engine::shapes
 
 #endif  // YOKE_ENGINE_SHAPES_LAYER_SHAPES_H_

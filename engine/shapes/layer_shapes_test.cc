@@ -182,5 +182,15 @@ TEST(LayerShapesTest, DefaultsAndPadding) {
   EXPECT_EQ(ComputePadding(9, 3, 3, false).out, 3);
 }
 
+// Only layer b - 1's output may cross a cut before b: a residual join
+// reaching back, or a later read of the model input, leaves no cut.
+TEST(CutPointsTest, OnlyWhereASingleOutputCrosses) {
+  // 0 <- input, 1 <- 0, 2 <- 1, 3 <- (2, 0), 4 <- 3
+  EXPECT_EQ(CutPoints({{-1}, {0}, {1}, {2, 0}, {3}}), (std::vector<int>{1, 4}));
+  EXPECT_EQ(CutPoints({{-1}, {0}, {1}}), (std::vector<int>{1, 2}));
+  EXPECT_TRUE(CutPoints({{-1}, {0, -1}}).empty());
+  EXPECT_TRUE(CutPoints({{-1}}).empty());
+}
+
 }  // namespace
 }  // namespace yoke::engine::shapes
