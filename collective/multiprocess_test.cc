@@ -15,6 +15,7 @@
 #include "collective/shm_communicator.h"
 #include "collective/testing/shm_segments.h"
 #include "common/clock.h"
+#include "common/testing/child_process.h"
 #include "coordinator/grpc_service.h"
 #include "coordinator/job_store.h"
 #include "gmock/gmock.h"
@@ -26,30 +27,9 @@ namespace {
 using ::testing::HasSubstr;
 using testing::ShmSegments;
 
-std::string HelperPath() {
-  char self[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  std::string p(self, n > 0 ? n : 0);
-  return p.substr(0, p.rfind('/') + 1) + "collective_test_rank";
-}
-
-pid_t Spawn(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-int WaitExit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+std::string HelperPath() { return common::SiblingBinary("collective_test_rank"); }
+using common::Spawn;
+using common::WaitExit;
 
 class MultiProcessTest : public ::testing::Test {
  protected:

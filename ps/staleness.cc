@@ -19,6 +19,16 @@ absl::Status StalenessGate::Join(int id) {
   return absl::OkStatus();
 }
 
+absl::Status StalenessGate::JoinAt(int id, int64_t clock) {
+  if (clock < 0)
+    return absl::InvalidArgumentError(absl::StrCat("worker ", id, " joins at step ", clock));
+  if (clock_.count(id)) {
+    return absl::FailedPreconditionError(absl::StrCat("worker ", id, " has already joined"));
+  }
+  clock_[id] = clock;
+  return absl::OkStatus();
+}
+
 void StalenessGate::Leave(int id) { clock_.erase(id); }
 
 absl::Status StalenessGate::Finished(int id, int64_t step) {

@@ -31,6 +31,10 @@ class StalenessGate {
   // Worker `id` takes part from the slowest live worker's clock (0 when it
   // is the first). FAILED_PRECONDITION if it is already in.
   absl::Status Join(int id);
+  // Worker `id` takes part from step `clock` (>= 0): a restarted worker at
+  // the step its PS tasks agreed on. FAILED_PRECONDITION if it is already
+  // in, INVALID_ARGUMENT for a negative clock.
+  absl::Status JoinAt(int id, int64_t clock);
   // Worker `id` is gone (dead or finished): nobody waits for it.
   void Leave(int id);
   // Worker `id` finished step `step`: its clock is step + 1. Steps come in

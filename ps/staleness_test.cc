@@ -88,5 +88,22 @@ TEST(StalenessTest, ADeadWorkerStopsHoldingTheOthersAndRejoinsAtTheSlowest) {
   EXPECT_FALSE(g.MayStart(9));
 }
 
+TEST(StalenessTest, JoinAtPlacesARestartedWorkerWhereItsPsTasksAgreed) {
+  StalenessGate g(Consistency::kBounded, 2);
+  ASSERT_TRUE(g.Join(0).ok());
+  for (int t = 0; t < 4; ++t) ASSERT_TRUE(g.Finished(0, t).ok());
+  ASSERT_TRUE(g.JoinAt(1, 3).ok());  // behind worker 0 by one step
+  EXPECT_EQ(g.Clock(1), 3);
+  EXPECT_EQ(g.SlowestClock(), 3);
+  EXPECT_TRUE(g.MayStart(0));  // 4 is 1 past the slowest
+  ASSERT_TRUE(g.Finished(0, 4).ok());
+  ASSERT_TRUE(g.Finished(0, 5).ok());
+  EXPECT_FALSE(g.MayStart(0));  // 6 is 3 past worker 1's 3
+  ASSERT_TRUE(g.Finished(1, 3).ok());
+  EXPECT_TRUE(g.MayStart(0));
+  EXPECT_EQ(g.JoinAt(1, 9).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(g.JoinAt(2, -1).code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace yoke::ps

@@ -406,10 +406,11 @@ class Trainer {
   // data-parallel rank) and the layout's check against world_size.
   absl::Status AssignPsRoles();
   // A replica, on its thread: the replicas' communicator (with more than
-  // one), then the PS context and its client.
+  // one), then its links to the PS tasks and its client.
   absl::Status ConnectPs(Replica& r);
-  // Both roles: the context of every replica and PS task, in wire order.
-  absl::Status ConnectPsContext(Replica& r);
+  // The Gloo options of the link between data-parallel rank `replica` and
+  // PS task `ps` (their hosts, for errors).
+  collective::GlooOptions LinkOptions(int replica, int ps) const;
   // A PS task's whole run, on its thread: serves its shard until every
   // replica has left (an idle task, one the model is too small for, returns
   // at once).
@@ -449,9 +450,9 @@ class Trainer {
   int stages_ = 1;  // distribution.pipeline.stages, or 1
   // distribution.parameter_servers of a parameter-server job, else 0; the
   // job's workers and replicas per worker; the global rank of each
-  // data-parallel rank and of each PS task (wire order).
+  // data-parallel rank and of each PS task.
   int ps_tasks_ = 0, ps_workers_ = 1, ps_per_worker_ = 1;
-  std::vector<int> dp_globals_, wire_globals_;
+  std::vector<int> dp_globals_, ps_globals_;
   std::vector<int> stage_starts_;  // the first layer of each stage
   int model_layers_ = 0;
   // The whole model's, where a replica builds one stage of it.

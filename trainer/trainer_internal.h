@@ -172,14 +172,11 @@ struct Trainer::Replica {
   // A parameter-server job (trainer_ps.cc): a replica (rank is then its
   // data-parallel rank) pushes to the PS tasks through ps_client instead of
   // a reducer and an optimizer; a PS task (ps_task, rank its global rank)
-  // runs ps_server over shard ps_index instead of a training loop. Both
-  // talk over ps_context, where the replicas are ranks 0.. and PS task k is
-  // rank replicas + k (wire_rank). ps_client and ps_server are set under
-  // comm_mu_, for AbortOthers.
+  // runs ps_server over shard ps_index instead of a training loop. Each
+  // replica has a link of its own to each PS task (ps/runtime/links.h).
+  // ps_client and ps_server are set under comm_mu_, for AbortOthers.
   bool ps_task = false;
   int ps_index = 0;
-  int wire_rank = 0;
-  std::shared_ptr<gloo::Context> ps_context;
   std::unique_ptr<ps::PsClient> ps_client;
   std::unique_ptr<ps::ShardServer> ps_server;
   // Set when distribution.sync_batch_norm: batch_norm's statistics span

@@ -12,6 +12,7 @@
 #include "collective/shm_communicator.h"
 #include "common/status.h"
 #include "jobspec/ps_check.h"
+#include "ps/runtime/links.h"
 #include "ps/shard_map.h"
 #include "spdlog/spdlog.h"
 #include "trainer/trainer.h"
@@ -44,18 +45,16 @@ absl::Status Trainer::AssignPsRoles() {
                      " ranks, but the world size is ", options_.world_size));
   }
   dp_globals_.assign(replicas, 0);
-  wire_globals_.assign(replicas + ps_tasks_, 0);
+  ps_globals_.assign(ps_tasks_, 0);
   for (int g = 0; g < options_.world_size; ++g) {
     const common::RankRole role = common::RoleOfRank(g, ps_workers_, ps_per_worker_, ps_tasks_);
-    if (!role.ps) dp_globals_[role.index] = g;
-    wire_globals_[role.ps ? replicas + role.index : role.index] = g;
+    (role.ps ? ps_globals_ : dp_globals_)[role.index] = g;
   }
   for (auto& r : replicas_) {
     const common::RankRole role =
         common::RoleOfRank(r->rank, ps_workers_, ps_per_worker_, ps_tasks_);
     r->ps_task = role.ps;
     r->ps_index = role.index;
-    r->wire_rank = role.ps ? replicas + role.index : role.index;
     if (!role.ps) r->rank = role.index;  // the data-parallel rank
   }
   if (replicas_[0]->ps_task) {
@@ -77,11 +76,8 @@ collective::GlooOptions Trainer::GlooForRanks(const std::vector<int>& globals) c
   return go;
 }
 
-absl::Status Trainer::ConnectPsContext(Replica& r) {
-  ASSIGN_OR_RETURN(r.ps_context, collective::ConnectGloo(ps_store_.get(), r.wire_rank,
-                                                         static_cast<int>(wire_globals_.size()),
-                                                         GlooForRanks(wire_globals_)));
-  return absl::OkStatus();
+collective::GlooOptions Trainer::LinkOptions(int replica, int ps) const {
+  return GlooForRanks({dp_globals_[replica], ps_globals_[ps]});
 }
 
 absl::Status Trainer::ConnectPs(Replica& r) {
@@ -96,10 +92,12 @@ absl::Status Trainer::ConnectPs(Replica& r) {
     RETURN_IF_ERROR(BroadcastInitialState(r, c));
     RETURN_IF_ERROR(CheckResumePosition(r));
   }
-  RETURN_IF_ERROR(ConnectPsContext(r));
   ASSIGN_OR_RETURN(ps::ShardMap map,
                    ps::BuildShardMap(r.model->params().flat_values().numel(), ps_tasks_));
-  ASSIGN_OR_RETURN(auto client, ps::PsClient::Create(r.ps_context, replicas, std::move(map),
+  ASSIGN_OR_RETURN(auto links, ps::ConnectWorkerLinks(ps_store_.get(), r.rank, 0, map, [&](int ps) {
+                     return LinkOptions(r.rank, ps);
+                   }));
+  ASSIGN_OR_RETURN(auto client, ps::PsClient::Create(std::move(links), r.rank, std::move(map),
                                                      collective_timeout_));
   // Each shard goes out as soon as backward has finished its parameters.
   std::vector<std::pair<int64_t, int64_t>> params;
@@ -114,7 +112,6 @@ absl::Status Trainer::ConnectPs(Replica& r) {
 }
 
 absl::Status Trainer::RunPsTask(Replica& r) {
-  RETURN_IF_ERROR(ConnectPsContext(r));
   const engine::Tensor& values = r.model->params().flat_values();
   ASSIGN_OR_RETURN(const ps::ShardMap map, ps::BuildShardMap(values.numel(), ps_tasks_));
   if (r.ps_index >= static_cast<int>(map.shards.size())) {
@@ -129,13 +126,15 @@ absl::Status Trainer::RunPsTask(Replica& r) {
   so.consistency = ConsistencyOf(d);
   so.max_staleness = d.max_staleness();
   so.timeout = collective_timeout_;
+  const int ps = r.ps_index;
+  so.link_options = [this, ps](int replica) { return LinkOptions(replica, ps); };
   // The schedule counts the shard's updates: one per step, or under async
   // one per push of every replica.
   const int64_t updates =
       so.consistency == ps::Consistency::kAsync ? total_steps_ * replicas : total_steps_;
   ASSIGN_OR_RETURN(auto schedule, engine::CreateSchedule(tr.schedule(), tr.optimizer().lr(),
                                                          std::max<int64_t>(updates, 1)));
-  ASSIGN_OR_RETURN(auto server, ps::ShardServer::Create(r.ps_context, replicas, shard,
+  ASSIGN_OR_RETURN(auto server, ps::ShardServer::Create(ps_store_.get(), replicas, shard,
                                                         values.data<float>() + shard.offset,
                                                         tr.optimizer(), std::move(schedule), so));
   // The shard's part of the optimizer state this process restored (zeros

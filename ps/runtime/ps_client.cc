@@ -12,35 +12,78 @@
 #include "common/status.h"
 #include "gloo/context.h"
 #include "gloo/transport/unbound_buffer.h"
+#include "ps/runtime/links.h"
 
 namespace yoke::ps {
-absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(std::shared_ptr<gloo::Context> context,
-                                                           int workers, ShardMap map,
-                                                           absl::Duration timeout) {
-  if (context == nullptr || workers < 1 || context->rank >= workers || map.shards.empty()) {
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
+    std::vector<std::shared_ptr<gloo::Context>> links, int worker, ShardMap map,
+    absl::Duration timeout) {
+  if (worker < 0 || map.shards.empty() || links.size() != map.shards.size()) {
     return absl::InvalidArgumentError(
-        "ps: a client needs a worker's context (a rank below the worker count) and a shard map");
+        absl::StrCat("ps: a client needs a worker number >= 0 (got ", worker,
+                     "), a shard map and a link per "
+                     "shard (",
+                     links.size(), " links for ", map.shards.size(), " shards)"));
   }
-  for (const Shard& s : map.shards) {
-    if (PsRank(workers, s.ps) >= context->size) {
-      return absl::InvalidArgumentError(absl::StrCat("ps: the shard map names PS task ", s.ps,
-                                                     ", but the job has only ",
-                                                     context->size - workers));
+  for (const auto& l : links) {
+    if (l == nullptr || l->size != 2 || l->rank != kLinkWorker) {
+      return absl::InvalidArgumentError("ps: a client's links are the worker's side of 2 ranks");
     }
   }
-  return std::unique_ptr<PsClient>(
-      new PsClient(std::move(context), workers, std::move(map), timeout));
+  return std::unique_ptr<PsClient>(new PsClient(std::move(links), worker, std::move(map), timeout));
 }
 
-PsClient::PsClient(std::shared_ptr<gloo::Context> context, int workers, ShardMap map,
+PsClient::PsClient(std::vector<std::shared_ptr<gloo::Context>> links, int worker, ShardMap map,
                    absl::Duration timeout)
-    : context_(std::move(context)), workers_(workers), map_(std::move(map)), timeout_(timeout) {}
+    : links_(std::move(links)), worker_(worker), map_(std::move(map)), timeout_(timeout) {}
+
+std::string PsClient::PsOf(size_t i) const {
+  return absl::StrCat("PS task ", map_.shards[std::min(i, map_.shards.size() - 1)].ps);
+}
 
 PsClient::~PsClient() = default;
 
 absl::Status PsClient::PushPull(const float* grads, float* values, int64_t samples) {
   RETURN_IF_ERROR(BeginStep(grads, values, samples));
   return FinishStep();
+}
+
+absl::Status PsClient::Rejoin(float* values) {
+  if (left_ || in_step_ || stats_.pushes > 0) {
+    return absl::FailedPreconditionError("ps: a worker rejoins before its first step");
+  }
+  const size_t n = map_.shards.size();
+  std::vector<std::vector<char>> answers(n);
+  std::vector<Live> live;
+  for (size_t i = 0; i < n; ++i) {
+    answers[i].resize(sizeof(JoinHead) + static_cast<size_t>(map_.shards[i].count) * sizeof(float));
+    live.push_back({links_[i]->createUnboundBuffer(answers[i].data(), answers[i].size()), true});
+  }
+  ASSIGN_OR_RETURN(const std::vector<gloo::transport::UnboundBuffer*> b, Track(std::move(live)));
+  size_t at = 0;
+  try {
+    for (size_t i = 0; i < n; ++i) b[i]->recv(kLinkPs, static_cast<uint64_t>(Slot::kJoin));
+    for (at = 0; at < n; ++at) {
+      if (!b[at]->waitRecv(collective::ToChronoMs(timeout_))) {
+        left_ = true;
+        return absl::AbortedError("ps: rejoining was aborted (a sibling replica failed)");
+      }
+    }
+  } catch (const std::exception& e) {
+    left_ = true;
+    return absl::UnavailableError(
+        absl::StrCat("ps: worker ", worker_, " rejoining ", PsOf(at), " failed: ", e.what()));
+  }
+  int64_t clock = 0;
+  for (size_t i = 0; i < n; ++i) {
+    JoinHead head;
+    std::memcpy(&head, answers[i].data(), sizeof(head));
+    clock = std::max(clock, head.clock);
+    std::memcpy(values + map_.shards[i].offset, answers[i].data() + sizeof(JoinHead),
+                static_cast<size_t>(map_.shards[i].count) * sizeof(float));
+  }
+  clock_ = clock;
+  return absl::OkStatus();
 }
 
 void PsClient::SetParams(const std::vector<std::pair<int64_t, int64_t>>& params) {
@@ -70,17 +113,17 @@ absl::Status PsClient::BeginStep(const float* grads, float* values, int64_t samp
   std::vector<Live> live;
   for (size_t i = 0; i < n; ++i) {
     const Shard& s = map_.shards[i];
-    live.push_back({context_->createUnboundBuffer(values + s.offset,
-                                                  static_cast<size_t>(s.count) * sizeof(float)),
+    live.push_back({links_[i]->createUnboundBuffer(values + s.offset,
+                                                   static_cast<size_t>(s.count) * sizeof(float)),
                     true});
   }
   for (size_t i = 0; i < n; ++i) {
-    live.push_back({context_->createUnboundBuffer(&headers_[i], sizeof(PushHeader)), false});
+    live.push_back({links_[i]->createUnboundBuffer(&headers_[i], sizeof(PushHeader)), false});
   }
   for (size_t i = 0; i < n; ++i) {
     const Shard& s = map_.shards[i];
-    live.push_back({context_->createUnboundBuffer(const_cast<float*>(grads + s.offset),
-                                                  static_cast<size_t>(s.count) * sizeof(float)),
+    live.push_back({links_[i]->createUnboundBuffer(const_cast<float*>(grads + s.offset),
+                                                   static_cast<size_t>(s.count) * sizeof(float)),
                     false});
   }
   ASSIGN_OR_RETURN(step_buffers_, Track(std::move(live)));
@@ -96,14 +139,12 @@ void PsClient::PushShard(size_t i) {
   if (pushed_[i] || !step_error_.ok()) return;
   pushed_[i] = true;
   const size_t n = map_.shards.size();
-  const int to = PsRank(workers_, map_.shards[i].ps);
   try {
-    step_buffers_[n + i]->send(to, static_cast<uint64_t>(Slot::kHeader));
-    step_buffers_[2 * n + i]->send(to, static_cast<uint64_t>(Slot::kGrads));
+    step_buffers_[n + i]->send(kLinkPs, static_cast<uint64_t>(Slot::kHeader));
+    step_buffers_[2 * n + i]->send(kLinkPs, static_cast<uint64_t>(Slot::kGrads));
   } catch (const std::exception& e) {
-    step_error_ = absl::UnavailableError(absl::StrCat("ps: worker ", context_->rank, " pushing to ",
-                                                      PsName(workers_, to), " step ", clock_,
-                                                      " failed: ", e.what()));
+    step_error_ = absl::UnavailableError(absl::StrCat(
+        "ps: worker ", worker_, " pushing step ", clock_, " to ", PsOf(i), " failed: ", e.what()));
   }
 }
 
@@ -135,7 +176,7 @@ absl::Status PsClient::FinishStep() {
     // The answers land in the values, which backward read until now: their
     // receives are posted only after it (a PS task's answer waits for them).
     for (size_t i = 0; i < n; ++i) {
-      b[i]->recv(PsRank(workers_, map_.shards[i].ps), static_cast<uint64_t>(Slot::kParams));
+      b[i]->recv(kLinkPs, static_cast<uint64_t>(Slot::kParams));
     }
     for (at = 0; at < n; ++at) {
       if (!b[n + at]->waitSend(timeout) || !b[2 * n + at]->waitSend(timeout)) {
@@ -157,16 +198,15 @@ absl::Status PsClient::FinishStep() {
     stats_.longest_wait = std::max(stats_.longest_wait, waited);
   } catch (const std::exception& e) {
     const std::string what = absl::StrCat(
-        PsName(workers_, PsRank(workers_, map_.shards[std::min(at, n - 1)].ps)),
-        answering ? "'s parameters after step " : " to take the push of step ", clock_);
+        PsOf(at), answering ? "'s parameters after step " : " to take the push of step ", clock_);
     left_ = true;
     if (collective::IsGlooTimeout(e.what())) {
-      return absl::DeadlineExceededError(absl::StrCat("ps: worker ", context_->rank, " waited ",
+      return absl::DeadlineExceededError(absl::StrCat("ps: worker ", worker_, " waited ",
                                                       absl::FormatDuration(timeout_), " for ", what,
                                                       " (", e.what(), ")"));
     }
     return absl::UnavailableError(
-        absl::StrCat("ps: worker ", context_->rank, " waiting for ", what, " failed: ", e.what()));
+        absl::StrCat("ps: worker ", worker_, " waiting for ", what, " failed: ", e.what()));
   }
   ++clock_;
   ++stats_.pushes;
@@ -206,19 +246,18 @@ absl::Status PsClient::Snapshot(float* values, const std::vector<float*>& state,
   for (size_t i = 0; i < n; ++i) {
     answers[i].resize(sizeof(SnapshotHead) + static_cast<size_t>(map_.shards[i].count) *
                                                  (1 + state.size()) * sizeof(float));
-    live.push_back({context_->createUnboundBuffer(answers[i].data(), answers[i].size()), true});
+    live.push_back({links_[i]->createUnboundBuffer(answers[i].data(), answers[i].size()), true});
   }
   for (size_t i = 0; i < n; ++i) {
-    live.push_back({context_->createUnboundBuffer(&headers_[i], sizeof(PushHeader)), false});
+    live.push_back({links_[i]->createUnboundBuffer(&headers_[i], sizeof(PushHeader)), false});
   }
   ASSIGN_OR_RETURN(const std::vector<gloo::transport::UnboundBuffer*> b, Track(std::move(live)));
   const auto timeout = collective::ToChronoMs(timeout_);
   size_t at = 0;
   try {
     for (size_t i = 0; i < n; ++i) {
-      const int to = PsRank(workers_, map_.shards[i].ps);
-      b[i]->recv(to, static_cast<uint64_t>(Slot::kSnapshot));
-      b[n + i]->send(to, static_cast<uint64_t>(Slot::kHeader));
+      b[i]->recv(kLinkPs, static_cast<uint64_t>(Slot::kSnapshot));
+      b[n + i]->send(kLinkPs, static_cast<uint64_t>(Slot::kHeader));
     }
     for (at = 0; at < n; ++at) {
       if (!b[n + at]->waitSend(timeout) || !b[at]->waitRecv(timeout)) {
@@ -228,8 +267,7 @@ absl::Status PsClient::Snapshot(float* values, const std::vector<float*>& state,
     }
   } catch (const std::exception& e) {
     left_ = true;
-    const std::string who = PsName(workers_, PsRank(workers_, map_.shards[std::min(at, n - 1)].ps));
-    return absl::UnavailableError(absl::StrCat("ps: worker ", context_->rank, " waiting for ", who,
+    return absl::UnavailableError(absl::StrCat("ps: worker ", worker_, " waiting for ", PsOf(at),
                                                "'s snapshot after step ", clock_ - 1,
                                                " failed: ", e.what()));
   }
@@ -240,9 +278,9 @@ absl::Status PsClient::Snapshot(float* values, const std::vector<float*>& state,
     // A PS task with another optimizer would have sent another size, which
     // Gloo refuses; the count is checked all the same.
     if (head.state_arrays != static_cast<int64_t>(state.size())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ps: ", PsName(workers_, PsRank(workers_, s.ps)), " holds ", head.state_arrays,
-          " optimizer state arrays, this worker's optimizer ", state.size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("ps: ", PsOf(i), " holds ", head.state_arrays,
+                       " optimizer state arrays, this worker's optimizer ", state.size()));
     }
     if (i == 0) *optimizer_steps = head.optimizer_steps;
     const size_t bytes = static_cast<size_t>(s.count) * sizeof(float);
@@ -263,8 +301,8 @@ absl::Status PsClient::Leave() {
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> heads(n);
   try {
     for (size_t i = 0; i < n; ++i) {
-      heads[i] = context_->createUnboundBuffer(&headers_[i], sizeof(PushHeader));
-      heads[i]->send(PsRank(workers_, map_.shards[i].ps), static_cast<uint64_t>(Slot::kHeader));
+      heads[i] = links_[i]->createUnboundBuffer(&headers_[i], sizeof(PushHeader));
+      heads[i]->send(kLinkPs, static_cast<uint64_t>(Slot::kHeader));
     }
     for (size_t i = 0; i < n; ++i) {
       if (!heads[i]->waitSend(collective::ToChronoMs(timeout_))) {
@@ -272,8 +310,8 @@ absl::Status PsClient::Leave() {
       }
     }
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("ps: worker ", context_->rank,
-                                               " could not tell its PS tasks it left: ", e.what()));
+    return absl::UnavailableError(
+        absl::StrCat("ps: worker ", worker_, " could not tell its PS tasks it left: ", e.what()));
   }
   return absl::OkStatus();
 }

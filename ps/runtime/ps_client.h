@@ -14,7 +14,7 @@
 // read, while PushPull runs; both hold ShardMap::total floats.
 //
 // Errors: a PS task that does not answer within the timeout fails PushPull
-// with DEADLINE_EXCEEDED naming it and the step; a broken pair with
+// with DEADLINE_EXCEEDED naming it and the step; a broken link with
 // UNAVAILABLE. The client is unusable after an error.
 //
 // Thread-safety: one worker thread.
@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -50,13 +51,18 @@ struct ClientStats {
 
 class PsClient {
  public:
-  // `context` is rank `worker` (< workers) of workers + PS tasks.
-  static absl::StatusOr<std::unique_ptr<PsClient>> Create(std::shared_ptr<gloo::Context> context,
-                                                          int workers, ShardMap map,
-                                                          absl::Duration timeout);
+  // `links[i]` is this worker's link to the PS task of map.shards[i]
+  // (ConnectWorkerLinks, ps/runtime/links.h).
+  static absl::StatusOr<std::unique_ptr<PsClient>> Create(
+      std::vector<std::shared_ptr<gloo::Context>> links, int worker, ShardMap map,
+      absl::Duration timeout);
   ~PsClient();
 
   absl::Status PushPull(const float* grads, float* values, int64_t samples);
+  // A restarted worker (incarnation > 0), before its first step: every
+  // shard's values into `values`, and the clock to start at (the largest the
+  // PS tasks name, wire.h). Errors as PushPull's.
+  absl::Status Rejoin(float* values);
 
   // PushPull overlapped with backward, as the allreduce reducer's buckets
   // are: BeginStep before backward, MarkReady(p) as backward finishes
@@ -88,11 +94,13 @@ class PsClient {
   const ClientStats& stats() const { return stats_; }
 
  private:
-  PsClient(std::shared_ptr<gloo::Context> context, int workers, ShardMap map,
+  PsClient(std::vector<std::shared_ptr<gloo::Context>> links, int worker, ShardMap map,
            absl::Duration timeout);
+  // "PS task 1" (of shard i).
+  std::string PsOf(size_t i) const;
 
-  std::shared_ptr<gloo::Context> context_;
-  int workers_;
+  std::vector<std::shared_ptr<gloo::Context>> links_;  // per shard
+  int worker_;
   ShardMap map_;
   absl::Duration timeout_;
   int64_t clock_ = 0;

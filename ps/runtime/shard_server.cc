@@ -12,140 +12,258 @@
 #include "common/status.h"
 #include "gloo/context.h"
 #include "gloo/transport/unbound_buffer.h"
+#include "ps/runtime/links.h"
+#include "spdlog/spdlog.h"
 
 namespace yoke::ps {
 absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Create(
-    std::shared_ptr<gloo::Context> context, int workers, const Shard& shard, const float* initial,
+    collective::Store* store, int workers, const Shard& shard, const float* initial,
     const v1::OptimizerSpec& optimizer, std::unique_ptr<engine::LrSchedule> schedule,
     const ServerOptions& options) {
-  if (context == nullptr || workers < 1 || context->rank != PsRank(workers, shard.ps) ||
-      shard.count < 1 || schedule == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ps: a shard server needs its PS task's context (rank ", PsRank(workers, shard.ps),
-        "), at least one worker, a shard of at least one float and a schedule"));
+  if (store == nullptr || workers < 1 || shard.ps < 0 || shard.count < 1 || schedule == nullptr) {
+    return absl::InvalidArgumentError(
+        "ps: a shard server needs a store, at least one worker, a shard of at least one float "
+        "and a schedule");
   }
   if (options.consistency == Consistency::kBounded && options.max_staleness < 0) {
     return absl::InvalidArgumentError("ps: max_staleness must be >= 0");
   }
   std::unique_ptr<ShardServer> s(
-      new ShardServer(std::move(context), workers, shard, std::move(schedule), options));
+      new ShardServer(store, workers, shard, std::move(schedule), options));
   s->params_.Declare("shard", {shard.count}, engine::Init::Constant(0));
   RETURN_IF_ERROR(s->params_.Finalize());
   std::memcpy(s->params_.flat_values().data<float>(), initial,
               static_cast<size_t>(shard.count) * sizeof(float));
   ASSIGN_OR_RETURN(s->optimizer_, engine::CreateOptimizer(optimizer, &s->params_));
   for (int w = 0; w < workers; ++w) RETURN_IF_ERROR(s->gate_.Join(w));
-  s->inbox_ = s->context_->createUnboundBuffer(&s->header_, sizeof(PushHeader));
   return s;
 }
 
-ShardServer::ShardServer(std::shared_ptr<gloo::Context> context, int workers, const Shard& shard,
+ShardServer::ShardServer(collective::Store* store, int workers, const Shard& shard,
                          std::unique_ptr<engine::LrSchedule> schedule, const ServerOptions& options)
-    : context_(std::move(context)),
+    : store_(store),
       workers_(workers),
       shard_(shard),
       schedule_(std::move(schedule)),
       options_(options),
       gate_(options.consistency, options.max_staleness),
-      answers_(workers) {}
+      answers_(workers),
+      peers_(workers),
+      receiving_(workers, nullptr) {}
 
 ShardServer::~ShardServer() {
-  for (int w = 0; w < workers_; ++w) (void)WaitSent(w, answers_[w]);
+  StopLinks();
+  for (int w = 0; w < workers_; ++w) {
+    (void)WaitSent(w, answers_[w]);
+    JoinSent(w);
+  }
 }
 
-void ShardServer::Abort() { inbox_->abortWaitRecv(); }
+void ShardServer::JoinSent(int w) {
+  Worker& p = peers_[w];
+  if (p.join_buffer == nullptr) return;
+  try {
+    (void)p.join_buffer->waitSend(collective::ToChronoMs(options_.timeout));
+  } catch (const std::exception&) {
+    // Its link broke: nothing is in flight any more.
+  }
+  p.join_buffer.reset();
+  p.join = {};
+}
+
+std::string ShardServer::Me() const { return absl::StrCat("PS task ", shard_.ps); }
+
+void ShardServer::Abort() {
+  Event e;
+  e.kind = Event::kAborted;
+  Post(std::move(e));
+}
 
 absl::Status ShardServer::Run() {
-  const PushHeader& header = header_;
-  std::vector<bool> gone(workers_, false);
-  int live = workers_;
-  const std::string me = PsName(workers_, context_->rank);
-  while (live > 0) {
-    std::vector<int> from;
-    for (int w = 0; w < workers_; ++w) {
-      if (!gone[w]) from.push_back(w);
+  StartLinks();
+  absl::Status st = Serve();
+  StopLinks();
+  return st;
+}
+
+absl::Status ShardServer::Serve() {
+  const auto all_left = [this] {
+    for (const Worker& p : peers_) {
+      if (!p.left) return false;
     }
-    int src = -1;
-    try {
-      inbox_->recv(from, static_cast<uint64_t>(Slot::kHeader));
-      if (!inbox_->waitRecv(&src, collective::ToChronoMs(options_.timeout))) {
-        return absl::AbortedError(
-            absl::StrCat("ps: ", me, ": receiving a push was aborted (a sibling replica failed)"));
-      }
-    } catch (const std::exception& e) {
-      std::vector<std::string> owed;
-      for (int w : from) {  // those not waiting for an answer owe a push
-        if (!answers_[w].owed)
-          owed.push_back(absl::StrCat("worker ", w, " (step ", gate_.Clock(w), ")"));
-      }
-      if (collective::IsGlooTimeout(e.what())) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("ps: ", me, " waited ", absl::FormatDuration(options_.timeout),
-                         " for a push from ", absl::StrJoin(owed, ", "), ", which never came"));
-      }
-      return absl::UnavailableError(absl::StrCat("ps: ", me, ": receiving a push from one of ",
-                                                 absl::StrJoin(owed, ", "), " failed: ", e.what()));
-    }
-    if (header.samples == kSnapshot) {
-      RETURN_IF_ERROR(AskSnapshot(src, header.clock));
-    } else if (header.clock == kLeave) {
-      gone[src] = true;
-      --live;
-      gate_.Leave(src);
-      answers_[src].owed = false;
-    } else {
-      RETURN_IF_ERROR(ReceivePush(src, header));
-    }
+    return true;
+  };
+  while (!all_left()) {
+    ASSIGN_OR_RETURN(Event e, NextEvent());
+    const int pushed = e.kind == Event::kPush ? e.worker : -1;
+    RETURN_IF_ERROR(Handle(e));
     RETURN_IF_ERROR(ApplyComplete());
     RETURN_IF_ERROR(AnswerReady());
     RETURN_IF_ERROR(ServeSnapshots());
-    if (header.samples >= 0 && answers_[src].owed) ++stats_.held_answers;
+    if (pushed >= 0 && answers_[pushed].owed) ++stats_.held_answers;  // not answered at once
     Publish();
   }
   // Every worker is gone: whatever is still pending is complete.
   RETURN_IF_ERROR(ApplyComplete());
   Publish();
-  for (int w = 0; w < workers_; ++w) RETURN_IF_ERROR(WaitSent(w, answers_[w]));
+  for (int w = 0; w < workers_; ++w) {
+    absl::Status sent = WaitSent(w, answers_[w]);
+    if (!sent.ok()) RETURN_IF_ERROR(LinkFailed(w, sent));
+  }
   return absl::OkStatus();
 }
 
-absl::Status ShardServer::ReceivePush(int worker, const PushHeader& h) {
-  const std::string me = PsName(workers_, context_->rank);
-  if (h.clock != gate_.Clock(worker) || h.samples < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ps: ", me, " got a push of step ", h.clock, " with ", h.samples, " samples from worker ",
-        worker, ", whose next step is ", gate_.Clock(worker), " (samples must be >= 0)"));
-  }
-  const bool async = options_.consistency == Consistency::kAsync;
-  float* dst = params_.flat_grads().data<float>();
-  Pending* p = nullptr;
-  if (!async) {
-    p = &pending_[h.clock];
-    if (p->grads.empty()) {
-      p->grads.resize(workers_);
-      p->samples.assign(workers_, -1);  // -1: not pushed
+absl::StatusOr<ShardServer::Event> ShardServer::NextEvent() {
+  absl::MutexLock l(&mu_);
+  const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !events_.empty(); };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&ready), options_.timeout)) {
+    std::vector<std::string> owed, away;
+    for (int w = 0; w < workers_; ++w) {
+      const Worker& p = peers_[w];
+      if (p.left) continue;
+      if (p.departed) {
+        away.push_back(absl::StrCat("worker ", w, " (", p.why, ")"));
+      } else if (!answers_[w].owed) {  // not waiting for an answer: it owes a push
+        owed.push_back(absl::StrCat("worker ", w, " (step ", gate_.Clock(w), ")"));
+      }
     }
-    p->grads[worker].resize(shard_.count);
-    dst = p->grads[worker].data();
+    return absl::DeadlineExceededError(
+        absl::StrCat("ps: ", Me(), " waited ", absl::FormatDuration(options_.timeout), " for ",
+                     owed.empty() ? "" : absl::StrCat("a push from ", absl::StrJoin(owed, ", ")),
+                     !owed.empty() && !away.empty() ? ", and for " : "",
+                     away.empty() ? "" : absl::StrCat(absl::StrJoin(away, ", "), " to come back"),
+                     owed.empty() && away.empty() ? "a message" : "", ", which never came"));
   }
-  try {
-    auto buffer =
-        context_->createUnboundBuffer(dst, static_cast<size_t>(shard_.count) * sizeof(float));
-    buffer->recv(worker, static_cast<uint64_t>(Slot::kGrads));
-    if (!buffer->waitRecv(collective::ToChronoMs(options_.timeout))) {
+  Event e = std::move(events_.front());
+  events_.pop_front();
+  return e;
+}
+
+absl::Status ShardServer::Handle(Event& e) {
+  const int w = e.worker;
+  switch (e.kind) {
+    case Event::kAborted:
       return absl::AbortedError(
-          absl::StrCat("ps: ", me, ": receiving worker ", worker, "'s gradients was aborted"));
+          absl::StrCat("ps: ", Me(), ": receiving a push was aborted (a sibling replica failed)"));
+    case Event::kFatal:
+      return e.error;
+    case Event::kLinked:
+      return Linked(e);
+    case Event::kDied:
+      if (e.incarnation != peers_[w].incarnation && peers_[w].link != nullptr) {
+        return absl::OkStatus();  // an older incarnation's, already replaced
+      }
+      return LinkFailed(w, e.error);
+    case Event::kLeft:
+      peers_[w].left = true;
+      gate_.Leave(w);
+      answers_[w].owed = false;
+      return absl::OkStatus();
+    case Event::kSnapshot:
+      return AskSnapshot(w, e.header.clock);
+    case Event::kPush: {
+      Worker& p = peers_[w];
+      if (p.rejoining && e.header.clock >= gate_.Clock(w)) {
+        // The step its PS tasks agreed on may be past this one's proposal.
+        gate_.Leave(w);
+        RETURN_IF_ERROR(gate_.JoinAt(w, e.header.clock));
+      }
+      p.rejoining = false;
+      JoinSent(w);
+      return ReceivePush(w, e.header, std::move(e.grads));
     }
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("ps: ", me, ": receiving the gradients of step ",
-                                               h.clock, " from worker ", worker,
-                                               " failed: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardServer::LinkFailed(int w, const absl::Status& error) {
+  if (options_.consistency == Consistency::kSync) {
+    return absl::UnavailableError(
+        absl::StrCat("ps: ", Me(), ": the link to worker ", w, " broke: ", error.message()));
+  }
+  Worker& p = peers_[w];
+  if (p.departed || p.left) return absl::OkStatus();
+  p.departed = true;
+  p.rejoining = false;
+  p.why = absl::StrCat("departed at step ", std::max<int64_t>(gate_.Clock(w), p.high_water), ": ",
+                       error.message());
+  p.link.reset();
+  gate_.Leave(w);
+  answers_[w] = Answer();  // its buffers belonged to the broken link
+  p.join_buffer.reset();
+  p.join = {};
+  snapshots_.erase(std::remove_if(snapshots_.begin(), snapshots_.end(),
+                                  [w](const SnapshotAsk& a) { return a.worker == w; }),
+                   snapshots_.end());
+  ++stats_.departures;
+  spdlog::warn("ps: {}: worker {} {}; the others go on", Me(), w, p.why);
+  return absl::OkStatus();
+}
+
+absl::Status ShardServer::Linked(Event& e) {
+  const int w = e.worker;
+  Worker& p = peers_[w];
+  const bool first = p.incarnation < 0 && !p.departed && e.incarnation == 0;
+  p.link = std::move(e.link);
+  p.incarnation = e.incarnation;
+  if (first) return absl::OkStatus();  // a fresh start: in the gate at step 0
+  if (options_.consistency == Consistency::kSync) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ps: ", Me(), ": worker ", w, " linked again (incarnation ", e.incarnation,
+                     "), but a sync job does not take restarted workers"));
+  }
+  if (!p.departed) {  // it came back before its old link was seen to break
+    gate_.Leave(w);
+    answers_[w] = Answer();
+  }
+  const int64_t slowest = gate_.SlowestClock();
+  JoinHead head;
+  head.clock = std::max(slowest, p.high_water);
+  RETURN_IF_ERROR(gate_.JoinAt(w, head.clock));
+  p.departed = false;
+  p.rejoining = true;
+  ++stats_.rejoins;
+  // Sent without waiting: the worker takes it once it has linked every PS
+  // task, and the others' pushes go on meanwhile.
+  JoinSent(w);
+  p.join.resize(sizeof(JoinHead) + static_cast<size_t>(shard_.count) * sizeof(float));
+  std::memcpy(p.join.data(), &head, sizeof(head));
+  std::memcpy(p.join.data() + sizeof(head), values(),
+              static_cast<size_t>(shard_.count) * sizeof(float));
+  try {
+    p.join_buffer = p.link->createUnboundBuffer(p.join.data(), p.join.size());
+    p.join_buffer->send(kLinkWorker, static_cast<uint64_t>(Slot::kJoin));
+  } catch (const std::exception& ex) {
+    return LinkFailed(w, absl::UnavailableError(ex.what()));
+  }
+  spdlog::info("ps: {}: worker {} rejoined (incarnation {}) at step {}", Me(), w, e.incarnation,
+               head.clock);
+  return absl::OkStatus();
+}
+
+absl::Status ShardServer::ReceivePush(int worker, const PushHeader& h, std::vector<float> grads) {
+  if (h.clock != gate_.Clock(worker) || h.samples < 0 ||
+      grads.size() != static_cast<size_t>(shard_.count)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ps: ", Me(), " got a push of step ", h.clock, " with ", h.samples, " samples from worker ",
+        worker, ", whose next step is ", gate_.Clock(worker), " (samples must be >= 0)"));
   }
   ++stats_.pushes;
   RETURN_IF_ERROR(gate_.Finished(worker, h.clock));
+  peers_[worker].high_water = std::max(peers_[worker].high_water, h.clock + 1);
   answers_[worker].owed = true;
-  if (async) return h.samples > 0 ? Apply(dst, h.samples) : absl::OkStatus();
-  p->samples[worker] = h.samples;
+  if (options_.consistency == Consistency::kAsync) {
+    absl::Status st = h.samples > 0 ? Apply(grads.data(), h.samples) : absl::OkStatus();
+    ReturnBuffer(std::move(grads));
+    return st;
+  }
+  Pending& p = pending_[h.clock];
+  if (p.grads.empty()) {
+    p.grads.resize(workers_);
+    p.samples.assign(workers_, -1);  // -1: not pushed
+  }
+  p.grads[worker] = std::move(grads);
+  p.samples[worker] = h.samples;
   stats_.max_pending_pushes = std::max(stats_.max_pending_pushes, PendingPushes());
   return absl::OkStatus();
 }
@@ -192,8 +310,12 @@ absl::Status ShardServer::ApplyComplete() {
       }
       samples += p.samples[w];
     }
+    absl::Status st = samples > 0 ? Apply(sum, samples) : absl::OkStatus();
+    for (auto& g : p.grads) {
+      if (!g.empty()) ReturnBuffer(std::move(g));
+    }
     pending_.erase(pending_.begin());
-    if (samples > 0) RETURN_IF_ERROR(Apply(sum, samples));
+    RETURN_IF_ERROR(st);
   }
   return absl::OkStatus();
 }
@@ -201,19 +323,24 @@ absl::Status ShardServer::ApplyComplete() {
 absl::Status ShardServer::AnswerReady() {
   for (int w = 0; w < workers_; ++w) {
     Answer& a = answers_[w];
-    if (!a.owed || !gate_.MayStart(w)) continue;
-    RETURN_IF_ERROR(WaitSent(w, a));
+    if (!a.owed || !gate_.MayStart(w) || peers_[w].link == nullptr) continue;
+    absl::Status sent = WaitSent(w, a);
+    if (!sent.ok()) {
+      RETURN_IF_ERROR(LinkFailed(w, sent));
+      continue;
+    }
     if (a.buffer == nullptr) {
       a.values.resize(shard_.count);
-      a.buffer = context_->createUnboundBuffer(a.values.data(),
-                                               static_cast<size_t>(shard_.count) * sizeof(float));
+      a.buffer = peers_[w].link->createUnboundBuffer(
+          a.values.data(), static_cast<size_t>(shard_.count) * sizeof(float));
     }
     std::memcpy(a.values.data(), values(), static_cast<size_t>(shard_.count) * sizeof(float));
     try {
-      a.buffer->send(w, static_cast<uint64_t>(Slot::kParams));
+      a.buffer->send(kLinkWorker, static_cast<uint64_t>(Slot::kParams));
     } catch (const std::exception& e) {
-      return absl::UnavailableError(absl::StrCat("ps: ", PsName(workers_, context_->rank),
-                                                 ": answering worker ", w, " failed: ", e.what()));
+      RETURN_IF_ERROR(
+          LinkFailed(w, absl::UnavailableError(absl::StrCat("answering it failed: ", e.what()))));
+      continue;
     }
     a.in_flight = true;
     a.owed = false;
@@ -229,9 +356,8 @@ absl::Status ShardServer::WaitSent(int worker, Answer& a) {
       return absl::AbortedError(absl::StrCat("ps: answering worker ", worker, " was aborted"));
     }
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("ps: ", PsName(workers_, context_->rank),
-                                               ": worker ", worker,
-                                               " never took its parameters: ", e.what()));
+    return absl::UnavailableError(
+        absl::StrCat("ps: ", Me(), ": worker ", worker, " never took its parameters: ", e.what()));
   }
   return absl::OkStatus();
 }
@@ -261,8 +387,8 @@ absl::Status ShardServer::RestoreOptimizer(
         t.numel() < shard_.offset + shard_.count) {
       return absl::InvalidArgumentError(
           absl::StrCat("ps: optimizer state '", name, "' (", t.numel(), " values) does not hold ",
-                       PsName(workers_, context_->rank), "'s shard of ", shard_.count,
-                       " values at ", shard_.offset, " of the optimizer's '", mine[i].first, "'"));
+                       Me(), "'s shard of ", shard_.count, " values at ", shard_.offset,
+                       " of the optimizer's '", mine[i].first, "'"));
     }
     std::memcpy(mine[i].second.raw(), t.data<float>() + shard_.offset,
                 static_cast<size_t>(shard_.count) * sizeof(float));
@@ -273,9 +399,9 @@ absl::Status ShardServer::RestoreOptimizer(
 
 absl::Status ShardServer::AskSnapshot(int worker, int64_t clock) {
   if (clock != gate_.Clock(worker) - 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ps: ", PsName(workers_, context_->rank), " got a snapshot request after step ", clock,
-        " from worker ", worker, ", whose last pushed step is ", gate_.Clock(worker) - 1));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ps: ", Me(), " got a snapshot request after step ", clock, " from worker ",
+                     worker, ", whose last pushed step is ", gate_.Clock(worker) - 1));
   }
   snapshots_.push_back(SnapshotAsk{worker, clock});
   return absl::OkStatus();
@@ -302,19 +428,21 @@ absl::Status ShardServer::ServeSnapshots() {
     for (size_t i = 0; i < state.size(); ++i) {
       std::memcpy(p + (i + 1) * bytes, state[i].second.raw(), bytes);
     }
+    const int w = it->worker;
+    it = snapshots_.erase(it);
     try {
-      auto buffer = context_->createUnboundBuffer(out.data(), out.size());
-      buffer->send(it->worker, static_cast<uint64_t>(Slot::kSnapshot));
+      auto buffer = peers_[w].link->createUnboundBuffer(out.data(), out.size());
+      buffer->send(kLinkWorker, static_cast<uint64_t>(Slot::kSnapshot));
       if (!buffer->waitSend(collective::ToChronoMs(options_.timeout))) {
         return absl::AbortedError("ps: sending a snapshot was aborted");
       }
     } catch (const std::exception& e) {
-      return absl::UnavailableError(absl::StrCat("ps: ", PsName(workers_, context_->rank),
-                                                 ": sending worker ", it->worker,
-                                                 " a snapshot failed: ", e.what()));
+      RETURN_IF_ERROR(LinkFailed(
+          w, absl::UnavailableError(absl::StrCat("sending it a snapshot failed: ", e.what()))));
+      it = snapshots_.begin();  // LinkFailed dropped its other requests
+      continue;
     }
     ++stats_.snapshots;
-    it = snapshots_.erase(it);
   }
   return absl::OkStatus();
 }

@@ -25,32 +25,33 @@
 //                  (scaled by its own samples) and answered at once.
 // Run() returns once every worker has left.
 //
-// Checkpoints: a worker may ask for a snapshot of the shard (wire.h); the
-// answer holds the values and the optimizer state after exactly the updates
-// of the steps up to the one it names (sync, bounded), or the shard as it is
-// (async). RestoreOptimizer puts a checkpoint's optimizer state back before
-// Run(), and the learning-rate schedule goes on from its update count.
+// Workers that come and go (ps/runtime/links.h): each worker has its own
+// link, served by a thread of its own that hands the main loop its pushes.
+// Under sync a broken link fails Run() (sync is the data-parallel step, and
+// a missing worker would change it). Under async and bounded the worker has
+// departed: the gate stops waiting for it, its pushes already received are
+// kept, and the others go on. Its next incarnation links up, is told the
+// step to start at (the slowest live worker's, never below a step it pushed
+// before) with the shard's values (wire.h), and joins the gate there.
 //
-// Errors: a wait longer than the timeout for the next push fails Run() with
-// DEADLINE_EXCEEDED naming the workers that owe one; a broken pair fails it
-// with UNAVAILABLE; a push out of order (a clock other than the worker's
-// next, a negative sample count) with INVALID_ARGUMENT naming the worker.
-//
-// Thread-safety: one thread runs Run(); stats() may be read from any
-// thread at any time (the figures as of Run's last message).
 #ifndef YOKE_PS_RUNTIME_SHARD_SERVER_H_
 #define YOKE_PS_RUNTIME_SHARD_SERVER_H_
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "collective/gloo_communicator.h"
+#include "collective/store.h"
 #include "engine/optim/optimizer.h"
 #include "engine/optim/schedule.h"
 #include "engine/param_set.h"
@@ -71,6 +72,9 @@ struct ServerOptions {
   Consistency consistency = Consistency::kSync;
   int64_t max_staleness = 0;  // kBounded only
   absl::Duration timeout = absl::Minutes(5);
+  // The link options for worker w's link (hostname, rank_hosts); default
+  // GlooOptions when empty.
+  std::function<collective::GlooOptions(int worker)> link_options;
 };
 
 struct ServerStats {
@@ -82,15 +86,18 @@ struct ServerStats {
   int64_t max_pending_pushes = 0;
   int64_t snapshots = 0;       // snapshots answered (checkpoints)
   int64_t pending_pushes = 0;  // pushes waiting for their step's update now
+  int64_t departures = 0;      // workers whose link broke (async, bounded)
+  int64_t rejoins = 0;         // restarted workers that linked up again
 };
 
 class ShardServer {
  public:
-  // `context` is rank PsRank(workers, shard.ps) of workers + PS tasks;
-  // `initial` holds the shard's shard.count starting values. `schedule`
-  // gives the rate per update.
+  // The PS task of `shard` (shard.ps) for `workers` workers, linking
+  // through `store` (which must outlive the server); `initial` holds the
+  // shard's shard.count starting values. `schedule` gives the rate per
+  // update.
   static absl::StatusOr<std::unique_ptr<ShardServer>> Create(
-      std::shared_ptr<gloo::Context> context, int workers, const Shard& shard, const float* initial,
+      collective::Store* store, int workers, const Shard& shard, const float* initial,
       const v1::OptimizerSpec& optimizer, std::unique_ptr<engine::LrSchedule> schedule,
       const ServerOptions& options);
   ~ShardServer();
@@ -121,10 +128,45 @@ class ShardServer {
     bool in_flight = false;
     bool owed = false;  // the worker waits for it
   };
+  // What a link thread hands the main loop.
+  struct Event {
+    enum Kind { kLinked, kPush, kSnapshot, kLeft, kDied, kAborted, kFatal } kind;
+    int worker = -1;
+    int64_t incarnation = -1;
+    PushHeader header;
+    std::vector<float> grads;             // kPush
+    std::shared_ptr<gloo::Context> link;  // kLinked
+    absl::Status error;                   // kDied, kFatal
+  };
+  // The main loop's view of one worker.
+  struct Worker {
+    std::shared_ptr<gloo::Context> link;  // null while none is up
+    int64_t incarnation = -1;             // the link's
+    bool left = false;
+    bool departed = false;   // its link broke, and no new one is up yet
+    bool rejoining = false;  // linked again; its first push sets its clock
+    int64_t high_water = 0;  // one past the last step any incarnation pushed
+    std::string why;         // why it departed
+    // The join answer in flight (wire.h), until its first push shows it
+    // arrived.
+    std::vector<char> join;
+    std::unique_ptr<gloo::transport::UnboundBuffer> join_buffer;
+  };
+  // Waits for worker w's join answer to be sent (its first push is in, so
+  // it was) and frees it.
+  void JoinSent(int w);
 
-  ShardServer(std::shared_ptr<gloo::Context> context, int workers, const Shard& shard,
+  ShardServer(collective::Store* store, int workers, const Shard& shard,
               std::unique_ptr<engine::LrSchedule> schedule, const ServerOptions& options);
-  absl::Status ReceivePush(int worker, const PushHeader& h);
+  std::string Me() const;
+  absl::Status Serve();
+  absl::Status Handle(Event& e);
+  absl::StatusOr<Event> NextEvent();
+  // A link broke (the event's or a send's error): under sync the error,
+  // else worker w has departed.
+  absl::Status LinkFailed(int w, const absl::Status& error);
+  absl::Status Linked(Event& e);
+  absl::Status ReceivePush(int worker, const PushHeader& h, std::vector<float> grads);
   absl::Status Apply(const float* grads, int64_t samples);
   // The clocks below this are complete: every live worker has pushed them
   // (all clocks, once no worker is live).
@@ -141,7 +183,19 @@ class ShardServer {
   absl::Status AskSnapshot(int worker, int64_t clock);
   absl::Status ServeSnapshots();
 
-  std::shared_ptr<gloo::Context> context_;
+  // The link threads (shard_server_links.cc): worker w's links, one
+  // incarnation after another, and the pushes that come over them.
+  void StartLinks();
+  void StopLinks();
+  void LinkLoop(int w);
+  // Serves one link until it breaks (false) or the worker leaves (true).
+  bool Receive(int w, int64_t incarnation, gloo::Context& link);
+  void Post(Event e);
+  bool Stopping();
+  std::vector<float> TakeBuffer();
+  void ReturnBuffer(std::vector<float> b);
+
+  collective::Store* store_;
   int workers_;
   Shard shard_;
   std::unique_ptr<engine::LrSchedule> schedule_;
@@ -150,20 +204,27 @@ class ShardServer {
   std::unique_ptr<engine::Optimizer> optimizer_;
   StalenessGate gate_;
   std::map<int64_t, Pending> pending_;  // by clock
-  int64_t next_clock_ = 0;              // the next clock to apply (sync, bounded)
   std::vector<Answer> answers_;         // per worker
+  std::vector<Worker> peers_;           // per worker
   struct SnapshotAsk {
     int worker;
     int64_t clock;
   };
-  std::vector<SnapshotAsk> snapshots_;                     // not yet answered
-  PushHeader header_;                                      // the inbox's message
-  std::unique_ptr<gloo::transport::UnboundBuffer> inbox_;  // headers from any worker
-  ServerStats stats_;                                      // Run's thread's
+  std::vector<SnapshotAsk> snapshots_;  // not yet answered
+  ServerStats stats_;                   // Run's thread's
   // Publishes stats_ (with the pending pushes) for stats().
   void Publish();
   mutable absl::Mutex published_mu_;
   ServerStats published_ ABSL_GUARDED_BY(published_mu_);
+
+  // Shared with the link threads.
+  std::vector<std::thread> threads_;
+  absl::Mutex mu_;
+  std::deque<Event> events_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Each link thread's header receive, to abort when stopping.
+  std::vector<gloo::transport::UnboundBuffer*> receiving_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<float>> free_ ABSL_GUARDED_BY(mu_);  // gradient buffers
 };
 
 }  // namespace yoke::ps

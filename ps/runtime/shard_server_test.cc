@@ -1,4 +1,4 @@
-// The parameter-server runtime on real Gloo pairs over loopback, every rank
+// The parameter-server runtime on real Gloo links over loopback, every rank
 // a thread: sync against the allreduce reducer, bounded s = 0 against sync,
 // the staleness bound with one worker held, async, and a missing push.
 #include "ps/runtime/shard_server.h"
@@ -15,7 +15,6 @@
 #include <utility>
 #include <vector>
 
-#include "collective/gloo_bootstrap.h"
 #include "collective/reducer.h"
 #include "collective/store.h"
 #include "collective/testing/gloo_ranks.h"
@@ -27,6 +26,7 @@
 #include "gloo/context.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ps/runtime/links.h"
 #include "ps/runtime/ps_client.h"
 
 namespace yoke::ps {
@@ -198,18 +198,12 @@ PsResult RunPs(const PsRun& run) {
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
-      auto context = collective::ConnectGloo(&store, r, size, {});
-      if (!context.ok()) {
-        res.status[r] = context.status();
-        return;
-      }
       if (r >= run.workers) {
         const int k = r - run.workers;
         if (k >= static_cast<int>(map.shards.size())) return;  // an idle PS task
         const Shard& shard = map.shards[k];
-        auto server =
-            ShardServer::Create(*context, run.workers, shard, initial.data() + shard.offset,
-                                run.optimizer, Constant(run.optimizer), run.server);
+        auto server = ShardServer::Create(&store, run.workers, shard, initial.data() + shard.offset,
+                                          run.optimizer, Constant(run.optimizer), run.server);
         if (server.ok() && run.from != nullptr) {
           res.status[r] = (*server)->RestoreOptimizer(run.from->state, run.from->steps);
           if (!res.status[r].ok()) return;
@@ -220,7 +214,13 @@ PsResult RunPs(const PsRun& run) {
       }
       Replica rep(r);
       std::copy(initial.begin(), initial.end(), rep.params().flat_values().data<float>());
-      auto client = PsClient::Create(*context, run.workers, map, run.server.timeout);
+      auto links =
+          ConnectWorkerLinks(&store, r, 0, map, [](int) { return collective::GlooOptions(); });
+      if (!links.ok()) {
+        res.status[r] = links.status();
+        return;
+      }
+      auto client = PsClient::Create(*links, r, map, run.server.timeout);
       if (!client.ok()) {
         res.status[r] = client.status();
         return;
@@ -538,7 +538,7 @@ TEST(ErrorsTest, AMissingPushIsNamed) {
   const PsResult r = RunPs(run);
   ASSERT_FALSE(r.status[2].ok());
   EXPECT_EQ(r.status[2].code(), absl::StatusCode::kDeadlineExceeded) << r.status[2];
-  EXPECT_THAT(r.status[2].message(), HasSubstr("PS task 0 (rank 2)"));
+  EXPECT_THAT(r.status[2].message(), HasSubstr("PS task 0"));
   EXPECT_THAT(r.status[2].message(), HasSubstr("worker 1 (step 1)"));
   ASSERT_FALSE(r.status[0].ok());
   EXPECT_THAT(r.status[0].message(), HasSubstr("worker 0"));
@@ -550,26 +550,19 @@ TEST(ErrorsTest, AMissingPushIsNamed) {
 // at once, long before their timeout.
 TEST(ErrorsTest, AbortEndsThePsTasksAndTheWorkersWaits) {
   collective::InMemoryStore store;
-  std::shared_ptr<gloo::Context> contexts[3];
-  {
-    std::vector<std::thread> connect;
-    for (int r = 0; r < 3; ++r) {
-      connect.emplace_back(
-          [&, r] { contexts[r] = collective::ConnectGloo(&store, r, 3, {}).value(); });
-    }
-    for (auto& t : connect) t.join();
-  }
   const ShardMap map = BuildShardMap(1000, 1).value();
   std::vector<float> values(1000, 0.5f), grads(1000, 0.1f);
   ServerOptions so;
   so.timeout = absl::Seconds(60);
   auto server =
-      ShardServer::Create(contexts[2], 2, map.shards[0], values.data(), Sgd(), Constant(Sgd()), so)
+      ShardServer::Create(&store, 2, map.shards[0], values.data(), Sgd(), Constant(Sgd()), so)
           .value();
-  auto client = PsClient::Create(contexts[0], 2, map, absl::Seconds(60)).value();
   absl::Status served, pushed;
   const auto start = std::chrono::steady_clock::now();
   std::thread ps([&] { served = server->Run(); });
+  auto links =
+      ConnectWorkerLinks(&store, 0, 0, map, [](int) { return collective::GlooOptions(); }).value();
+  auto client = PsClient::Create(links, 0, map, absl::Seconds(60)).value();
   // Worker 0 pushes step 0; under sync its answer waits for worker 1, who
   // never pushes.
   std::thread worker([&] { pushed = client->PushPull(grads.data(), values.data(), 8); });
@@ -582,7 +575,7 @@ TEST(ErrorsTest, AbortEndsThePsTasksAndTheWorkersWaits) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(pushed.code(), absl::StatusCode::kAborted) << pushed;
   EXPECT_EQ(served.code(), absl::StatusCode::kAborted) << served;
-  EXPECT_THAT(served.message(), HasSubstr("PS task 0 (rank 2)"));
+  EXPECT_THAT(served.message(), HasSubstr("PS task 0"));
   EXPECT_LT(seconds, 10);
   // An aborted client is done: the next step is refused at once.
   EXPECT_EQ(client->PushPull(grads.data(), values.data(), 8).code(),

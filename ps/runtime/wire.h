@@ -1,10 +1,7 @@
-// The parameter-server wire: who is which rank, and the messages between a
-// worker and a PS task over Gloo's TCP pairs.
-//
-// A PS job's Gloo context has the workers first and the PS tasks after them:
-// ranks [0, workers) are workers (so a worker's rank is its data-parallel
-// rank), rank workers + k is PS task k. PS task k holds shard k of the
-// ShardMap (ps/shard_map.h), if it has one.
+// The parameter-server wire: the messages between a worker and a PS task,
+// each over their own link (ps/runtime/links.h), a Gloo context of two
+// ranks. Workers are numbered by their data-parallel rank, [0, workers), and
+// PS task k holds shard k of the ShardMap (ps/shard_map.h), if it has one.
 //
 // A worker's step, per shard:
 //   worker -> PS   kHeader  {clock, samples}          16 bytes
@@ -24,6 +21,13 @@
 // worker's next push has not come, so every shard's answer holds exactly
 // the updates of steps up to `clock`: a consistent cut. Under async each
 // shard answers with what it holds when the request arrives.
+// A worker restarted while the others go on (an incarnation above 0) pulls
+// before it pushes. As soon as its link is up, the PS sends
+//   PS -> worker   kJoin  {clock, 0} (16 bytes), then the shard's values
+// where `clock` is the step the PS would have it start at: the slowest live
+// worker's, and never below a step its earlier incarnations pushed. The
+// worker starts at the largest of its PS tasks' clocks and pushes that step
+// first; each PS task moves it there.
 // Gloo keeps each (sender, slot) in order, so a worker's grads follow its
 // header.
 //
@@ -32,7 +36,6 @@
 #define YOKE_PS_RUNTIME_WIRE_H_
 
 #include <cstdint>
-#include <string>
 
 namespace yoke::ps {
 
@@ -41,6 +44,7 @@ enum class Slot : uint64_t {
   kGrads = 0x505302,
   kParams = 0x505303,
   kSnapshot = 0x505304,
+  kJoin = 0x505305,
 };
 
 struct PushHeader {
@@ -57,11 +61,11 @@ struct SnapshotHead {
   int64_t state_arrays = 0;     // optimizer state arrays that follow the values
 };
 
-// The Gloo rank of PS task `ps` in a job of `workers` workers.
-inline int PsRank(int workers, int ps) { return workers + ps; }
-
-// "PS task 1 (rank 3)" / "worker 0".
-std::string PsName(int workers, int rank);
+// The head of a join answer.
+struct JoinHead {
+  int64_t clock = 0;  // the step the worker may start at
+  int64_t unused = 0;
+};
 
 }  // namespace yoke::ps
 
