@@ -175,6 +175,15 @@ struct TrainerOptions {
   // Benchmarks only: a parameter-server replica pushes every shard after its
   // backward instead of each one as it becomes whole (what the overlap saves).
   bool ps_push_after_backward = false;
+  // A parameter-server replica's incarnation (ps/runtime/links.h): 0 for its
+  // first run; above 0 for a replica restarted while the others went on
+  // (async and bounded), which pulls the values from the PS tasks and
+  // resumes its data at the steps it had pushed before.
+  int64_t ps_incarnation = 0;
+  // Tests only: a parameter-server replica departs after this many steps
+  // (0: never), dropping its links without leaving, as a killed process
+  // does; Run() then fails with ABORTED.
+  int64_t ps_depart_after_steps = 0;
 };
 
 class Trainer {
@@ -406,8 +415,16 @@ class Trainer {
   // data-parallel rank) and the layout's check against world_size.
   absl::Status AssignPsRoles();
   // A replica, on its thread: the replicas' communicator (with more than
-  // one), then its links to the PS tasks and its client.
+  // one, unless PsRestartable), then its links to the PS tasks and its
+  // client, and with ps_incarnation > 0 its rejoin.
   absl::Status ConnectPs(Replica& r);
+  // Whether one replica may die and come back while the others train on:
+  // async or bounded, and no early stopping (whose decision needs the
+  // replicas' group).
+  bool PsRestartable() const;
+  // TrainerOptions::ps_depart_after_steps: ABORTED once the replica is due
+  // to depart (its client, and so its links, dropped).
+  absl::Status MaybeDepart(LoopState& s);
   // The Gloo options of the link between data-parallel rank `replica` and
   // PS task `ps` (their hosts, for errors).
   collective::GlooOptions LinkOptions(int replica, int ps) const;

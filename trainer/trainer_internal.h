@@ -177,6 +177,9 @@ struct Trainer::Replica {
   // ps_client and ps_server are set under comm_mu_, for AbortOthers.
   bool ps_task = false;
   int ps_index = 0;
+  // A replica that rejoined (TrainerOptions::ps_incarnation > 0): the
+  // global step its data resumes at (the steps it had pushed); -1 if not.
+  int64_t rejoin_step = -1;
   std::unique_ptr<ps::PsClient> ps_client;
   std::unique_ptr<ps::ShardServer> ps_server;
   // Set when distribution.sync_batch_norm: batch_norm's statistics span

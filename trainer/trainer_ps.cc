@@ -80,11 +80,27 @@ collective::GlooOptions Trainer::LinkOptions(int replica, int ps) const {
   return GlooForRanks({dp_globals_[replica], ps_globals_[ps]});
 }
 
+bool Trainer::PsRestartable() const {
+  const v1::DistributionSpec& d = spec_.distribution();
+  return ConsistencyOf(d) != ps::Consistency::kSync &&
+         spec_.training().early_stopping().monitor().empty();
+}
+
 absl::Status Trainer::ConnectPs(Replica& r) {
   const int replicas = data_parallel_ranks();
-  if (replicas > 1) {
-    // The replicas' own group, for evaluation's and early stopping's
-    // collectives (the PS tasks are not in it).
+  const bool restartable = PsRestartable();
+  if (options_.ps_incarnation > 0 && !restartable) {
+    return absl::FailedPreconditionError(
+        "trainer: only an async or bounded parameter-server job without early stopping takes a "
+        "restarted replica (ps_incarnation > 0): sync steps every replica together, and early "
+        "stopping's decision travels over the replicas' group");
+  }
+  // The replicas' own group, for the initial broadcast and early stopping's
+  // decision (the PS tasks are not in it). A job that may restart one
+  // replica has none, since a dead replica would break it for the others:
+  // every replica starts from the same seed or checkpoint, and each stops
+  // at the spec's end on its own.
+  if (replicas > 1 && !restartable) {
     ASSIGN_OR_RETURN(auto comm, collective::CreateCommunicator(group_store_.get(), r.rank, replicas,
                                                                GlooForRanks(dp_globals_)));
     collective::Communicator* c = comm.get();
@@ -94,9 +110,9 @@ absl::Status Trainer::ConnectPs(Replica& r) {
   }
   ASSIGN_OR_RETURN(ps::ShardMap map,
                    ps::BuildShardMap(r.model->params().flat_values().numel(), ps_tasks_));
-  ASSIGN_OR_RETURN(auto links, ps::ConnectWorkerLinks(ps_store_.get(), r.rank, 0, map, [&](int ps) {
-                     return LinkOptions(r.rank, ps);
-                   }));
+  ASSIGN_OR_RETURN(auto links,
+                   ps::ConnectWorkerLinks(ps_store_.get(), r.rank, options_.ps_incarnation, map,
+                                          [&](int ps) { return LinkOptions(r.rank, ps); }));
   ASSIGN_OR_RETURN(auto client, ps::PsClient::Create(std::move(links), r.rank, std::move(map),
                                                      collective_timeout_));
   // Each shard goes out as soon as backward has finished its parameters.
@@ -105,6 +121,16 @@ absl::Status Trainer::ConnectPs(Replica& r) {
     params.emplace_back(e.offset, engine::NumElements(e.shape));
   }
   if (!options_.ps_push_after_backward) client->SetParams(params);
+  if (options_.ps_incarnation > 0) {
+    // Restarted while the others went on: the values as trained so far, and
+    // the data from the first step it had not pushed.
+    RETURN_IF_ERROR(client->Rejoin(r.model->params().flat_values().data<float>()));
+    r.rejoin_step = std::min(client->rejoined_pushed(), total_steps_);
+    spdlog::info(
+        "replica {} rejoined its PS tasks (incarnation {}): its data resumes at step {}, its "
+        "staleness clock at {}",
+        r.rank, options_.ps_incarnation, r.rejoin_step, client->clock());
+  }
   absl::MutexLock l(&comm_mu_);
   if (aborted_) client->Abort();
   r.ps_client = std::move(client);
@@ -165,6 +191,19 @@ absl::Status Trainer::SavePsCheckpoint(Replica& r, const std::string& path) {
   r.optimizer->set_step_count(steps);
   spdlog::debug("PS snapshot for {} took {:.3f} s", path, Seconds(Clock::now() - t0));
   return SaveCheckpoint(path);
+}
+
+absl::Status Trainer::MaybeDepart(LoopState& s) {
+  if (options_.ps_depart_after_steps <= 0 || !s.rep.ps_client ||
+      s.step < options_.ps_depart_after_steps) {
+    return absl::OkStatus();
+  }
+  {
+    absl::MutexLock l(&comm_mu_);
+    s.rep.ps_client.reset();  // its links close without a leave
+  }
+  return absl::AbortedError(absl::StrCat("trainer: replica ", s.rep.rank, " departed after step ",
+                                         s.step, " (ps_depart_after_steps)"));
 }
 
 absl::Status Trainer::BeginPsStep(LoopState& s, int64_t n) {

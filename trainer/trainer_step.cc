@@ -134,6 +134,7 @@ absl::Status Trainer::RunLoop(Replica& rep, v1::TrainResult* result) {
     const bool last_in_epoch = batch->last_in_epoch;
     s.pipe->Recycle(std::move(*batch));
     EndStep(s, n, out.global_n, Seconds(Clock::now() - t0));
+    RETURN_IF_ERROR(MaybeDepart(s));
 
     if ((s.progress || (s.root && events_)) && (s.step % log_every == 0 || last_in_epoch)) {
       ReportWindow(s, out.lr);
@@ -172,6 +173,16 @@ absl::Status Trainer::StartLoop(LoopState& s) {
   s.step = step_;
   s.epoch = epoch_;
   s.step_in_epoch = step_in_epoch_;
+  if (s.rep.rejoin_step >= 0) {  // a PS replica restarted while the others went on
+    s.step = s.rep.rejoin_step;
+    s.epoch = s.step / steps_per_epoch_;
+    s.step_in_epoch = s.step % steps_per_epoch_;
+    if (s.lead) {
+      step_ = s.step;
+      epoch_ = s.epoch;
+      step_in_epoch_ = s.step_in_epoch;
+    }
+  }
 
   data::SamplerOptions so;
   so.batch_size = tr.batch_size();

@@ -79,6 +79,7 @@ absl::Status PsClient::Rejoin(float* values) {
     JoinHead head;
     std::memcpy(&head, answers[i].data(), sizeof(head));
     clock = std::max(clock, head.clock);
+    rejoined_pushed_ = std::max(rejoined_pushed_, head.pushed);
     std::memcpy(values + map_.shards[i].offset, answers[i].data() + sizeof(JoinHead),
                 static_cast<size_t>(map_.shards[i].count) * sizeof(float));
   }

@@ -63,6 +63,10 @@ class PsClient {
   // shard's values into `values`, and the clock to start at (the largest the
   // PS tasks name, wire.h). Errors as PushPull's.
   absl::Status Rejoin(float* values);
+  // After Rejoin: one past the last step the worker's earlier incarnations
+  // pushed (the largest any PS task saw; a push in flight when it died may
+  // have reached only some of them).
+  int64_t rejoined_pushed() const { return rejoined_pushed_; }
 
   // PushPull overlapped with backward, as the allreduce reducer's buckets
   // are: BeginStep before backward, MarkReady(p) as backward finishes
@@ -104,6 +108,7 @@ class PsClient {
   ShardMap map_;
   absl::Duration timeout_;
   int64_t clock_ = 0;
+  int64_t rejoined_pushed_ = 0;
   bool left_ = false;
   // Overlap: each parameter's overlaps with the shards, (shard, floats),
   // and each shard's floats that belong to parameters.

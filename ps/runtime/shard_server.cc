@@ -219,6 +219,7 @@ absl::Status ShardServer::Linked(Event& e) {
   const int64_t slowest = gate_.SlowestClock();
   JoinHead head;
   head.clock = std::max(slowest, p.high_water);
+  head.pushed = p.high_water;
   RETURN_IF_ERROR(gate_.JoinAt(w, head.clock));
   p.departed = false;
   p.rejoining = true;

@@ -23,11 +23,12 @@
 // shard answers with what it holds when the request arrives.
 // A worker restarted while the others go on (an incarnation above 0) pulls
 // before it pushes. As soon as its link is up, the PS sends
-//   PS -> worker   kJoin  {clock, 0} (16 bytes), then the shard's values
+//   PS -> worker   kJoin  {clock, pushed} (16 bytes), then the shard's values
 // where `clock` is the step the PS would have it start at: the slowest live
-// worker's, and never below a step its earlier incarnations pushed. The
-// worker starts at the largest of its PS tasks' clocks and pushes that step
-// first; each PS task moves it there.
+// worker's, and never below a step its earlier incarnations pushed, and
+// `pushed` is one past the last step they pushed to this PS task (where its
+// data resumes). The worker starts at the largest of its PS tasks' clocks
+// and pushes that step first; each PS task moves it there.
 // Gloo keeps each (sender, slot) in order, so a worker's grads follow its
 // header.
 //
@@ -63,8 +64,8 @@ struct SnapshotHead {
 
 // The head of a join answer.
 struct JoinHead {
-  int64_t clock = 0;  // the step the worker may start at
-  int64_t unused = 0;
+  int64_t clock = 0;   // the step the worker may start at
+  int64_t pushed = 0;  // one past the last step its earlier incarnations pushed
 };
 
 }  // namespace yoke::ps
