@@ -28,6 +28,7 @@ using ::testing::HasSubstr;
 using testing::MakeWorkers;
 using testing::Params;
 using testing::RelMaxDiff;
+using testing::RunOne;
 using testing::RunWorkers;
 using testing::Worker;
 
@@ -234,20 +235,6 @@ TEST(PsTrainTest, AWorldSizeThatDoesNotMatchTheSpecIsRefused) {
   auto t = Trainer::Create(w[0].spec, o);
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(t.status().message(), HasSubstr("2 x 1 replicas and 2 PS tasks has 4 ranks"));
-}
-
-// Runs one worker's Trainer to its end on this thread.
-void RunOne(Worker& w) {
-  auto t = Trainer::Create(w.spec, w.options);
-  if (!t.ok()) {
-    w.status = t.status();
-    return;
-  }
-  w.trainer = *std::move(t);
-  auto r = w.trainer->Run();
-  w.status = r.status();
-  if (r.ok()) w.result = *r;
-  w.steps = w.trainer->global_step();
 }
 
 // Each step's dataset indices, as worker `w`'s replica reports them.

@@ -74,23 +74,24 @@ inline std::vector<Worker> MakeWorkers(const v1::JobSpec& spec, int workers, int
   return out;
 }
 
+// Runs one worker's Trainer to its end on this thread.
+inline void RunOne(Worker& w) {
+  auto t = Trainer::Create(w.spec, w.options);
+  if (!t.ok()) {
+    w.status = t.status();
+    return;
+  }
+  w.trainer = *std::move(t);
+  auto r = w.trainer->Run();
+  w.status = r.status();
+  if (r.ok()) w.result = *r;
+  w.steps = w.trainer->global_step();
+}
+
 // Runs each worker's Trainer on its own thread and waits for all.
 inline void RunWorkers(std::vector<Worker>& workers) {
   std::vector<std::thread> threads;
-  for (Worker& w : workers) {
-    threads.emplace_back([&w] {
-      auto t = Trainer::Create(w.spec, w.options);
-      if (!t.ok()) {
-        w.status = t.status();
-        return;
-      }
-      w.trainer = *std::move(t);
-      auto r = w.trainer->Run();
-      w.status = r.status();
-      if (r.ok()) w.result = *r;
-      w.steps = w.trainer->global_step();
-    });
-  }
+  for (Worker& w : workers) threads.emplace_back([&w] { RunOne(w); });
   for (auto& t : threads) t.join();
 }
 
