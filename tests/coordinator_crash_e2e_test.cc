@@ -112,9 +112,14 @@ std::vector<std::string> ArgvOf(pid_t pid) {
 TEST(CoordinatorCrashE2ETest, KillNineThenItsOwnCommandLineResumesTheRunningJob) {
   TestCluster cluster(1);
   ASSERT_TRUE(cluster.ok()) << cluster.up_output();
+  // The first hidden layer is 8x wider than the config's, so the job still
+  // runs when the test sees its 20th step: with the config's own MLP a fast
+  // machine finished all three epochs before the first progress report
+  // (CI saw JOB_SUCCEEDED at the crash).
   RunResult s = cluster.Yoke("submit " + Config("fashion_mnist_mlp.yaml") +
                              " --set training.epochs=3 --set training.threads=1"
                              " --set data.train.num_examples=20000"
+                             " --set model.layers[1].dense.units=2048"
                              " --set data.test.num_examples=1000 --set restart.max_restarts=0");
   ASSERT_EQ(s.exit_code, 0) << s.out;
   const std::string id = s.out.substr(0, s.out.find('\n'));
