@@ -141,6 +141,8 @@ struct PsRun {
   int workers = 2;
   int ps_tasks = 1;
   ServerOptions server;
+  // The workers' timeout for an answer (zero: server.timeout's).
+  absl::Duration client_timeout = absl::ZeroDuration();
   v1::OptimizerSpec optimizer = Sgd();
   int64_t steps = 50;
   // Called by worker w before its step t (to hold it); may be empty.
@@ -220,7 +222,9 @@ PsResult RunPs(const PsRun& run) {
         res.status[r] = links.status();
         return;
       }
-      auto client = PsClient::Create(*links, r, map, run.server.timeout);
+      auto client = PsClient::Create(
+          *links, r, map,
+          run.client_timeout > absl::ZeroDuration() ? run.client_timeout : run.server.timeout);
       if (!client.ok()) {
         res.status[r] = client.status();
         return;
@@ -532,6 +536,10 @@ TEST(ErrorsTest, AMissingPushIsNamed) {
   run.steps = 3;
   run.train = false;
   run.server.timeout = absl::Milliseconds(800);
+  // Worker 0 waits longer for its answer than the PS task for the push:
+  // with equal timeouts worker 0 sometimes gave up first, and its link's
+  // break then reached the PS task before its own timeout.
+  run.client_timeout = absl::Milliseconds(1600);
   run.before_step = [&](int w, int64_t t) {
     if (w == 1 && t == 1) std::this_thread::sleep_for(std::chrono::seconds(3));
   };
