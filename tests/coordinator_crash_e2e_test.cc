@@ -50,12 +50,7 @@ TEST(CoordinatorCrashE2ETest, KillNineThenYokeUpDirResumesTheRunningJob) {
   EXPECT_NE(up.out.find("still running"), std::string::npos) << up.out;
   EXPECT_NE(up.out.find(address), std::string::npos) << "the same port: " << up.out;
 
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return cluster.GetJob(id, &job) &&
-               (job.state() == v1::JOB_SUCCEEDED || job.state() == v1::JOB_FAILED);
-      },
-      std::chrono::seconds(300)))
+  ASSERT_TRUE(cluster.WaitForEnd(id, &job, std::chrono::seconds(300)))
       << job.DebugString() << cluster.Logs();
   ASSERT_EQ(job.state(), v1::JOB_SUCCEEDED) << job.reason() << cluster.Logs();
   EXPECT_EQ(job.attempts_size(), 1) << "the job went on in the same attempt";
@@ -144,12 +139,7 @@ TEST(CoordinatorCrashE2ETest, KillNineThenItsOwnCommandLineResumesTheRunningJob)
 
   // cluster.GetJob calls the address of the first coordinator: the
   // restarted one must listen there, and the worker must find it in time.
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return cluster.GetJob(id, &job) &&
-               (job.state() == v1::JOB_SUCCEEDED || job.state() == v1::JOB_FAILED);
-      },
-      std::chrono::seconds(300)))
+  ASSERT_TRUE(cluster.WaitForEnd(id, &job, std::chrono::seconds(300)))
       << job.DebugString() << cluster.Logs();
   ASSERT_EQ(job.state(), v1::JOB_SUCCEEDED) << job.reason() << cluster.Logs();
   EXPECT_EQ(job.attempts_size(), 1) << "the job went on in the same attempt";

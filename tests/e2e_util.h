@@ -327,6 +327,17 @@ class TestCluster {
     return r.exit_code == 0 && ParseJson(r.out, job);
   }
 
+  // Polls job `id` into `*job` until it SUCCEEDED or FAILED (true) or
+  // `timeout` passes (false).
+  bool WaitForEnd(const std::string& id, v1::Job* job, std::chrono::seconds timeout) const {
+    return WaitFor(
+        [&] {
+          return GetJob(id, job) &&
+                 (job->state() == v1::JOB_SUCCEEDED || job->state() == v1::JOB_FAILED);
+        },
+        timeout);
+  }
+
   // What SubmitAndWatch saw.
   struct Watched {
     std::string id;

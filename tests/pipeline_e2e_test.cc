@@ -91,12 +91,7 @@ TEST(PipelineE2ETest, AKilledStageFailsTheAttemptAndTheJobResumesFromItsCheckpoi
   ASSERT_EQ(kill(trainers[0], SIGKILL), 0);
   const int64_t step_at_kill = job.progress().step();
   const auto killed = Clock::now();
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return cluster.GetJob(id, &job) &&
-               (job.state() == v1::JOB_SUCCEEDED || job.state() == v1::JOB_FAILED);
-      },
-      std::chrono::seconds(300)))
+  ASSERT_TRUE(cluster.WaitForEnd(id, &job, std::chrono::seconds(300)))
       << job.DebugString() << cluster.Logs();
   const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
   ASSERT_EQ(job.state(), v1::JOB_SUCCEEDED) << job.reason() << cluster.Logs();

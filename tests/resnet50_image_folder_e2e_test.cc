@@ -151,12 +151,7 @@ TEST(ResNet50ImageFolderE2ETest, TwoWorkersCheckpointAndResumeAfterAKill) {
     EXPECT_GT(resumed_at, 2) << "the second attempt started over";
   }
 
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return cluster.GetJob(id, &job) &&
-               (job.state() == v1::JOB_SUCCEEDED || job.state() == v1::JOB_FAILED);
-      },
-      std::chrono::seconds(900)))
+  ASSERT_TRUE(cluster.WaitForEnd(id, &job, std::chrono::seconds(900)))
       << job.DebugString() << cluster.Logs();
   ASSERT_EQ(job.state(), v1::JOB_SUCCEEDED) << job.reason() << cluster.Logs();
   ASSERT_EQ(job.attempts_size(), 2) << job.DebugString();

@@ -83,12 +83,7 @@ void RunAndKill(const TestCluster& cluster, const std::string& ckpt_dir,
   out->stalled_seconds = std::chrono::duration<double>(Clock::now() - killed).count();
   out->resumed_at = job.progress().step();
 
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return cluster.GetJob(out->id, &job) &&
-               (job.state() == v1::JOB_SUCCEEDED || job.state() == v1::JOB_FAILED);
-      },
-      std::chrono::seconds(300)))
+  ASSERT_TRUE(cluster.WaitForEnd(out->id, &job, std::chrono::seconds(300)))
       << job.DebugString() << cluster.Logs();
 }
 
