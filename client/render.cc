@@ -249,9 +249,13 @@ std::string JobDetails(const v1::Job& job, int64_t now_ms) {
     if (!a.reason().empty()) absl::StrAppend(&out, " - ", a.reason());
     absl::StrAppend(&out, "\n");
     for (const auto& as : a.assignments()) {
-      absl::StrAppend(&out, "  ranks ", as.first_rank(), "..",
-                      as.first_rank() + as.num_replicas() - 1, " on ", as.worker_id(), " devices [",
-                      absl::StrJoin(as.devices(), ","), "]", ShareRoles(s, as), "\n");
+      absl::StrAppend(
+          &out, "  ranks ", as.first_rank(), "..", as.first_rank() + as.num_replicas() - 1, " on ",
+          as.worker_id(), " devices [", absl::StrJoin(as.devices(), ","), "]", ShareRoles(s, as),
+          as.incarnation() > 0 ? absl::StrCat(", restarted alone ", as.incarnation(),
+                                              as.incarnation() == 1 ? " time" : " times")
+                               : "",
+          "\n");
     }
   }
   for (const auto& e : job.history()) {

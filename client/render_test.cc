@@ -197,9 +197,12 @@ TEST(RenderTest, JobDetailsNameAParameterServerJobsRoles) {
   s1->set_first_rank(3);
   s1->set_num_replicas(2);
   s1->add_devices(0);
+  s1->set_incarnation(2);
   const std::string out = JobDetails(job, 0);
-  EXPECT_THAT(out, HasSubstr("ranks 0..2 on w-1 devices [0] (replica 0; PS tasks 0, 2)")) << out;
-  EXPECT_THAT(out, HasSubstr("ranks 3..4 on w-2 devices [0] (replica 1; PS task 1)")) << out;
+  EXPECT_THAT(out, HasSubstr("ranks 0..2 on w-1 devices [0] (replica 0; PS tasks 0, 2)\n")) << out;
+  EXPECT_THAT(out, HasSubstr("ranks 3..4 on w-2 devices [0] (replica 1; PS task 1), restarted "
+                             "alone 2 times\n"))
+      << out;
   d->clear_strategy();
   EXPECT_THAT(JobDetails(job, 0), HasSubstr("ranks 0..2 on w-1 devices [0]\n"));
   EXPECT_THAT(out, Not(HasSubstr("ps: "))) << "no PS line before a step is reported";

@@ -7,6 +7,7 @@
 // files (scheduler.cc, worker_registry.cc, hang_report.cc, rendezvous.cc).
 #include "coordinator/coordinator.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -16,6 +17,7 @@
 #include "coordinator/coordinator_internal.h"
 #include "coordinator/hang_report.h"
 #include "jobspec/job_spec_binary.h"
+#include "jobspec/ps_check.h"
 #include "spdlog/spdlog.h"
 
 namespace yoke::server {
@@ -24,6 +26,14 @@ namespace coordinator_internal {
 
 std::string AttemptKey(const std::string& job_id, int attempt) {
   return absl::StrCat(job_id, "/", attempt);
+}
+
+int RestartsUsed(const v1::Job& job) {
+  int used = std::max(job.attempts_size() - 1, 0);
+  for (const v1::Attempt& a : job.attempts()) {
+    for (const v1::Assignment& s : a.assignments()) used += std::max(s.incarnation(), 0);
+  }
+  return used;
 }
 
 const v1::Assignment* ShareOf(const v1::Attempt& a, const std::string& worker_id) {
@@ -117,6 +127,7 @@ void Coordinator::Hold(ActiveJob& aj, v1::Job job, const v1::JobSpec& spec,
   if (spec.has_logging()) *head->mutable_logging() = spec.logging();
   head->set_max_run_seconds(spec.max_run_seconds());
   aj.job = std::move(job);
+  aj.restarts_alone = common::RestartsReplicasAlone(spec);
 }
 
 v1::Job Coordinator::WithSpec(v1::Job job, const std::string& spec) {

@@ -259,6 +259,9 @@ class Coordinator {
       int64_t deadline_ms = 0;
     };
     std::optional<Echo> echo;
+    // common::RestartsReplicasAlone of the whole spec (the head lacks
+    // training): a failed share of replicas only restarts alone.
+    bool restarts_alone = false;
   };
   struct Draining {
     std::string kind;
@@ -343,6 +346,15 @@ class Coordinator {
   // be gone and must not be used.
   bool ApplyExit(ActiveJob& aj, v1::Attempt& a, const v1::Assignment& share,
                  const std::string& worker_id, const v1::AttemptStatus& st)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A share of `a` whose trainer failed with st (not as a peer's echo)
+  // restarts alone, as its next incarnation in the same attempt, when the
+  // job restarts replicas alone (ActiveJob::restarts_alone), the share holds
+  // neither rank 0 nor a PS task, the failure is retryable and not out of
+  // memory, and restart.max_restarts has one left (RestartsUsed). Returns
+  // whether it did.
+  bool RestartShareAlone(ActiveJob& aj, v1::Attempt& a, const v1::Assignment& share,
+                         const std::string& worker_id, const v1::AttemptStatus& st)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ExitReason with the hang report (the blamed workers' addresses named).
   std::string FailureReason(const ActiveJob& aj, const v1::Attempt& a, const v1::Assignment& share,

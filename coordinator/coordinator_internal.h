@@ -26,6 +26,10 @@ inline constexpr size_t kMaxLogText = 4096;
 // restart.max_restarts when the spec leaves it unset.
 inline constexpr int kDefaultMaxRestarts = 3;
 
+// The restarts `job` has used of restart.max_restarts: every attempt after
+// the first, and every share restarted alone (Assignment.incarnation).
+int RestartsUsed(const v1::Job& job);
+
 // "job/attempt": how the draining index and Worker.running name an attempt.
 std::string AttemptKey(const std::string& job_id, int attempt);
 

@@ -142,7 +142,7 @@ void Coordinator::FailAttempt(ActiveJob& aj, const std::string& reason, bool ret
   EndAttempt(aj, v1::ATTEMPT_FAILED, reason);
   const v1::RestartPolicy& policy = aj.job.spec().restart();
   const int max_restarts = policy.has_max_restarts() ? policy.max_restarts() : kDefaultMaxRestarts;
-  const int restarts_used = aj.job.attempts_size() - 1;
+  const int restarts_used = coordinator_internal::RestartsUsed(aj.job);
   spdlog::warn("{}: attempt {} failed: {}", aj.job.id(), number, reason);
   if (!retryable || restarts_used >= max_restarts) {
     std::string why = reason;

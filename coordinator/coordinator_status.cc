@@ -14,6 +14,7 @@
 #include "coordinator/coordinator_internal.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/hang_report.h"
+#include "jobspec/ps_check.h"
 #include "spdlog/spdlog.h"
 
 namespace yoke::server {
@@ -154,6 +155,9 @@ void Coordinator::ApplyStatus(const std::string& worker_id, const v1::AttemptSta
   if (a == nullptr || a->number() != st.attempt()) return;  // a stale attempt
   const v1::Assignment* share = ShareOf(*a, worker_id);
   if (share == nullptr || aj.exited.count(worker_id)) return;
+  // A share restarted alone: what its earlier incarnation's trainer said
+  // last (the worker reports it until it starts the next) is over.
+  if (st.incarnation() < share->incarnation()) return;
 
   if (st.logs_size() > 0) StoreLogs(aj, *a, *share, worker_id, st);
   // The job's metrics are global rank 0's (every rank trains the same
@@ -251,6 +255,45 @@ std::string Coordinator::FailureReason(const ActiveJob& aj, const v1::Attempt& a
                        aj.collective_done, addresses);
 }
 
+bool Coordinator::RestartShareAlone(ActiveJob& aj, v1::Attempt& a, const v1::Assignment& share,
+                                    const std::string& worker_id, const v1::AttemptStatus& st) {
+  if (!aj.restarts_alone || aj.echo || share.first_rank() == 0 || st.exit_code() == 2 ||
+      absl::StrContains(st.reason(), "out of memory")) {
+    return false;
+  }
+  // A share holding a PS task takes the job's state with it: the attempt
+  // restarts from its checkpoint instead.
+  const int ps_tasks = common::ParameterServerTasks(aj.job.spec());
+  const int workers = std::max(a.assignments_size(), 1);
+  const int per_worker = (a.world_size() - ps_tasks) / workers;
+  for (int r = share.first_rank(); r < share.first_rank() + std::max(share.num_replicas(), 1);
+       ++r) {
+    if (per_worker < 1 || common::RoleOfRank(r, workers, per_worker, ps_tasks).ps) return false;
+  }
+  const v1::RestartPolicy& policy = aj.job.spec().restart();
+  const int max_restarts =
+      policy.has_max_restarts() ? policy.max_restarts() : coordinator_internal::kDefaultMaxRestarts;
+  const int used = coordinator_internal::RestartsUsed(aj.job);
+  if (used >= max_restarts) return false;
+  int incarnation = 0;
+  for (v1::Assignment& as : *a.mutable_assignments()) {
+    if (as.worker_id() == worker_id) {
+      as.set_incarnation(as.incarnation() + 1);
+      incarnation = as.incarnation();
+    }
+  }
+  aj.exited.erase(worker_id);
+  aj.collective_done.erase(share.first_rank());
+  if (options_.metrics) options_.metrics->OnRestart();
+  aj.job.set_reason(absl::StrCat(FailureReason(aj, a, share, st), "; restarted alone as its ",
+                                 "incarnation ", incarnation, " while the others train on (",
+                                 used + 1, " of ", max_restarts, " restarts)"));
+  spdlog::warn("{}: attempt {}: {}", aj.job.id(), a.number(), aj.job.reason());
+  Persist(aj).IgnoreError();
+  Bump(aj, aj.job.reason());
+  return true;
+}
+
 bool Coordinator::ApplyExit(ActiveJob& aj, v1::Attempt& a, const v1::Assignment& share,
                             const std::string& worker_id, const v1::AttemptStatus& st) {
   aj.exited[worker_id] = st.exit_code();
@@ -267,6 +310,9 @@ bool Coordinator::ApplyExit(ActiveJob& aj, v1::Attempt& a, const v1::Assignment&
     const ActiveJob::Echo echo = *aj.echo;
     FailAttempt(aj, echo.reason, echo.retryable);
     return true;
+  }
+  if (st.exit_code() != 0 && RestartShareAlone(aj, a, share, worker_id, st)) {
+    return false;
   }
   if (st.exit_code() != 0) {
     // Exit code 2 is a bad spec or input, and running out of memory (the

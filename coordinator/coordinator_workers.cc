@@ -190,6 +190,7 @@ std::vector<v1::DesiredAttempt> Coordinator::DesiredFor(
     d.set_num_replicas(share->num_replicas());
     *d.mutable_devices() = share->devices();
     d.set_resume(a->number() > 1);
+    d.set_incarnation(share->incarnation());
     if (!reported) {
       // The trainer checks its paths again where the files are.
       *d.mutable_data_roots() = {options_.data_roots.begin(), options_.data_roots.end()};

@@ -71,6 +71,13 @@ int ParameterServerTasks(const v1::JobSpec& spec) {
   return IsParameterServerJob(spec) ? std::max(spec.distribution().parameter_servers(), 0) : 0;
 }
 
+bool RestartsReplicasAlone(const v1::JobSpec& spec) {
+  const v1::DistributionSpec& d = spec.distribution();
+  return IsParameterServerJob(spec) &&
+         (d.consistency() == "async" || d.consistency() == "bounded") &&
+         spec.training().early_stopping().monitor().empty();
+}
+
 std::vector<std::string> ParameterServerSpecErrors(const v1::JobSpec& spec) {
   std::vector<std::string> errors;
   const v1::DistributionSpec& d = spec.distribution();

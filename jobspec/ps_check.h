@@ -27,6 +27,14 @@ bool IsParameterServerJob(const v1::JobSpec& spec);
 // Its PS tasks: distribution.parameter_servers, or 0 for any other job.
 int ParameterServerTasks(const v1::JobSpec& spec);
 
+// A PS job whose replicas may die and come back alone while the others
+// train on: consistency async or bounded (sync steps every replica
+// together) and no early stopping (its decision travels over the
+// replicas' own group, which a dead replica would break). The coordinator
+// then restarts a failed share that holds only replicas, rank 0's aside,
+// as the share's next incarnation instead of the whole attempt.
+bool RestartsReplicasAlone(const v1::JobSpec& spec);
+
 // Every violation of the parameter-server rules, each naming its field:
 // the strategy's own fields, and the options a PS job cannot honour.
 std::vector<std::string> ParameterServerSpecErrors(const v1::JobSpec& spec);

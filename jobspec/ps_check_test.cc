@@ -69,6 +69,23 @@ TEST(PsCheckTest, TheYamlFormParsesAndAGoodJobHasNoErrors) {
   EXPECT_THAT(ParameterServerSpecErrors(plain), IsEmpty());
 }
 
+TEST(PsCheckTest, OnlyAsyncAndBoundedJobsWithoutEarlyStoppingRestartAReplicaAlone) {
+  EXPECT_TRUE(RestartsReplicasAlone(Load({})));  // bounded
+  EXPECT_TRUE(RestartsReplicasAlone(
+      Load({"distribution.consistency=async", "distribution.max_staleness=0"})));
+  EXPECT_FALSE(RestartsReplicasAlone(
+      Load({"distribution.consistency=sync", "distribution.max_staleness=0"})));
+  EXPECT_FALSE(
+      RestartsReplicasAlone(Load({"distribution.consistency=", "distribution.max_staleness=0"})))
+      << "no consistency is sync";
+  EXPECT_FALSE(RestartsReplicasAlone(
+      Load({"training.early_stopping.monitor=validation_loss", "data.validation_split=0.1"})));
+  EXPECT_FALSE(RestartsReplicasAlone(
+      Load({"distribution.strategy=allreduce", "distribution.parameter_servers=0",
+            "distribution.consistency=async", "distribution.max_staleness=0"})))
+      << "an allreduce job restarts whole attempts";
+}
+
 TEST(PsCheckTest, EachBadFieldIsNamed) {
   const struct {
     std::vector<std::string> overrides;

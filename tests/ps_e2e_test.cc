@@ -5,7 +5,10 @@
 // under bounded staleness to the accuracy an allreduce job reaches. Then a
 // PS task's trainer killed with SIGKILL: the attempt is retried from the
 // newest checkpoint, which the chief wrote from the PS tasks' shards, and
-// the job SUCCEEDS.
+// the job SUCCEEDS. And under async, a replica's trainer killed alone: the
+// coordinator restarts that share by itself, the chief trains on, and the
+// job SUCCEEDS in its first attempt with every step of both replicas pushed
+// exactly once.
 #include <signal.h>
 
 #include <chrono>
@@ -123,12 +126,7 @@ TEST(PsE2ETest, APsTasksTrainerKilledResumesFromTheCheckpoint) {
       << job.DebugString() << cluster.Logs();
   const double stalled = std::chrono::duration<double>(Clock::now() - killed).count();
   const int64_t resumed_at = job.progress().step();
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return cluster.GetJob(id, &job) &&
-               (job.state() == v1::JOB_SUCCEEDED || job.state() == v1::JOB_FAILED);
-      },
-      std::chrono::seconds(300)))
+  ASSERT_TRUE(cluster.WaitForEnd(id, &job, std::chrono::seconds(300)))
       << job.DebugString() << cluster.Logs();
   ASSERT_EQ(job.state(), v1::JOB_SUCCEEDED) << job.reason() << cluster.Logs();
   EXPECT_EQ(job.attempts(0).state(), v1::ATTEMPT_FAILED);
@@ -157,6 +155,76 @@ TEST(PsE2ETest, APsTasksTrainerKilledResumesFromTheCheckpoint) {
       static_cast<long long>(resumed_at), job.result().test_accuracy());
   std::error_code ec;
   std::filesystem::remove_all(ckpt, ec);
+}
+
+// 2 workers and 1 PS task under async: the chief's trainer runs replica 0
+// and the PS task, the other's replica 1 alone. Replica 1's trainer is
+// killed with SIGKILL; the coordinator restarts its share alone as
+// incarnation 1 (no new attempt), the chief trains on meanwhile, and the
+// new trainer rejoins the PS task and resumes its data where its pushes
+// stopped.
+TEST(PsE2ETest, AReplicaKilledUnderAsyncIsRestartedAloneWhileTheChiefTrainsOn) {
+  TestCluster cluster(2);
+  ASSERT_TRUE(cluster.ok()) << cluster.up_output();
+  RunResult s = cluster.Yoke("submit " + Config("fashion_mnist_mlp_ps.yaml") +
+                             " --set training.epochs=1 --set training.threads=1"
+                             " --set distribution.parameter_servers=1"
+                             " --set distribution.consistency=async"
+                             " --set distribution.max_staleness=0"
+                             " --set restart.max_restarts=2 --set training.log_every_steps=5");
+  ASSERT_EQ(s.exit_code, 0) << s.out;
+  const std::string id = s.out.substr(0, s.out.find('\n'));
+  v1::Job job;
+  ASSERT_TRUE(WaitFor([&] { return cluster.GetJob(id, &job) && job.progress().step() >= 200; },
+                      std::chrono::seconds(180)))
+      << job.DebugString() << cluster.Logs();
+  // Replica 1's trainer: the one not started with --rank 0 (the chief's
+  // share is ranks 0..1, replica 0 and the PS task; the other's rank 2).
+  pid_t victim = 0;
+  for (pid_t w : cluster.state().worker_pids) {
+    for (pid_t t : ChildrenOf(w, "yoke-trainer")) {
+      if (CommandLine(t).find("--rank 0 ") == std::string::npos) victim = t;
+    }
+  }
+  ASSERT_GT(victim, 0) << cluster.Logs();
+  const int64_t chief_at_kill = job.progress().step();
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  auto incarnation = [&] {
+    for (const v1::Assignment& a : job.attempts(0).assignments()) {
+      if (a.first_rank() != 0) return a.incarnation();
+    }
+    return -1;
+  };
+  ASSERT_TRUE(WaitFor([&] { return cluster.GetJob(id, &job) && incarnation() == 1; },
+                      std::chrono::seconds(60)))
+      << job.DebugString() << cluster.Logs();
+  EXPECT_EQ(job.state(), v1::JOB_RUNNING) << job.reason();
+  EXPECT_NE(job.reason().find("restarted alone as its incarnation 1"), std::string::npos)
+      << job.reason();
+  ASSERT_TRUE(cluster.WaitForEnd(id, &job, std::chrono::seconds(300)))
+      << job.DebugString() << cluster.Logs();
+  ASSERT_EQ(job.state(), v1::JOB_SUCCEEDED) << job.reason() << cluster.Logs();
+  EXPECT_EQ(job.attempts_size(), 1) << "no attempt was restarted";
+  EXPECT_EQ(incarnation(), 1);
+  EXPECT_EQ(job.result().steps(), 938);
+  EXPECT_GE(job.result().test_accuracy(), 0.7);
+  const RunResult logs = cluster.Yoke("logs " + id);
+  const std::string said =
+      "replica 1 rejoined its PS tasks (incarnation 1): its data resumes at step ";
+  const size_t at = logs.out.find(said);
+  ASSERT_NE(at, std::string::npos) << logs.out;
+  const int64_t resumed = std::stoll(logs.out.substr(at + said.size(), 10));
+  EXPECT_GT(resumed, 0) << "it kept the steps it had pushed";
+  EXPECT_LT(resumed, 938);
+  EXPECT_NE(logs.out.find("worker 1 departed at step"), std::string::npos) << logs.out;
+  // Every step of both replicas reached the PS task once: none lost with
+  // the killed process, none pushed again by its next incarnation.
+  EXPECT_NE(logs.out.find("PS task 0: 1876 pushes"), std::string::npos) << logs.out;
+  std::printf(
+      "PS job under async, replica 1 killed at the chief's step %lld: restarted alone, resumed at "
+      "its step %lld, job SUCCEEDED in %d attempt, test accuracy %.4f\n",
+      static_cast<long long>(chief_at_kill), static_cast<long long>(resumed), job.attempts_size(),
+      job.result().test_accuracy());
 }
 
 }  // namespace

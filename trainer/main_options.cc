@@ -60,6 +60,7 @@ void DeclareTrainerFlags(common::FlagParser* parser, TrainerArgs* a) {
       .Int("--world-size", &a->world_size, 0, kMaxCount)
       .Int("--replicas", &a->replicas, 0, kMaxCount)
       .Int("--attempt", &a->attempt, 0, kMaxCount)
+      .Int("--ps-incarnation", &a->ps_incarnation, 0, kMaxCount)
       .String("--coordinator", &a->coordinator)
       .String("--job-id", &a->job_id)
       .String("--gloo-hostname", &a->gloo_hostname)
@@ -98,6 +99,7 @@ absl::StatusOr<TrainerMainOptions> BuildTrainerOptions(const TrainerArgs& args) 
   o.trainer.coordinator = a.coordinator;
   o.trainer.job_id = a.job_id;
   o.trainer.attempt = a.attempt;
+  o.trainer.ps_incarnation = a.ps_incarnation;
   o.trainer.hostname = a.gloo_hostname;
   if (!a.rank_hosts.empty()) o.trainer.rank_hosts = absl::StrSplit(a.rank_hosts, ',');
   return o;

@@ -26,6 +26,9 @@ struct TrainerArgs {
   std::string output = "text", log_level = "warn";
   std::string coordinator, job_id, gloo_hostname = "127.0.0.1", rank_hosts, data_ports;
   int rank = 0, world_size = 1, replicas = 1, attempt = 0;
+  // --ps-incarnation: TrainerOptions::ps_incarnation (a PS job's replica
+  // restarted alone by the worker daemon).
+  int ps_incarnation = 0;
   std::vector<std::string> overrides, data_roots, checkpoint_roots;
   // --stop-grace: how long after SIGINT/SIGTERM the trainer waits for the
   // step boundary where it stops (and checkpoints) before it exits anyway;
@@ -35,8 +38,8 @@ struct TrainerArgs {
 
 // Declares yoke-trainer's flags on `parser`, bound to `args` (which must
 // outlive the parser): --set, --resume, --resume-latest, --spec-file,
-// --output/-o, --log-level, --rank, --world-size, --replicas, --attempt
-// (integers in [0, 2^30]), --coordinator, --job-id, --gloo-hostname,
+// --output/-o, --log-level, --rank, --world-size, --replicas, --attempt,
+// --ps-incarnation (integers in [0, 2^30]), --coordinator, --job-id, --gloo-hostname,
 // --rank-hosts, --data-ports, --data-root, --checkpoint-root and
 // --stop-grace (a duration, 0 or more). The job
 // file is the positional argument: the caller sets args->job_file.

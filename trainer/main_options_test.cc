@@ -61,6 +61,8 @@ TEST(TrainerOptionsTest, ThePlacementOfADistributedAttempt) {
                   "job-1",
                   "--attempt",
                   "3",
+                  "--ps-incarnation",
+                  "2",
                   "--gloo-hostname",
                   "10.0.0.5",
                   "--rank-hosts",
@@ -82,6 +84,7 @@ TEST(TrainerOptionsTest, ThePlacementOfADistributedAttempt) {
   EXPECT_EQ(o->trainer.coordinator, "10.0.0.1:7070");
   EXPECT_EQ(o->trainer.job_id, "job-1");
   EXPECT_EQ(o->trainer.attempt, 3);
+  EXPECT_EQ(o->trainer.ps_incarnation, 2);
   EXPECT_EQ(o->trainer.hostname, "10.0.0.5");
   EXPECT_THAT(o->trainer.rank_hosts, ElementsAre("w-1@a", "w-1@a", "w-2@b", "w-2@b"));
   ASSERT_TRUE(o->data_ports.has_value());

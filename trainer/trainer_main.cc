@@ -117,14 +117,16 @@ constexpr char kUsage[] =
     "                  [--world-size N --rank R --replicas K\n"
     "                   --coordinator HOST:PORT --job-id ID --attempt A\n"
     "                   --gloo-hostname ADDR --rank-hosts W@ADDR,...\n"
-    "                   --data-ports FIRST-LAST]\n"
+    "                   --data-ports FIRST-LAST [--ps-incarnation K]]\n"
     "                  [--data-root DIR ... --checkpoint-root DIR ...]\n"
     "       yoke train --resume CHECKPOINT|DIR   (continue with the checkpoint's own\n"
     "                                           spec; DIR: its newest valid one)\n"
     "       yoke train --spec-file FILE|- [...]  (a serialized JobSpec, as the worker\n"
     "                                           daemon writes it; - reads stdin)\n"
     "       --resume-latest DIR  continue from the newest valid checkpoint in DIR, or\n"
-    "                            from step 0 if DIR has none (the worker's retries)\n";
+    "                            from step 0 if DIR has none (the worker's retries)\n"
+    "       --ps-incarnation K   a parameter-server job's replica restarted alone (K > 0):\n"
+    "                            it rejoins its PS tasks and resumes its data\n";
 
 // Set with --output events: failures are reported on stdout too.
 yoke::worker::EventProgress* g_events = nullptr;

@@ -80,11 +80,7 @@ collective::GlooOptions Trainer::LinkOptions(int replica, int ps) const {
   return GlooForRanks({dp_globals_[replica], ps_globals_[ps]});
 }
 
-bool Trainer::PsRestartable() const {
-  const v1::DistributionSpec& d = spec_.distribution();
-  return ConsistencyOf(d) != ps::Consistency::kSync &&
-         spec_.training().early_stopping().monitor().empty();
-}
+bool Trainer::PsRestartable() const { return common::RestartsReplicasAlone(spec_); }
 
 absl::Status Trainer::ConnectPs(Replica& r) {
   const int replicas = data_parallel_ranks();
@@ -126,12 +122,15 @@ absl::Status Trainer::ConnectPs(Replica& r) {
     // the data from the first step it had not pushed.
     RETURN_IF_ERROR(client->Rejoin(r.model->params().flat_values().data<float>()));
     r.rejoin_step = std::min(client->rejoined_pushed(), total_steps_);
-    spdlog::info(
-        "replica {} rejoined its PS tasks (incarnation {}): its data resumes at step {}, its "
-        "staleness clock at {}",
-        r.rank, options_.ps_incarnation, r.rejoin_step, client->clock());
   }
   absl::MutexLock l(&comm_mu_);
+  if (options_.ps_incarnation > 0 && options_.progress != nullptr) {
+    // Into the job's log (under comm_mu_: the replicas rejoin on threads).
+    options_.progress->OnInfo(absl::StrFormat(
+        "replica %d rejoined its PS tasks (incarnation %d): its data resumes at step %d, its "
+        "staleness clock at %d",
+        r.rank, options_.ps_incarnation, r.rejoin_step, client->clock()));
+  }
   if (aborted_) client->Abort();
   r.ps_client = std::move(client);
   return absl::OkStatus();

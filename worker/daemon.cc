@@ -51,6 +51,8 @@ struct WorkerDaemon::Attempt {
   size_t acked_epochs = 0, sent_epochs = 0;
   int64_t acked_log_seq = 0, sent_log_seq = 0;
   bool sent_exit = false, exit_acked = false;
+  // The share's incarnation its trainer runs (DesiredAttempt.incarnation).
+  int incarnation = 0;
 
   bool exited() const { return !proc || proc->State().exited; }
 };
@@ -101,6 +103,7 @@ void WorkerDaemon::NoteRpc(const absl::Status& s) {
 void WorkerDaemon::FillStatus(Attempt* a, bool for_heartbeat, v1::AttemptStatus* out) {
   out->set_job_id(a->desired.job_id());
   out->set_attempt(a->desired.attempt());
+  out->set_incarnation(a->incarnation);
   if (!a->proc) {
     out->set_phase(v1::AttemptStatus::EXITED);
     out->set_exit_code(kExitCannotStart);
@@ -282,6 +285,11 @@ void WorkerDaemon::Reconcile(const v1::HeartbeatResponse& response) {
     auto known = attempts_.find(key);
     if (known != attempts_.end()) {
       CheckSameSpec(known->second.get(), d);
+      Attempt& a = *known->second;
+      // Restarted alone: the coordinator has recorded how the last
+      // incarnation ended, and wants the next.
+      if (d.incarnation() > a.incarnation && a.exited() && !draining_)
+        Relaunch(&a, d.incarnation());
       continue;
     }
     if (draining_) continue;
@@ -351,6 +359,7 @@ absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerLauncherOptions* op
   }
   std::filesystem::path dir =
       std::filesystem::path(options_.work_dir) / d.job_id() / absl::StrCat("attempt-", d.attempt());
+  if (a->incarnation > 0) dir /= absl::StrCat("incarnation-", a->incarnation);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
@@ -403,6 +412,9 @@ absl::Status WorkerDaemon::PrepareAttempt(Attempt* a, TrainerLauncherOptions* op
   if (d.resume() && !d.spec().checkpoint().dir().empty()) {
     opts->args.insert(opts->args.end(), {"--resume-latest", d.spec().checkpoint().dir()});
   }
+  if (a->incarnation > 0) {
+    opts->args.insert(opts->args.end(), {"--ps-incarnation", absl::StrCat(a->incarnation)});
+  }
   opts->args.insert(opts->args.end(), options_.trainer_args.begin(), options_.trainer_args.end());
   opts->work_dir = dir.string();
   opts->log_path = (dir / "trainer.log").string();
@@ -432,8 +444,30 @@ void WorkerDaemon::StartAttempt(const v1::DesiredAttempt& desired) {
   auto a = std::make_unique<Attempt>();
   a->desired = desired;
   a->key = absl::StrCat(desired.job_id(), "/", desired.attempt());
+  a->incarnation = desired.incarnation();
+  Launch(a.get());
+  std::string key = a->key;
+  attempts_[key] = std::move(a);
+}
+
+void WorkerDaemon::Relaunch(Attempt* a, int incarnation) {
+  spdlog::info("{}: starting its trainer again as incarnation {} (the last exited with code {})",
+               a->key, incarnation, a->proc ? a->proc->State().exit_code : kExitCannotStart);
+  // The attempt's spec and placement stay; the new process's output and
+  // exit are counted afresh.
+  const std::string key = a->key;
+  v1::DesiredAttempt desired = std::move(a->desired);
+  *a = Attempt();
+  a->desired = std::move(desired);
+  a->key = key;
+  a->incarnation = incarnation;
+  Launch(a);
+}
+
+void WorkerDaemon::Launch(Attempt* a) {
+  const v1::DesiredAttempt& desired = a->desired;
   TrainerLauncherOptions opts;
-  absl::Status s = PrepareAttempt(a.get(), &opts);
+  absl::Status s = PrepareAttempt(a, &opts);
   if (WorkerMetrics* m = options_.metrics) {
     opts.on_step = [m, job = desired.job_id(), rank = desired.first_rank()](
                        const v1::StepProgress& p) { m->OnStep(job, rank, p); };
@@ -454,8 +488,6 @@ void WorkerDaemon::StartAttempt(const v1::DesiredAttempt& desired) {
                  desired.first_rank() + std::max(desired.num_replicas(), 1) - 1,
                  std::max(desired.world_size(), 1), a->proc->pid(), opts.work_dir);
   }
-  std::string key = a->key;
-  attempts_[key] = std::move(a);
 }
 
 bool WorkerDaemon::AnyRunning() const {

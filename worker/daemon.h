@@ -171,6 +171,11 @@ class WorkerDaemon {
   absl::Status Register();
   void Reconcile(const v1::HeartbeatResponse& response);
   void StartAttempt(const v1::DesiredAttempt& desired);
+  // Starts `a`'s trainer again as `incarnation`, after its last exited (a
+  // share restarted alone: DesiredAttempt.incarnation).
+  void Relaunch(Attempt* a, int incarnation);
+  // Prepares and starts `a`'s trainer (a->proc), or records why it cannot.
+  void Launch(Attempt* a);
   // Logs (once per attempt) a coordinator that lists `a` with another
   // spec_digest than the one it was started with.
   void CheckSameSpec(Attempt* a, const v1::DesiredAttempt& d);
