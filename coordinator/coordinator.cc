@@ -11,6 +11,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "coordinator/auth_store.h"
@@ -27,6 +28,13 @@ namespace coordinator_internal {
 std::string AttemptKey(const std::string& job_id, int attempt) {
   return absl::StrCat(job_id, "/", attempt);
 }
+
+int MaxRestarts(const v1::Job& job) {
+  const v1::RestartPolicy& policy = job.spec().restart();
+  return policy.has_max_restarts() ? policy.max_restarts() : kDefaultMaxRestarts;
+}
+
+bool OutOfMemory(absl::string_view reason) { return absl::StrContains(reason, "out of memory"); }
 
 int RestartsUsed(const v1::Job& job) {
   int used = std::max(job.attempts_size() - 1, 0);

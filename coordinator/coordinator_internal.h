@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "coordinator/coordinator.h"
 #include "proto/yoke/v1/coordinator.pb.h"
 
@@ -25,6 +26,12 @@ inline constexpr int kMaxLogLines = 1000;
 inline constexpr size_t kMaxLogText = 4096;
 // restart.max_restarts when the spec leaves it unset.
 inline constexpr int kDefaultMaxRestarts = 3;
+
+// restart.max_restarts of `job`'s spec, or kDefaultMaxRestarts when unset.
+int MaxRestarts(const v1::Job& job);
+// Whether a trainer's exit `reason` says it ran out of memory (its own
+// check, or its worker's memory cgroup): a retry would fail the same way.
+bool OutOfMemory(absl::string_view reason);
 
 // The restarts `job` has used of restart.max_restarts: every attempt after
 // the first, and every share restarted alone (Assignment.incarnation).

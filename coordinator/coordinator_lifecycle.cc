@@ -16,7 +16,6 @@
 namespace yoke::server {
 
 using coordinator_internal::AttemptKey;
-using coordinator_internal::kDefaultMaxRestarts;
 
 void Coordinator::RunScheduler() {
   schedule_needed_ = false;
@@ -140,8 +139,7 @@ void Coordinator::FailAttempt(ActiveJob& aj, const std::string& reason, bool ret
   if (a == nullptr) return;
   const int number = a->number();
   EndAttempt(aj, v1::ATTEMPT_FAILED, reason);
-  const v1::RestartPolicy& policy = aj.job.spec().restart();
-  const int max_restarts = policy.has_max_restarts() ? policy.max_restarts() : kDefaultMaxRestarts;
+  const int max_restarts = coordinator_internal::MaxRestarts(aj.job);
   const int restarts_used = coordinator_internal::RestartsUsed(aj.job);
   spdlog::warn("{}: attempt {} failed: {}", aj.job.id(), number, reason);
   if (!retryable || restarts_used >= max_restarts) {

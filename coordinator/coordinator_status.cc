@@ -258,7 +258,7 @@ std::string Coordinator::FailureReason(const ActiveJob& aj, const v1::Attempt& a
 bool Coordinator::RestartShareAlone(ActiveJob& aj, v1::Attempt& a, const v1::Assignment& share,
                                     const std::string& worker_id, const v1::AttemptStatus& st) {
   if (!aj.restarts_alone || aj.echo || share.first_rank() == 0 || st.exit_code() == 2 ||
-      absl::StrContains(st.reason(), "out of memory")) {
+      coordinator_internal::OutOfMemory(st.reason())) {
     return false;
   }
   // A share holding a PS task takes the job's state with it: the attempt
@@ -270,9 +270,7 @@ bool Coordinator::RestartShareAlone(ActiveJob& aj, v1::Attempt& a, const v1::Ass
        ++r) {
     if (per_worker < 1 || common::RoleOfRank(r, workers, per_worker, ps_tasks).ps) return false;
   }
-  const v1::RestartPolicy& policy = aj.job.spec().restart();
-  const int max_restarts =
-      policy.has_max_restarts() ? policy.max_restarts() : coordinator_internal::kDefaultMaxRestarts;
+  const int max_restarts = coordinator_internal::MaxRestarts(aj.job);
   const int used = coordinator_internal::RestartsUsed(aj.job);
   if (used >= max_restarts) return false;
   int incarnation = 0;
@@ -318,7 +316,7 @@ bool Coordinator::ApplyExit(ActiveJob& aj, v1::Attempt& a, const v1::Assignment&
     // Exit code 2 is a bad spec or input, and running out of memory (the
     // trainer's own check, or its worker's memory cgroup) happens again with
     // the same spec in the same share: a retry would fail the same way.
-    const bool oom = absl::StrContains(st.reason(), "out of memory");
+    const bool oom = coordinator_internal::OutOfMemory(st.reason());
     std::string reason = FailureReason(aj, a, share, st);
     if (oom && st.exit_code() != 2) {
       absl::StrAppend(&reason,
