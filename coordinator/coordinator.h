@@ -74,6 +74,7 @@
 #include "coordinator/worker_registry.h"
 #include "jobspec/memory_estimate.h"
 #include "proto/yoke/v1/coordinator.pb.h"
+#include "telemetry/epoch_history.h"
 
 namespace yoke::server {
 
@@ -134,6 +135,17 @@ struct CurvePoint {
   int64_t step = 0;
   double loss = 0;
   double accuracy = 0;
+};
+
+// A running job's curve, bounded however long it runs: the logged steps at
+// an even spacing of reports (every `stride`-th distinct step reported,
+// from the first), and the newest one always last
+// (coordinator_internal::AddCurvePoint).
+struct JobCurve {
+  std::vector<CurvePoint> points;
+  int64_t stride = 1;
+  int64_t reports = 0;             // distinct steps reported so far
+  bool newest_off_stride = false;  // points.back() is the newest, kept only until the next
 };
 
 // One state of a watched job.
@@ -210,10 +222,9 @@ class Coordinator {
   // The logged steps of an unfinished job since the coordinator started
   // (at most kMaxCurvePoints, thinned evenly); empty for a finished one.
   static constexpr int kMaxCurvePoints = 1000;
-  // The most epochs a job's history keeps (MergeEpochs thins it beyond):
-  // a job of many short epochs must not grow the coordinator's memory, or
-  // the job row it writes on every report, without bound.
-  static constexpr int kMaxHistoryEpochs = 1000;
+  // The most epochs a job's history keeps (common::MergeEpochs thins it
+  // beyond), in the record and in its result.
+  static constexpr int kMaxHistoryEpochs = static_cast<int>(common::kMaxHistoryEpochs);
   std::vector<CurvePoint> Curve(const std::string& id);
   // The last `n` log lines of a job.
   absl::StatusOr<std::vector<v1::LogLine>> TailLogs(const std::string& id, int n);
@@ -248,7 +259,7 @@ class Coordinator {
     // When the last attempt failed and was retried (0: none since), for
     // yoke_recovery_seconds: cleared by the next attempt's first step.
     int64_t failed_at_ms = 0;
-    std::vector<CurvePoint> curve;  // rank 0's logged steps (Curve())
+    JobCurve curve;  // rank 0's logged steps (Curve())
     // The first share of the current attempt that failed only as the echo
     // of a peer's failure (coordinator_internal::PeerCaused): the attempt
     // fails with it at deadline_ms, or when every share has exited,

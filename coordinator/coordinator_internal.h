@@ -51,23 +51,12 @@ const v1::Assignment* ShareOf(const v1::Attempt& a, const std::string& worker_id
 std::vector<v1::LogLine> LogLinesToStore(const v1::AttemptStatus& st, int attempt, int rank,
                                          const std::string& worker_id, int64_t now_ms);
 
-// Puts every epoch of `epochs` in `history` once, keeping it in epoch
-// order: an epoch already there (an attempt that resumed mid-epoch trains
-// it again) is replaced in place, a new one goes where its number belongs
-// (appended, as a rule: each costs O(1), and one out of order O(log n)).
-// A history of `max_entries` (> 0) or more is first thinned to at most half
-// as many: its first and newest entries, and the rest at an even spacing
-// of epochs (a power of two). So a job of many short epochs keeps the shape
-// of its whole history and costs the coordinator bounded memory and a
-// bounded write per report, however many epochs it runs.
-void MergeEpochs(const google::protobuf::RepeatedPtrField<v1::EpochResult>& epochs,
-                 size_t max_entries, google::protobuf::RepeatedPtrField<v1::EpochResult>* history);
-
-// Appends `p`'s step, loss and accuracy to `curve` unless its last point is
-// that step already. A curve at `max_points` (> 0) or more is first thinned
-// to every other point (the first kept), so it keeps its shape at half the
-// resolution and stays bounded however long the job runs.
-void AddCurvePoint(const v1::StepProgress& p, size_t max_points, std::vector<CurvePoint>* curve);
+// Adds `p`'s step, loss and accuracy to `curve` unless its newest point is
+// that step already. The curve keeps at most `max_points` (>= 2): each
+// `stride`-th step reported, and the newest one. When they would be more,
+// the stride doubles and every other point goes, so the curve keeps its
+// shape at an even spacing over the whole run, however long it is.
+void AddCurvePoint(const v1::StepProgress& p, size_t max_points, JobCurve* curve);
 
 // "trainer on w-1 exited with code 1: <its message>"; in a world of more
 // than one rank the trainer's ranks are named too ("trainer of rank 1 on

@@ -276,7 +276,7 @@ absl::StatusOr<std::map<v1::JobState, int64_t>> Coordinator::CountJobsByState() 
 std::vector<CurvePoint> Coordinator::Curve(const std::string& id) {
   absl::MutexLock lock(&mu_);
   auto it = active_.find(id);
-  return it == active_.end() ? std::vector<CurvePoint>{} : it->second.curve;
+  return it == active_.end() ? std::vector<CurvePoint>{} : it->second.curve.points;
 }
 
 absl::StatusOr<std::vector<v1::LogLine>> Coordinator::TailLogs(const std::string& id, int n) {

@@ -39,66 +39,23 @@ std::vector<v1::LogLine> LogLinesToStore(const v1::AttemptStatus& st, int attemp
   return lines;
 }
 
-namespace {
-
-// Keeps the first and last entries of `history` and those whose epoch is a
-// multiple of the smallest power of two S >= 2 that leaves at most half of
-// `max_entries`: the history at an even spacing S. Each S is a multiple of
-// the one before, so the entries a thinning keeps were all still there.
-void ThinHistory(size_t max_entries, google::protobuf::RepeatedPtrField<v1::EpochResult>* history) {
-  const int n = history->size();
-  int64_t largest = 1;
-  for (const v1::EpochResult& e : *history) {
-    largest = std::max<int64_t>(largest, std::abs(e.epoch()));
-  }
-  auto kept = [&](int i, int64_t s) {
-    return i == 0 || i == n - 1 || history->Get(i).epoch() % s == 0;
-  };
-  int64_t s = 2;
-  for (; s <= largest; s *= 2) {
-    size_t count = 0;
-    for (int i = 0; i < n; ++i) count += kept(i, s) ? 1 : 0;
-    if (count <= max_entries / 2) break;
-  }
-  int k = 0;
-  for (int i = 0; i < n; ++i) {
-    if (kept(i, s)) history->SwapElements(k++, i);
-  }
-  history->DeleteSubrange(k, n - k);
-}
-
-}  // namespace
-
-void MergeEpochs(const google::protobuf::RepeatedPtrField<v1::EpochResult>& epochs,
-                 size_t max_entries, google::protobuf::RepeatedPtrField<v1::EpochResult>* history) {
-  auto position = [history](int64_t epoch) {
-    return std::lower_bound(history->begin(), history->end(), epoch,
-                            [](const v1::EpochResult& h, int64_t of) { return h.epoch() < of; });
-  };
-  for (const v1::EpochResult& e : epochs) {
-    auto at = position(e.epoch());
-    if (at != history->end() && at->epoch() == e.epoch()) {
-      *at = e;
-      continue;
-    }
-    if (max_entries > 0 && static_cast<size_t>(history->size()) >= max_entries) {
-      ThinHistory(max_entries, history);
-      at = position(e.epoch());
-    }
-    const int index = static_cast<int>(at - history->begin());
-    *history->Add() = e;
-    for (int i = history->size() - 1; i > index; --i) history->SwapElements(i, i - 1);
-  }
-}
-
-void AddCurvePoint(const v1::StepProgress& p, size_t max_points, std::vector<CurvePoint>* curve) {
-  if (!curve->empty() && curve->back().step == p.step()) return;
-  if (curve->size() >= max_points) {
+void AddCurvePoint(const v1::StepProgress& p, size_t max_points, JobCurve* curve) {
+  std::vector<CurvePoint>& points = curve->points;
+  if (!points.empty() && points.back().step == p.step()) return;
+  if (curve->newest_off_stride) points.pop_back();
+  const int64_t report = curve->reports++;
+  bool on = report % curve->stride == 0;
+  // The points on the stride are reports 0, s, 2s, ...: every other one of
+  // them is on the doubled stride. One place is left for the newest.
+  if (on && points.size() + 1 >= std::max<size_t>(max_points, 2)) {
     size_t k = 0;
-    for (size_t i = 0; i < curve->size(); i += 2) (*curve)[k++] = (*curve)[i];
-    curve->resize(k);
+    for (size_t i = 0; i < points.size(); i += 2) points[k++] = points[i];
+    points.resize(k);
+    curve->stride *= 2;
+    on = report % curve->stride == 0;
   }
-  curve->push_back({p.step(), p.loss(), p.accuracy()});
+  points.push_back({p.step(), p.loss(), p.accuracy()});
+  curve->newest_off_stride = !on;
 }
 
 std::string ExitReason(const v1::Attempt& a, const v1::Assignment& share,
@@ -196,7 +153,7 @@ void Coordinator::RecordEpochs(ActiveJob& aj, const v1::AttemptStatus& st, Statu
   // Every epoch once: an attempt that resumed from a checkpoint taken
   // mid-epoch trains that epoch again and reports it again; its result
   // replaces the one of the failed attempt.
-  coordinator_internal::MergeEpochs(st.epochs(), kMaxHistoryEpochs, aj.job.mutable_history());
+  common::MergeEpochs(st.epochs(), kMaxHistoryEpochs, aj.job.mutable_history());
   const v1::EpochResult& last = st.epochs(st.epochs_size() - 1);
   effect->message = absl::StrCat("epoch ", last.epoch(), " done: train_loss ", last.train_loss(),
                                  ", test_accuracy ", last.test_accuracy());
@@ -332,7 +289,7 @@ bool Coordinator::ApplyExit(ActiveJob& aj, v1::Attempt& a, const v1::Assignment&
     // history does.
     if (aj.job.result().history_size() > kMaxHistoryEpochs) {
       google::protobuf::RepeatedPtrField<v1::EpochResult> bounded;
-      coordinator_internal::MergeEpochs(aj.job.result().history(), kMaxHistoryEpochs, &bounded);
+      common::MergeEpochs(aj.job.result().history(), kMaxHistoryEpochs, &bounded);
       aj.job.mutable_result()->mutable_history()->Swap(&bounded);
     }
   }

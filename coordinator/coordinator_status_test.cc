@@ -50,93 +50,57 @@ TEST(LogLinesToStoreTest, AFewLinesAreKeptAsTheyCame) {
   EXPECT_EQ(lines[1].text(), "b");
 }
 
-TEST(MergeEpochsTest, AnEpochReportedAgainReplacesItsEntryInPlace) {
-  v1::Job job;
-  for (int e : {1, 2}) {
-    v1::EpochResult* r = job.add_history();
-    r->set_epoch(e);
-    r->set_train_loss(e);
-  }
-  google::protobuf::RepeatedPtrField<v1::EpochResult> report;
-  report.Add()->set_epoch(2);
-  report.Mutable(0)->set_train_loss(0.5);
-  report.Add()->set_epoch(3);
-
-  MergeEpochs(report, 100, job.mutable_history());
-  ASSERT_EQ(job.history_size(), 3);
-  EXPECT_EQ(job.history(0).epoch(), 1);
-  EXPECT_EQ(job.history(0).train_loss(), 1);
-  EXPECT_EQ(job.history(1).epoch(), 2);
-  EXPECT_EQ(job.history(1).train_loss(), 0.5);
-  EXPECT_EQ(job.history(2).epoch(), 3);
-}
-
-std::vector<int> Epochs(const google::protobuf::RepeatedPtrField<v1::EpochResult>& history) {
-  std::vector<int> out;
-  for (const v1::EpochResult& e : history) out.push_back(e.epoch());
-  return out;
-}
-
-TEST(MergeEpochsTest, AnEpochOutOfOrderGoesWhereItsNumberBelongs) {
-  google::protobuf::RepeatedPtrField<v1::EpochResult> history, report;
-  for (int e : {5, 2, 7, 1, 2}) report.Add()->set_epoch(e);
-  report.Mutable(4)->set_train_loss(0.25);
-  MergeEpochs(report, 100, &history);
-  EXPECT_EQ(Epochs(history), (std::vector<int>{1, 2, 5, 7}));
-  EXPECT_EQ(history.Get(1).train_loss(), 0.25);  // the later report of epoch 2
-}
-
-// A job of many short epochs (CI's soak: an endless job of 8-step epochs
-// ran thousands of them a second) reports them a few hundred at a time.
-// The history stays bounded, in order, and keeps the newest epoch and the
-// first, spread over the whole run.
-TEST(MergeEpochsTest, AHistoryOfManyEpochsStaysBoundedAndSpreadOut) {
-  google::protobuf::RepeatedPtrField<v1::EpochResult> history;
-  constexpr int kMax = 64;
-  int epoch = 0;
-  for (int report_size : {1, 300, 7, 1000, 64, 5000, 3}) {
-    google::protobuf::RepeatedPtrField<v1::EpochResult> report;
-    for (int i = 0; i < report_size; ++i) report.Add()->set_epoch(++epoch);
-    MergeEpochs(report, kMax, &history);
-    ASSERT_LE(history.size(), kMax);
-    ASSERT_GE(history.size(), std::min(epoch, kMax / 4));  // thinned no further than needed
-    EXPECT_EQ(history.Get(0).epoch(), 1);
-    EXPECT_EQ(history.Get(history.size() - 1).epoch(), epoch);
-    for (int i = 1; i < history.size(); ++i) {
-      ASSERT_LT(history.Get(i - 1).epoch(), history.Get(i).epoch());
-    }
-  }
-  // Spread out: no gap between kept epochs is as wide as 4/kMax of the run
-  // (the thinning's spacing is a power of two below that).
-  for (int i = 1; i < history.size(); ++i) {
-    EXPECT_LT(history.Get(i).epoch() - history.Get(i - 1).epoch(), 4.0 * epoch / kMax)
-        << "between entries " << i - 1 << " and " << i;
-  }
-}
-
-std::vector<int64_t> Steps(const std::vector<CurvePoint>& curve) {
+std::vector<int64_t> Steps(const JobCurve& curve) {
   std::vector<int64_t> out;
-  for (const CurvePoint& p : curve) out.push_back(p.step);
+  for (const CurvePoint& p : curve.points) out.push_back(p.step);
   return out;
 }
 
-TEST(AddCurvePointTest, OnePointPerStepAndAFullCurveIsThinnedToEveryOther) {
-  std::vector<CurvePoint> curve;
+TEST(AddCurvePointTest, OnePointPerStepAndAFullCurveDoublesItsStride) {
+  JobCurve curve;
   v1::StepProgress p;
-  for (int64_t step : {1, 2, 2, 3, 4}) {
+  for (int64_t step : {1, 2, 2, 3}) {
     p.set_step(step);
     p.set_loss(10.0 / step);
     AddCurvePoint(p, 4, &curve);
   }
-  EXPECT_EQ(Steps(curve), (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(Steps(curve), (std::vector<int64_t>{1, 2, 3}));
+  p.set_step(4);
+  AddCurvePoint(p, 4, &curve);
+  // Full: every other point goes, and step 4 (report 3, off the doubled
+  // stride) stays only as the newest.
+  EXPECT_EQ(Steps(curve), (std::vector<int64_t>{1, 3, 4}));
   p.set_step(5);
   p.set_loss(0.25);
   p.set_accuracy(0.75);
   AddCurvePoint(p, 4, &curve);
   EXPECT_EQ(Steps(curve), (std::vector<int64_t>{1, 3, 5}));
-  EXPECT_EQ(curve[1].loss, 10.0 / 3);
-  EXPECT_EQ(curve[2].loss, 0.25);
-  EXPECT_EQ(curve[2].accuracy, 0.75);
+  EXPECT_EQ(curve.points[1].loss, 10.0 / 3);
+  EXPECT_EQ(curve.points[2].loss, 0.25);
+  EXPECT_EQ(curve.points[2].accuracy, 0.75);
+}
+
+// However long the job, the curve stays bounded and evenly spread over the
+// whole run: the old part is not thinned harder than the new one.
+TEST(AddCurvePointTest, ALongRunKeepsAnEvenSpacingFromTheFirstStep) {
+  constexpr size_t kMax = 16;
+  JobCurve curve;
+  v1::StepProgress p;
+  for (int64_t step = 1; step <= 10'000; ++step) {
+    p.set_step(step);
+    AddCurvePoint(p, kMax, &curve);
+    ASSERT_LE(curve.points.size(), kMax);
+    ASSERT_EQ(curve.points.back().step, step);
+  }
+  const std::vector<int64_t> steps = Steps(curve);
+  ASSERT_GE(steps.size(), kMax / 2);
+  EXPECT_EQ(steps.front(), 1);
+  const int64_t spacing = steps[1] - steps[0];
+  for (size_t i = 1; i + 1 < steps.size(); ++i) {
+    EXPECT_EQ(steps[i] - steps[i - 1], spacing) << "between points " << i - 1 << " and " << i;
+  }
+  EXPECT_LE(steps.back() - steps[steps.size() - 2], spacing);   // the newest
+  EXPECT_LE(spacing * static_cast<int64_t>(kMax), 2 * 10'000);  // no coarser than needed
 }
 
 TEST(ExitReasonTest, NamesTheTrainerItsRanksAndHowItEnded) {
