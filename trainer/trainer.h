@@ -69,8 +69,11 @@
 // split after every epoch. training.early_stopping watches one of the epoch
 // metrics; the decision is global rank 0's (it alone evaluates) and reaches
 // the other ranks by a one-value broadcast at the end of each epoch, so all
-// ranks stop after the same step. It is a pure function of the epoch history
-// a checkpoint carries, so it survives a restart. checkpoint.keep_best writes
+// ranks stop after the same step. Its count (the best epoch, and the epochs
+// since) goes into every checkpoint with the epoch history, so it survives a
+// restart; the history itself is thinned past common::kMaxHistoryEpochs
+// epochs (telemetry/epoch_history.h), so a job of many short epochs keeps
+// bounded memory and checkpoint headers. checkpoint.keep_best writes
 // the best epoch's checkpoint to <checkpoint.dir>/best.ckpt.
 //
 // CPU threads: training.threads (0 = all cores) is the process's budget. Each
@@ -236,12 +239,15 @@ class Trainer {
   absl::Status Restore(const std::string& path);
   // Mean loss and accuracy of local replica 0's model on `set` (null: 0, 0).
   absl::StatusOr<std::pair<double, double>> EvaluateOn(const std::shared_ptr<data::Dataset>& set);
-  // Early stopping, from the epoch history alone (so a restart agrees).
+  // Early stopping, from early_stopping_ (so a restart agrees: the
+  // checkpoint carries it).
   struct EarlyStop {
     int best_epoch = 0;  // 1-based; 0 before the first epoch or when off
     bool stop = false;   // patience ran out
   };
   EarlyStop EarlyStopping() const;
+  // Counts epoch `e` (the one after the last counted) into early_stopping_.
+  void CountForEarlyStopping(const v1::EpochResult& e);
   // Checkpoints (trainer_checkpoint.cc), written by global rank 0 at s's
   // position; each sets last_checkpoint_ (or best_checkpoint_). In a
   // pipeline job every rank calls them at the same points, and pipeline 0's
@@ -489,9 +495,11 @@ class Trainer {
   int64_t samples_seen_ = 0;
   std::string last_checkpoint_;
   std::string best_checkpoint_;  // checkpoint.keep_best: <dir>/best.ckpt once written
-  // Results of the epochs completed so far, restored ones included; they go
-  // into every checkpoint (rank 0 only).
-  std::vector<v1::EpochResult> history_;
+  // Results of the epochs completed so far, restored ones included, thinned
+  // past common::kMaxHistoryEpochs; they go into every checkpoint (rank 0
+  // only), with early stopping's count after the last of them.
+  google::protobuf::RepeatedPtrField<v1::EpochResult> history_;
+  v1::EarlyStoppingState early_stopping_;
   // Global rank 0's TensorBoard event file (trainer_tensorboard.cc); null
   // when the spec asks for none, or after a write failed (logged once).
   std::unique_ptr<common::EventFileWriter> events_;

@@ -26,7 +26,10 @@ v1::CheckpointHeader Trainer::CheckpointHeaderNow() const {
   h.set_world_size(options_.world_size);
   h.set_wall_seconds(train_seconds_);
   h.set_samples_seen(samples_seen_);
-  *h.mutable_history() = {history_.begin(), history_.end()};
+  *h.mutable_history() = history_;
+  if (!spec_.training().early_stopping().monitor().empty()) {
+    *h.mutable_early_stopping() = early_stopping_;
+  }
   for (const std::string& name : train_->class_names()) h.add_class_names(name);
   for (int64_t d : model_input_) h.add_input_shape(d);
   h.set_num_classes(model_classes_);
@@ -111,7 +114,13 @@ absl::Status Trainer::Restore(const std::string& path) {
     epoch_ += step_in_epoch_ / steps_per_epoch_;
     step_in_epoch_ %= steps_per_epoch_;
   }
-  history_.assign(ck.header.history().begin(), ck.header.history().end());
+  history_ = ck.header.history();
+  early_stopping_ = ck.header.early_stopping();
+  if (!ck.header.has_early_stopping()) {
+    // Written before the header carried the count: its history is whole.
+    early_stopping_.Clear();
+    for (const v1::EpochResult& e : history_) CountForEarlyStopping(e);
+  }
   resumed_from_ = path;
   if (options_.progress) {
     options_.progress->OnInfo(absl::StrFormat(

@@ -6,6 +6,7 @@
 
 #include "common/status.h"
 #include "spdlog/spdlog.h"
+#include "telemetry/epoch_history.h"
 #include "trainer/trainer.h"
 #include "trainer/trainer_internal.h"
 
@@ -59,8 +60,9 @@ absl::Status Trainer::EndEpoch(LoopState& s, v1::TrainResult* result) {
   if (pipelined()) RETURN_IF_ERROR(PipelineEvaluate(s.rep));
   if (s.root) {
     ASSIGN_OR_RETURN(const v1::EpochResult e, SummarizeEpoch(s));
-    *result->add_history() = e;
-    history_.push_back(e);
+    common::MergeEpoch(e, common::kMaxHistoryEpochs, result->mutable_history());
+    common::MergeEpoch(e, common::kMaxHistoryEpochs, &history_);
+    CountForEarlyStopping(e);
     if (s.progress) s.progress->OnEpoch(e);
     WriteEpochEvents(s.step, e);
     if (!pipelined()) RETURN_IF_ERROR(CheckpointEpochEnd(s));

@@ -26,31 +26,33 @@ absl::StatusOr<std::pair<double, double>> Trainer::EvaluateValidation() {
   return EvaluateOn(validation_);
 }
 
+void Trainer::CountForEarlyStopping(const v1::EpochResult& e) {
+  const v1::EarlyStoppingSpec& es = spec_.training().early_stopping();
+  if (es.monitor().empty()) return;
+  // Loss: lower is better; accuracy: higher. An epoch improves on the best
+  // so far only by more than min_delta (as Keras' EarlyStopping counts).
+  const double sign = absl::EndsWith(es.monitor(), "_loss") ? 1.0 : -1.0;
+  double v = 0;
+  if (es.monitor() == "validation_loss") v = e.validation_loss();
+  if (es.monitor() == "validation_accuracy") v = e.validation_accuracy();
+  if (es.monitor() == "test_loss") v = e.test_loss();
+  if (es.monitor() == "test_accuracy") v = e.test_accuracy();
+  v1::EarlyStoppingState& s = early_stopping_;
+  if (s.best_epoch() == 0 || sign * (s.best() - v) > es.min_delta()) {
+    s.set_best(v);
+    s.set_best_epoch(e.epoch());
+    s.set_since(0);
+  } else {
+    s.set_since(s.since() + 1);
+  }
+}
+
 Trainer::EarlyStop Trainer::EarlyStopping() const {
   EarlyStop out;
   const v1::EarlyStoppingSpec& es = spec_.training().early_stopping();
   if (es.monitor().empty()) return out;
-  // Loss: lower is better; accuracy: higher. An epoch improves on the best
-  // so far only by more than min_delta (as Keras' EarlyStopping counts).
-  const bool loss = absl::EndsWith(es.monitor(), "_loss");
-  const double sign = loss ? 1.0 : -1.0;
-  double best = 0;
-  int since = 0;
-  for (const v1::EpochResult& e : history_) {
-    double v = 0;
-    if (es.monitor() == "validation_loss") v = e.validation_loss();
-    if (es.monitor() == "validation_accuracy") v = e.validation_accuracy();
-    if (es.monitor() == "test_loss") v = e.test_loss();
-    if (es.monitor() == "test_accuracy") v = e.test_accuracy();
-    if (out.best_epoch == 0 || sign * (best - v) > es.min_delta()) {
-      best = v;
-      out.best_epoch = e.epoch();
-      since = 0;
-    } else {
-      ++since;
-    }
-  }
-  out.stop = out.best_epoch > 0 && since >= es.patience();
+  out.best_epoch = static_cast<int>(early_stopping_.best_epoch());
+  out.stop = out.best_epoch > 0 && early_stopping_.since() >= es.patience();
   return out;
 }
 

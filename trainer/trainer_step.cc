@@ -48,7 +48,7 @@ absl::StatusOr<v1::TrainResult> Trainer::Run() {
   // A restart after early stopping already ended the run trains no further.
   stopped_before_ = EarlyStopping().stop;
   // Epochs restored from a checkpoint open the result's history.
-  *result.mutable_history() = {history_.begin(), history_.end()};
+  *result.mutable_history() = history_;
   ReportStart();
   OpenEventFile();
   if (distributed() && !group_store_) {

@@ -375,6 +375,81 @@ TEST(TrainingOptionsTest, EarlyStoppingLetsAnImprovingRunFinish) {
   EXPECT_TRUE(r->best_checkpoint().empty());
 }
 
+// The epochs a progress sink is told of, in order.
+class EpochLog : public ProgressSink {
+ public:
+  void OnEpoch(const v1::EpochResult& e) override { epochs.push_back(e); }
+  std::vector<v1::EpochResult> epochs;
+};
+
+// Keras' rule over a whole run of test losses: the first epoch, then each
+// that improves on the best so far by more than `min_delta`.
+int64_t BestEpoch(const std::vector<v1::EpochResult>& epochs, double min_delta) {
+  int64_t best_epoch = 0;
+  double best = 0;
+  for (const v1::EpochResult& e : epochs) {
+    if (best_epoch == 0 || best - e.test_loss() > min_delta) {
+      best = e.test_loss();
+      best_epoch = e.epoch();
+    }
+  }
+  return best_epoch;
+}
+
+// A job of more epochs than a history keeps (1 step each): the result and
+// the checkpoint hold a bounded history from the first epoch to the last,
+// and early stopping still counts every epoch, across a restart too.
+TEST(TrainingOptionsTest, AHistoryOfManyEpochsIsBoundedAndEarlyStoppingCountsThemAll) {
+  const common::TempDir tmp("yoke_options");
+  const std::string& dir = tmp.path();
+  v1::JobSpec spec = MlpJob(100, 0, 100);
+  AddTestSet(spec, 50);
+  spec.mutable_training()->mutable_optimizer()->set_lr(0.002f);
+  spec.mutable_training()->set_epochs(1100);
+  v1::EarlyStoppingSpec* es = spec.mutable_training()->mutable_early_stopping();
+  es->set_monitor("test_loss");
+  es->set_patience(100000);
+  es->set_min_delta(1e-4f);
+  spec.mutable_checkpoint()->set_dir(dir);
+  spec.mutable_checkpoint()->set_keep(1);
+  EpochLog log;
+  TrainerOptions o;
+  o.progress = &log;
+  auto t = Trainer::Create(spec, o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto r = (*t)->Run();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(log.epochs.size(), 1100u);
+  EXPECT_LE(r->history_size(), 1000);
+  EXPECT_EQ(r->history(0).epoch(), 1);
+  EXPECT_EQ(r->history(r->history_size() - 1).epoch(), 1100);
+  const int64_t best = BestEpoch(log.epochs, 1e-4);
+  EXPECT_GT(best, 1);  // the rule was exercised: the loss improved
+  EXPECT_EQ(r->best_epoch(), best);
+  auto ck = engine::ReadCheckpoint(engine::CheckpointPath(dir, 1100));
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  EXPECT_LE(ck->header.history_size(), 1000);
+  EXPECT_EQ(ck->header.early_stopping().best_epoch(), best);
+
+  // Resumed for 100 epochs more: the count goes on from the checkpoint's.
+  spec.mutable_training()->set_epochs(1200);
+  TrainerOptions again;
+  again.progress = &log;
+  again.resume = engine::CheckpointPath(dir, 1100);
+  auto t2 = Trainer::Create(spec, again);
+  ASSERT_TRUE(t2.ok()) << t2.status();
+  auto r2 = (*t2)->Run();
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  // The sink heard the restored epochs again (as the coordinator does), then
+  // the new ones: the whole run is its first 1,100 and the last 100.
+  ASSERT_GE(log.epochs.size(), 1200u);
+  std::vector<v1::EpochResult> run(log.epochs.begin(), log.epochs.begin() + 1100);
+  run.insert(run.end(), log.epochs.end() - 100, log.epochs.end());
+  EXPECT_EQ(run.back().epoch(), 1200);
+  EXPECT_EQ(r2->best_epoch(), BestEpoch(run, 1e-4));
+  EXPECT_LE(r2->history_size(), 1000);
+}
+
 // Distributed, rank 0's decision stops every rank after the same step.
 TEST(TrainingOptionsTest, EarlyStoppingStopsEveryRankTogether) {
   collective::InMemoryStore store;
