@@ -220,6 +220,15 @@ TEST(PsE2ETest, AReplicaKilledUnderAsyncIsRestartedAloneWhileTheChiefTrainsOn) {
   // Every step of both replicas reached the PS task once: none lost with
   // the killed process, none pushed again by its next incarnation.
   EXPECT_NE(logs.out.find("PS task 0: 1876 pushes"), std::string::npos) << logs.out;
+  // The PS task's audit, which it enforced push by push: each replica's
+  // data steps 0..937 reached it in order, each once (with one PS task a
+  // push arrives whole or not at all, so none is lost).
+  for (int replica : {0, 1}) {
+    EXPECT_NE(logs.out.find(absl::StrCat("PS task 0: replica ", replica,
+                                         "'s data steps 0 to 937, each once: 938 pushed, 0 lost")),
+              std::string::npos)
+        << logs.out;
+  }
   std::printf(
       "PS job under async, replica 1 killed at the chief's step %lld: restarted alone, resumed at "
       "its step %lld, job SUCCEEDED in %d attempt, test accuracy %.4f\n",

@@ -119,9 +119,13 @@ absl::Status Trainer::ConnectPs(Replica& r) {
   if (!options_.ps_push_after_backward) client->SetParams(params);
   if (options_.ps_incarnation > 0) {
     // Restarted while the others went on: the values as trained so far, and
-    // the data from the first step it had not pushed.
+    // the data from the first step it had not pushed (a global step, so
+    // right in an attempt that resumed from a checkpoint too).
     RETURN_IF_ERROR(client->Rejoin(r.model->params().flat_values().data<float>()));
     r.rejoin_step = std::min(client->rejoined_pushed(), total_steps_);
+  } else {
+    // Its first push is of the step the attempt resumed at.
+    RETURN_IF_ERROR(client->StartAt(step_));
   }
   absl::MutexLock l(&comm_mu_);
   if (options_.ps_incarnation > 0 && options_.progress != nullptr) {
@@ -151,6 +155,7 @@ absl::Status Trainer::RunPsTask(Replica& r) {
   so.consistency = ConsistencyOf(d);
   so.max_staleness = d.max_staleness();
   so.timeout = collective_timeout_;
+  so.start_step = step_;  // every replica resumed from the same checkpoint
   const int ps = r.ps_index;
   so.link_options = [this, ps](int replica) { return LinkOptions(replica, ps); };
   // The schedule counts the shard's updates: one per step, or under async
@@ -269,6 +274,15 @@ void Trainer::ReportPs(bool end) const {
           "PS task %d: %d pushes, %d updates, %d answers held by the staleness gate, at most %d "
           "pushes waiting for their step",
           r->ps_index, st.pushes, st.updates, st.held_answers, st.max_pending_pushes));
+      // The audit of the data: each replica's steps reached the shard in
+      // order and each once (the server refuses a repeat or a gap).
+      for (size_t w = 0; w < st.workers.size(); ++w) {
+        const ps::ServerStats::WorkerData& d = st.workers[w];
+        options_.progress->OnInfo(absl::StrFormat(
+            "PS task %d: replica %d's data steps %d to %d, each once: %d pushed, %d lost with a "
+            "killed incarnation",
+            r->ps_index, w, d.first_step, d.next_step - 1, d.pushes, d.lost));
+      }
     } else if (r->ps_client) {
       const ps::ClientStats& st = r->ps_client->stats();
       options_.progress->OnInfo(

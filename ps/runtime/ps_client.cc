@@ -84,6 +84,16 @@ absl::Status PsClient::Rejoin(float* values) {
                 static_cast<size_t>(map_.shards[i].count) * sizeof(float));
   }
   clock_ = clock;
+  step_ = rejoined_pushed_;
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::StartAt(int64_t first) {
+  if (stats_.pushes > 0 || in_step_ || first < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ps: a worker's first data step (", first, ") is set once, >= 0, before its first push"));
+  }
+  step_ = first;
   return absl::OkStatus();
 }
 
@@ -109,7 +119,7 @@ absl::Status PsClient::BeginStep(const float* grads, float* values, int64_t samp
     return absl::InvalidArgumentError(absl::StrCat("ps: a push needs samples >= 0, got ", samples));
   }
   const size_t n = map_.shards.size();
-  headers_.assign(n, PushHeader{clock_, samples});
+  headers_.assign(n, PushHeader{clock_, samples, step_});
   // n answers, then n headers, then n gradient slices.
   std::vector<Live> live;
   for (size_t i = 0; i < n; ++i) {
@@ -210,6 +220,7 @@ absl::Status PsClient::FinishStep() {
         absl::StrCat("ps: worker ", worker_, " waiting for ", what, " failed: ", e.what()));
   }
   ++clock_;
+  ++step_;
   ++stats_.pushes;
   return absl::OkStatus();
 }

@@ -67,6 +67,12 @@ class PsClient {
   // pushed (the largest any PS task saw; a push in flight when it died may
   // have reached only some of them).
   int64_t rejoined_pushed() const { return rejoined_pushed_; }
+  // The data step of the next push (wire.h): `first` for the first push of
+  // incarnation 0 (the step the attempt resumed from; 0 by default), then
+  // one more per push; a rejoined worker's goes on from rejoined_pushed().
+  // FAILED_PRECONDITION once a step was pushed.
+  absl::Status StartAt(int64_t first);
+  int64_t data_step() const { return step_; }
 
   // PushPull overlapped with backward, as the allreduce reducer's buckets
   // are: BeginStep before backward, MarkReady(p) as backward finishes
@@ -108,6 +114,7 @@ class PsClient {
   ShardMap map_;
   absl::Duration timeout_;
   int64_t clock_ = 0;
+  int64_t step_ = 0;  // the next push's data step
   int64_t rejoined_pushed_ = 0;
   bool left_ = false;
   // Overlap: each parameter's overlaps with the shards, (shard, floats),

@@ -45,15 +45,17 @@ std::string HelperPath() { return common::SiblingBinary("ps_test_worker"); }
 using common::Spawn;
 using common::WaitExit;
 
-// ps_test_worker's report: clock, pushes, join clock, values[0] at the join.
+// ps_test_worker's report: clock, pushes, join clock, values[0] at the
+// join, the next data step and the data step at the join.
 struct Report {
   int64_t clock = -1, pushes = 0, join_clock = -1;
   double joined = 0;
+  int64_t data_step = -1, join_step = -1;
 };
 Report ReadReport(const std::string& path) {
   Report r;
   std::ifstream in(path);
-  in >> r.clock >> r.pushes >> r.join_clock >> r.joined;
+  in >> r.clock >> r.pushes >> r.join_clock >> r.joined >> r.data_step >> r.join_step;
   return r;
 }
 
@@ -83,7 +85,9 @@ struct Job {
   std::vector<std::thread> threads;
   std::vector<absl::Status> served;
 
-  explicit Job(const ServerOptions& so) {
+  int64_t start_step = 0;  // the attempt's first data step
+
+  explicit Job(const ServerOptions& so) : start_step(so.start_step) {
     store = collective::FileStore::Open(dir.File("store")).value();
     map = BuildShardMap(kFloats, kPsTasks, kMinShardBytes).value();
     EXPECT_EQ(map.shards.size(), 2u);
@@ -113,6 +117,7 @@ struct Job {
             "--ps_tasks=" + std::to_string(kPsTasks),
             "--min_shard_bytes=" + std::to_string(kMinShardBytes),
             "--pushes=" + std::to_string(pushes),
+            "--start_step=" + std::to_string(start_step),
             "--report=" + report};
   }
 };
@@ -133,6 +138,8 @@ struct Worker0 {
         return;
       }
       auto client = PsClient::Create(*links, 0, job.map, absl::Seconds(60)).value();
+      status = client->StartAt(job.start_step);
+      if (!status.ok()) return;
       std::vector<float> values(kFloats), grads(kFloats, static_cast<float>(kSamples));
       while (!stop.load()) {
         status = client->PushPull(grads.data(), values.data(), kSamples);
@@ -147,6 +154,17 @@ struct Worker0 {
     if (thread.joinable()) thread.join();
   }
 };
+
+// Stops worker 0 and waits for it and the PS tasks, which must all have
+// ended well.
+void EndJob(Job& job, Worker0& w0) {
+  w0.stop.store(true);
+  w0.thread.join();
+  ASSERT_TRUE(w0.status.ok()) << w0.status;
+  for (auto& t : job.threads) t.join();
+  job.threads.clear();
+  for (const absl::Status& st : job.served) ASSERT_TRUE(st.ok()) << st;
+}
 
 class RejoinTest : public ::testing::TestWithParam<Consistency> {};
 
@@ -174,12 +192,7 @@ TEST_P(RejoinTest, AKilledWorkerRejoinsWhileTheOtherTrainsOn) {
   const std::string report1 = job.dir.File("report1");
   const pid_t second = Spawn(job.Worker1(1, 30, report1));
   EXPECT_EQ(WaitExit(second), 0);
-  w0.stop.store(true);
-  w0.thread.join();
-  ASSERT_TRUE(w0.status.ok()) << w0.status;
-  for (auto& t : job.threads) t.join();
-  job.threads.clear();
-  for (const absl::Status& st : job.served) ASSERT_TRUE(st.ok()) << st;
+  ASSERT_NO_FATAL_FAILURE(EndJob(job, w0));
   const Report joined = ReadReport(report1);
   std::printf(
       "[ measured ] %s: worker 1 killed at step %lld; worker 0 went from step %lld to %lld "
@@ -214,6 +227,64 @@ TEST_P(RejoinTest, AKilledWorkerRejoinsWhileTheOtherTrainsOn) {
     for (int64_t k = 0; k < job.map.shards[i].count; ++k) {
       ASSERT_EQ(v[k], want) << "PS task " << i << ", value " << k;
     }
+  }
+}
+
+// Two restarts of one worker in an attempt that resumed at step 1,000: each
+// incarnation's data goes on where the pushes of the last one ended, though
+// its clock jumped to the live worker's at the first rejoin, and every PS
+// task's audit counts each of its data steps once.
+TEST_P(RejoinTest, EachRestartResumesTheDataWhereTheLastIncarnationsPushesEnded) {
+  ServerOptions so;
+  so.consistency = GetParam();
+  so.max_staleness = 1;
+  so.timeout = absl::Seconds(60);
+  so.start_step = 1000;
+  Job job(so);
+  Worker0 w0(job);
+  auto run_until_killed = [&](int64_t incarnation, const std::string& report) {
+    const pid_t pid = Spawn(job.Worker1(incarnation, -1, report));
+    EXPECT_TRUE(WaitFor([&] { return ReadReport(report).pushes >= 20; }, 60));
+    kill(pid, SIGKILL);
+    EXPECT_EQ(WaitExit(pid), 128 + SIGKILL);
+    const int64_t w0_at_kill = w0.clock.load();
+    EXPECT_TRUE(WaitFor([&] { return w0.clock.load() >= w0_at_kill + 100; }, 60));
+    return ReadReport(report);
+  };
+  const Report k0 = run_until_killed(0, job.dir.File("report0"));
+  const Report k1 = run_until_killed(1, job.dir.File("report1"));
+  const std::string report2 = job.dir.File("report2");
+  const pid_t last = Spawn(job.Worker1(2, 10, report2));
+  EXPECT_EQ(WaitExit(last), 0);
+  ASSERT_NO_FATAL_FAILURE(EndJob(job, w0));
+  const Report k2 = ReadReport(report2);
+  std::printf(
+      "[ measured ] %s: incarnation 1 joined at clock %lld and data step %lld, incarnation 2 at "
+      "clock %lld and data step %lld\n",
+      so.consistency == Consistency::kAsync ? "async" : "bounded s=1",
+      static_cast<long long>(k1.join_clock), static_cast<long long>(k1.join_step),
+      static_cast<long long>(k2.join_clock), static_cast<long long>(k2.join_step));
+  // Each resumes after the steps the last pushed (and the one in flight at
+  // the kill, if it arrived), not at its clock.
+  EXPECT_GE(k1.join_step, 1000 + k0.pushes);
+  EXPECT_LE(k1.join_step, 1000 + k0.pushes + 1);
+  EXPECT_GT(k1.join_clock, k1.join_step - 1000 + 50) << "its clock jumped ahead of its data";
+  EXPECT_GE(k2.join_step, k1.join_step + k1.pushes);
+  EXPECT_LE(k2.join_step, k1.join_step + k1.pushes + 1);
+  EXPECT_EQ(k2.data_step, k2.join_step + 10);
+  for (size_t i = 0; i < job.servers.size(); ++i) {
+    const ServerStats st = job.servers[i]->stats();
+    ASSERT_EQ(st.workers.size(), 2u);
+    const ServerStats::WorkerData& d0 = st.workers[0];
+    EXPECT_EQ(d0.first_step, 1000) << "PS task " << i;
+    EXPECT_EQ(d0.pushes, w0.clock.load()) << "PS task " << i;
+    EXPECT_EQ(d0.next_step, 1000 + d0.pushes) << "PS task " << i;
+    EXPECT_EQ(d0.lost, 0) << "PS task " << i;
+    const ServerStats::WorkerData& d1 = st.workers[1];
+    EXPECT_EQ(d1.first_step, 1000) << "PS task " << i;
+    EXPECT_EQ(d1.next_step, k2.data_step) << "PS task " << i;
+    EXPECT_EQ(d1.pushes + d1.lost, d1.next_step - 1000) << "PS task " << i;
+    EXPECT_LE(d1.lost, 2) << "PS task " << i << ": at most the push in flight at each kill";
   }
 }
 

@@ -28,6 +28,10 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Create(
   if (options.consistency == Consistency::kBounded && options.max_staleness < 0) {
     return absl::InvalidArgumentError("ps: max_staleness must be >= 0");
   }
+  if (options.start_step < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ps: start_step must be >= 0, got ", options.start_step));
+  }
   std::unique_ptr<ShardServer> s(
       new ShardServer(store, workers, shard, std::move(schedule), options));
   s->params_.Declare("shard", {shard.count}, engine::Init::Constant(0));
@@ -49,7 +53,11 @@ ShardServer::ShardServer(collective::Store* store, int workers, const Shard& sha
       gate_(options.consistency, options.max_staleness),
       answers_(workers),
       peers_(workers),
-      receiving_(workers, nullptr) {}
+      receiving_(workers, nullptr) {
+  ServerStats::WorkerData start;
+  start.next_step = options.start_step;
+  stats_.workers.assign(static_cast<size_t>(workers), start);
+}
 
 ShardServer::~ShardServer() {
   StopLinks();
@@ -163,6 +171,7 @@ absl::Status ShardServer::Handle(Event& e) {
       return AskSnapshot(w, e.header.clock);
     case Event::kPush: {
       Worker& p = peers_[w];
+      const bool rejoined = p.rejoining;
       if (p.rejoining && e.header.clock >= gate_.Clock(w)) {
         // The step its PS tasks agreed on may be past this one's proposal.
         gate_.Leave(w);
@@ -170,6 +179,7 @@ absl::Status ShardServer::Handle(Event& e) {
       }
       p.rejoining = false;
       JoinSent(w);
+      RETURN_IF_ERROR(CheckDataStep(w, e.header.step, rejoined));
       return ReceivePush(w, e.header, std::move(e.grads));
     }
   }
@@ -219,7 +229,7 @@ absl::Status ShardServer::Linked(Event& e) {
   const int64_t slowest = gate_.SlowestClock();
   JoinHead head;
   head.clock = std::max(slowest, p.high_water);
-  head.pushed = p.high_water;
+  head.pushed = stats_.workers[static_cast<size_t>(w)].next_step;
   RETURN_IF_ERROR(gate_.JoinAt(w, head.clock));
   p.departed = false;
   p.rejoining = true;
@@ -239,6 +249,43 @@ absl::Status ShardServer::Linked(Event& e) {
   }
   spdlog::info("ps: {}: worker {} rejoined (incarnation {}) at step {}", Me(), w, e.incarnation,
                head.clock);
+  return absl::OkStatus();
+}
+
+absl::Status ShardServer::CheckDataStep(int w, int64_t step, bool rejoined) {
+  ServerStats::WorkerData& d = stats_.workers[static_cast<size_t>(w)];
+  if (d.first_step < 0 && !rejoined) {
+    // Its first push. Every process of the attempt resumed from the latest
+    // checkpoint when it started; one that started late may have found a
+    // newer one than this PS task did.
+    if (step != d.next_step) {
+      spdlog::warn("ps: {}: worker {} starts at data step {}, not at the attempt's {}", Me(), w,
+                   step, d.next_step);
+    }
+    d.next_step = step;
+  }
+  if (d.first_step < 0) d.first_step = step;
+  if (step < d.next_step) {
+    return absl::InvalidArgumentError(absl::StrCat("ps: ", Me(), " got worker ", w, "'s data step ",
+                                                   step, " again (its next is ", d.next_step,
+                                                   "): its examples would count twice"));
+  }
+  if (step > d.next_step) {
+    if (!rejoined) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ps: ", Me(), " got worker ", w, "'s data step ", step, " where its next is ",
+          d.next_step, ": the examples of the steps between would be lost"));
+    }
+    // Its earlier incarnation died pushing these: they reached another PS
+    // task, not this one.
+    d.lost += step - d.next_step;
+    spdlog::warn(
+        "ps: {}: worker {}'s data steps {} to {} never reached it (its incarnation died "
+        "pushing them)",
+        Me(), w, d.next_step, step - 1);
+  }
+  d.next_step = step + 1;
+  ++d.pushes;
   return absl::OkStatus();
 }
 

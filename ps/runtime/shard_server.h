@@ -72,6 +72,9 @@ struct ServerOptions {
   Consistency consistency = Consistency::kSync;
   int64_t max_staleness = 0;  // kBounded only
   absl::Duration timeout = absl::Minutes(5);
+  // The data step every worker's first push of the attempt comes from: the
+  // step of the checkpoint the attempt resumed from (0 on a fresh start).
+  int64_t start_step = 0;
   // The link options for worker w's link (hostname, rank_hosts); default
   // GlooOptions when empty.
   std::function<collective::GlooOptions(int worker)> link_options;
@@ -88,6 +91,16 @@ struct ServerStats {
   int64_t pending_pushes = 0;  // pushes waiting for their step's update now
   int64_t departures = 0;      // workers whose link broke (async, bounded)
   int64_t rejoins = 0;         // restarted workers that linked up again
+  // Per worker: the data steps it pushed, in order and each once (wire.h).
+  struct WorkerData {
+    int64_t first_step = -1;  // its first push's; -1 before it
+    int64_t next_step = 0;    // one past the last data step pushed
+    int64_t pushes = 0;       // data steps pushed
+    // Data steps that never reached this PS task: skipped by a restarted
+    // worker's first push, since its earlier incarnation died pushing them.
+    int64_t lost = 0;
+  };
+  std::vector<WorkerData> workers;
 };
 
 class ShardServer {
@@ -145,7 +158,7 @@ class ShardServer {
     bool left = false;
     bool departed = false;   // its link broke, and no new one is up yet
     bool rejoining = false;  // linked again; its first push sets its clock
-    int64_t high_water = 0;  // one past the last step any incarnation pushed
+    int64_t high_water = 0;  // one past the last clock any incarnation pushed
     std::string why;         // why it departed
     // The join answer in flight (wire.h), until its first push shows it
     // arrived.
@@ -166,6 +179,9 @@ class ShardServer {
   // else worker w has departed.
   absl::Status LinkFailed(int w, const absl::Status& error);
   absl::Status Linked(Event& e);
+  // Worker w's push of data step `step` is its next one (wire.h): a skip
+  // is allowed only as the first push after a rejoin.
+  absl::Status CheckDataStep(int w, int64_t step, bool rejoined);
   absl::Status ReceivePush(int worker, const PushHeader& h, std::vector<float> grads);
   absl::Status Apply(const float* grads, int64_t samples);
   // The clocks below this are complete: every live worker has pushed them

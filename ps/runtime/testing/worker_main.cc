@@ -9,8 +9,10 @@
 //   --floats F --ps_tasks P --min_shard_bytes B   the shard map's inputs
 //   --pushes N         leave after N steps; -1: never
 //   --step_ms MS       sleep between steps
+//   --start_step S     incarnation 0's first data step (the attempt's)
 //   --report FILE      written after every step: "<clock> <steps pushed>
-//                      <join clock> <values[0] after the join>" (atomically)
+//                      <join clock> <values[0] after the join> <next data
+//                      step> <data step at the join>" (atomically)
 #include <unistd.h>
 
 #include <cstdio>
@@ -36,6 +38,7 @@ ABSL_FLAG(int64_t, min_shard_bytes, 256 << 10, "the shard map's minimum shard");
 ABSL_FLAG(int64_t, pushes, -1, "leave after this many steps; -1: never");
 ABSL_FLAG(int, step_ms, 2, "sleep between steps");
 ABSL_FLAG(std::string, report, "", "progress file");
+ABSL_FLAG(int64_t, start_step, 0, "incarnation 0's first data step");
 
 namespace yoke::ps {
 namespace {
@@ -69,7 +72,11 @@ int Run() {
   if (incarnation > 0) {
     absl::Status st = (*client)->Rejoin(values.data());
     if (!st.ok()) return std::fprintf(stderr, "%s\n", st.ToString().c_str()), 1;
+  } else {
+    absl::Status st = (*client)->StartAt(absl::GetFlag(FLAGS_start_step));
+    if (!st.ok()) return std::fprintf(stderr, "%s\n", st.ToString().c_str()), 2;
   }
+  const int64_t join_step = (*client)->data_step();
   const int64_t join_clock = (*client)->clock();
   const float joined = values[0];
   const std::string report = absl::GetFlag(FLAGS_report);
@@ -78,8 +85,9 @@ int Run() {
     absl::Status st = (*client)->PushPull(grads.data(), values.data(), kSamples);
     if (!st.ok()) return std::fprintf(stderr, "%s\n", st.ToString().c_str()), 1;
     if (!report.empty()) {
-      Report(report, absl::StrFormat("%d %d %d %.9g", (*client)->clock(), (*client)->stats().pushes,
-                                     join_clock, joined));
+      Report(report,
+             absl::StrFormat("%d %d %d %.9g %d %d", (*client)->clock(), (*client)->stats().pushes,
+                             join_clock, joined, (*client)->data_step(), join_step));
     }
     absl::SleepFor(absl::Milliseconds(absl::GetFlag(FLAGS_step_ms)));
   }
