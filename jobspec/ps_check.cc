@@ -73,9 +73,7 @@ int ParameterServerTasks(const v1::JobSpec& spec) {
 
 bool RestartsReplicasAlone(const v1::JobSpec& spec) {
   const v1::DistributionSpec& d = spec.distribution();
-  return IsParameterServerJob(spec) &&
-         (d.consistency() == "async" || d.consistency() == "bounded") &&
-         spec.training().early_stopping().monitor().empty();
+  return IsParameterServerJob(spec) && (d.consistency() == "async" || d.consistency() == "bounded");
 }
 
 std::vector<std::string> ParameterServerSpecErrors(const v1::JobSpec& spec) {

@@ -29,8 +29,9 @@ int ParameterServerTasks(const v1::JobSpec& spec);
 
 // A PS job whose replicas may die and come back alone while the others
 // train on: consistency async or bounded (sync steps every replica
-// together) and no early stopping (its decision travels over the
-// replicas' own group, which a dead replica would break). The coordinator
+// together). Such a job's replicas have no group of their own, which a
+// dead replica would break: early stopping's decision reaches them through
+// the attempt's store (the trainer's ShareEarlyStop). The coordinator
 // then restarts a failed share that holds only replicas, rank 0's aside,
 // as the share's next incarnation instead of the whole attempt.
 bool RestartsReplicasAlone(const v1::JobSpec& spec);

@@ -69,7 +69,7 @@ TEST(PsCheckTest, TheYamlFormParsesAndAGoodJobHasNoErrors) {
   EXPECT_THAT(ParameterServerSpecErrors(plain), IsEmpty());
 }
 
-TEST(PsCheckTest, OnlyAsyncAndBoundedJobsWithoutEarlyStoppingRestartAReplicaAlone) {
+TEST(PsCheckTest, OnlyAsyncAndBoundedJobsRestartAReplicaAlone) {
   EXPECT_TRUE(RestartsReplicasAlone(Load({})));  // bounded
   EXPECT_TRUE(RestartsReplicasAlone(
       Load({"distribution.consistency=async", "distribution.max_staleness=0"})));
@@ -78,8 +78,9 @@ TEST(PsCheckTest, OnlyAsyncAndBoundedJobsWithoutEarlyStoppingRestartAReplicaAlon
   EXPECT_FALSE(
       RestartsReplicasAlone(Load({"distribution.consistency=", "distribution.max_staleness=0"})))
       << "no consistency is sync";
-  EXPECT_FALSE(RestartsReplicasAlone(
-      Load({"training.early_stopping.monitor=validation_loss", "data.validation_split=0.1"})));
+  EXPECT_TRUE(RestartsReplicasAlone(
+      Load({"training.early_stopping.monitor=validation_loss", "data.validation_split=0.1"})))
+      << "early stopping's decision needs no replicas' group";
   EXPECT_FALSE(RestartsReplicasAlone(
       Load({"distribution.strategy=allreduce", "distribution.parameter_servers=0",
             "distribution.consistency=async", "distribution.max_staleness=0"})))

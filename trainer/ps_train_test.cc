@@ -310,5 +310,34 @@ TEST(PsTrainTest, AReplicaRestartedUnderAsyncRejoinsWithItsData) {
   EXPECT_THAT(sync[1].status.message(), HasSubstr("sync steps every replica together"));
 }
 
+// Early stopping in a job that restarts replicas alone: its replicas have
+// no group, so the chief's decision reaches worker 1 through the store, and
+// worker 1 stops at its first epoch end past the chief's epochs, not at the
+// spec's end.
+TEST(PsTrainTest, AsyncEarlyStoppingStopsEveryReplicaWithoutAGroup) {
+  const v1::JobSpec spec =
+      MlpJob({"distribution.strategy=parameter_server", "distribution.parameter_servers=1",
+              "distribution.consistency=async", "training.optimizer.momentum=0",
+              "training.optimizer.lr=0.2", "training.max_steps=0", "training.epochs=10",
+              "training.early_stopping.monitor=test_loss", "training.early_stopping.min_delta=1e9",
+              "training.early_stopping.patience=1"});
+  ASSERT_TRUE(common::RestartsReplicasAlone(spec));
+  collective::InMemoryStore store;
+  std::vector<Worker> w = MakePsWorkers(spec, &store);
+  RunWorkers(w);
+  for (auto& x : w) ASSERT_TRUE(x.status.ok()) << x.status;
+  constexpr int64_t kStepsPerEpoch = 63;  // 4,000 images in batches of 64
+  // No epoch improves by 1e9: the chief stops after epoch 2.
+  EXPECT_TRUE(w[0].result.stopped_early());
+  EXPECT_EQ(w[0].steps, 2 * kStepsPerEpoch);
+  EXPECT_EQ(w[1].steps % kStepsPerEpoch, 0) << "worker 1 stops at an epoch's end";
+  EXPECT_GE(w[1].steps, 2 * kStepsPerEpoch) << "it trains at least the chief's epochs";
+  EXPECT_LE(w[1].steps, 5 * kStepsPerEpoch) << "it heard the chief (10 epochs without)";
+  std::printf(
+      "[ measured ] async early stopping: the chief stopped after step %lld, worker 1 "
+      "after step %lld\n",
+      static_cast<long long>(w[0].steps), static_cast<long long>(w[1].steps));
+}
+
 }  // namespace
 }  // namespace yoke::worker

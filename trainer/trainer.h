@@ -363,6 +363,12 @@ class Trainer {
   // Pipelined, it only sets s.save_best: every stage writes best.ckpt after
   // ShareEarlyStop.
   absl::Status DecideEarlyStop(LoopState& s, const v1::EpochResult& e);
+  // A PS job that restarts replicas alone has no replicas' group: the chief
+  // writes its decision to the attempt's store, and every other replica
+  // reads it at each of its epoch ends and stops at the first one that
+  // has trained at least the chief's epochs (under async and bounded the
+  // replicas are not in step).
+  absl::Status ShareEarlyStopThroughStore(LoopState& s);
   // Distributed, with early stopping: broadcasts global rank 0's decisions
   // (s.early_stop, s.save_best) to every rank (a collective on every rank,
   // once per epoch).

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status.h"
 #include "spdlog/spdlog.h"
 #include "telemetry/epoch_history.h"
@@ -81,6 +84,33 @@ absl::Status Trainer::EndEpoch(LoopState& s, v1::TrainResult* result) {
   return absl::OkStatus();
 }
 
+absl::Status Trainer::ShareEarlyStopThroughStore(LoopState& s) {
+  // The key is the attempt's (a store is per attempt), and written once.
+  constexpr absl::string_view kKey = "early-stopping/stopped-after-epoch";
+  if (s.root) {
+    return s.early_stop ? ps_store_->Set(kKey, absl::StrCat(s.epoch)) : absl::OkStatus();
+  }
+  absl::StatusOr<std::string> said = ps_store_->Get(kKey, absl::ZeroDuration());
+  if (absl::IsDeadlineExceeded(said.status()) || absl::IsNotFound(said.status())) {
+    return absl::OkStatus();  // the chief trains on
+  }
+  RETURN_IF_ERROR(said.status());
+  int64_t chief_epochs = 0;
+  if (!absl::SimpleAtoi(*said, &chief_epochs)) {
+    return absl::InternalError(absl::StrCat("trainer: the store's ", kKey, " holds '", *said,
+                                            "', not a number of epochs"));
+  }
+  if (s.epoch < chief_epochs) return absl::OkStatus();  // a slower replica trains as many
+  s.early_stop = true;
+  if (s.progress) {
+    s.progress->OnInfo(absl::StrFormat(
+        "replica %d stops after epoch %d: the chief's early stopping ended the run after its "
+        "epoch %s",
+        s.rep.rank, s.epoch, *said));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::EpochResult> Trainer::SummarizeEpoch(const LoopState& s) {
   const trainer_internal::Tally& t = s.epoch_sums;
   v1::EpochResult e;
@@ -114,6 +144,7 @@ absl::Status Trainer::DecideEarlyStop(LoopState& s, const v1::EpochResult& e) {
 }
 
 absl::Status Trainer::ShareEarlyStop(LoopState& s) {
+  if (!s.rep.comm && ps_job() && PsRestartable()) return ShareEarlyStopThroughStore(s);
   if (!s.rep.comm) return absl::OkStatus();
   int64_t flags[2] = {s.early_stop ? 1 : 0, s.save_best ? 1 : 0};
   collective::Buffer b;

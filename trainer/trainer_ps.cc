@@ -87,15 +87,15 @@ absl::Status Trainer::ConnectPs(Replica& r) {
   const bool restartable = PsRestartable();
   if (options_.ps_incarnation > 0 && !restartable) {
     return absl::FailedPreconditionError(
-        "trainer: only an async or bounded parameter-server job without early stopping takes a "
-        "restarted replica (ps_incarnation > 0): sync steps every replica together, and early "
-        "stopping's decision travels over the replicas' group");
+        "trainer: only an async or bounded parameter-server job takes a restarted replica "
+        "(ps_incarnation > 0): sync steps every replica together");
   }
   // The replicas' own group, for the initial broadcast and early stopping's
   // decision (the PS tasks are not in it). A job that may restart one
   // replica has none, since a dead replica would break it for the others:
-  // every replica starts from the same seed or checkpoint, and each stops
-  // at the spec's end on its own.
+  // every replica starts from the same seed or checkpoint, each stops at the
+  // spec's end on its own, and early stopping's decision goes through the
+  // store (ShareEarlyStop).
   if (replicas > 1 && !restartable) {
     ASSIGN_OR_RETURN(auto comm, collective::CreateCommunicator(group_store_.get(), r.rank, replicas,
                                                                GlooForRanks(dp_globals_)));
