@@ -208,6 +208,8 @@ TEST(PsE2ETest, AReplicaKilledUnderAsyncIsRestartedAloneWhileTheChiefTrainsOn) {
   EXPECT_EQ(incarnation(), 1);
   EXPECT_EQ(job.result().steps(), 938);
   EXPECT_GE(job.result().test_accuracy(), 0.7);
+  ASSERT_EQ(job.history_size(), 1) << "its one epoch, recorded once";
+  EXPECT_EQ(job.history(0).epoch(), 1);
   const RunResult logs = cluster.Yoke("logs " + id);
   const std::string said =
       "replica 1 rejoined its PS tasks (incarnation 1): its data resumes at step ";
