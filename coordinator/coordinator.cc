@@ -110,6 +110,16 @@ absl::Status Coordinator::Reload() {
       registry_.Expect(s.worker_id());
       // A RUNNING job had every share report in before the restart.
       if (aj.job.state() == v1::JOB_RUNNING) aj.reported.insert(s.worker_id());
+      // A share whose trainer exited: its worker has forgotten it.
+      if (s.exited()) aj.exited[s.worker_id()] = s.exit_code();
+      if (s.exited() && s.exit_code() != 0 && !aj.echo) {
+        // Only an exit that waited for a peer's is recorded without failing
+        // the attempt: it fails it if the peer's own reason does not come.
+        aj.echo = ActiveJob::Echo{
+            absl::StrCat("trainer of ", RanksOf(s), " on ", s.worker_id(), " exited with code ",
+                         s.exit_code(), " (before the coordinator restarted)"),
+            s.exit_code() != 2, clock_->NowMs() + options_.peer_exit_grace_ms};
+      }
     }
     rendezvous_.Open(id, a->number());
   }

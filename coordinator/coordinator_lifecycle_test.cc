@@ -426,5 +426,54 @@ TEST_F(MultiWorkerTest, CollectiveTimeoutNamesTheLaggingRanksWorkerAndEveryRanks
   EXPECT_EQ(Beat(w2_, {Status(id_, 1, v1::AttemptStatus::RUNNING)}).desired_size(), 0);
 }
 
+// A share that exited before a coordinator crash (the worker, its exit
+// acknowledged, forgets it) is done after the restart: it is not started
+// again, and rank 0's result, which came with its exit, is the job's when the
+// last share ends. (CI saw the daemons start rank 0 again, and the attempt
+// wait for a rank 1 that had finished.)
+TEST_F(MultiWorkerTest, AShareThatExitedBeforeACoordinatorRestartIsNotStartedAgain) {
+  StartTwoRanks();
+  v1::AttemptStatus done = Exit(1, 0, "");
+  done.mutable_result()->set_steps(564);
+  done.mutable_result()->set_test_accuracy(0.84);
+  Beat(w1_, {done});
+  ASSERT_EQ(Job(id_).state(), v1::JOB_RUNNING) << "rank 1 still trains";
+
+  Restart();
+  for (const std::string& w : {w1_, w2_}) {
+    v1::RegisterWorkerRequest again = Reg(1, w);
+    if (w == w2_) *again.add_attempts() = Status(id_, 1, v1::AttemptStatus::RUNNING);
+    ASSERT_TRUE(coord_->RegisterWorker(again).ok());
+  }
+  // w-1 lists nothing: the coordinator must not want rank 0 from it again.
+  const v1::HeartbeatResponse r = Beat(w1_);
+  for (const v1::DesiredAttempt& d : r.desired()) {
+    EXPECT_NE(d.job_id(), id_) << "rank 0, which had finished, was started again";
+  }
+  EXPECT_EQ(Job(id_).state(), v1::JOB_RUNNING);
+  Beat(w2_, {Exit(1, 0, "")});
+  const v1::Job j = Job(id_);
+  EXPECT_EQ(j.state(), v1::JOB_SUCCEEDED) << j.reason();
+  EXPECT_EQ(j.attempts_size(), 1);
+  EXPECT_EQ(j.result().steps(), 564);
+  EXPECT_EQ(j.result().test_accuracy(), 0.84);
+}
+
+// A share that failed only as the echo of a peer's failure, recorded before
+// the crash, still fails the attempt when its peer's own reason never comes.
+TEST_F(MultiWorkerTest, AnEchoRecordedBeforeACoordinatorRestartStillFailsTheAttempt) {
+  StartTwoRanks({"restart.max_restarts=0"});
+  Beat(w1_, {Exit(1, 1, "communicator broken by a peer's failure: rank 1 left")});
+  Restart();
+  v1::RegisterWorkerRequest again = Reg(1, w2_);
+  *again.add_attempts() = Status(id_, 1, v1::AttemptStatus::RUNNING);
+  ASSERT_TRUE(coord_->RegisterWorker(again).ok());
+  ASSERT_TRUE(coord_->RegisterWorker(Reg(1, w1_)).ok());
+  Beat(w2_, {Exit(1, 0, "")});
+  const v1::Job j = Job(id_);
+  EXPECT_EQ(j.state(), v1::JOB_FAILED) << "a failed share is not a success";
+  EXPECT_NE(j.reason().find("exited with code 1"), std::string::npos) << j.reason();
+}
+
 }  // namespace
 }  // namespace yoke::server::coordinator_testing

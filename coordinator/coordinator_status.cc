@@ -129,8 +129,11 @@ void Coordinator::ApplyStatus(const std::string& worker_id, const v1::AttemptSta
   if (rank0 && st.epochs_size() > 0) RecordEpochs(aj, st, &effect);
   if (rank0 && st.has_progress()) RecordProgress(aj, st, &effect);
   if (st.phase() == v1::AttemptStatus::RUNNING) MarkShareRunning(aj, *a, worker_id, &effect);
-  if (st.phase() == v1::AttemptStatus::EXITED && ApplyExit(aj, *a, *share, worker_id, st)) {
-    return;  // `aj` may be gone
+  if (st.phase() == v1::AttemptStatus::EXITED) {
+    if (ApplyExit(aj, *a, *share, worker_id, st)) return;  // `aj` may be gone
+    // The share's exit (and rank 0's result) is written before the worker
+    // hears it was taken, since the worker then forgets it.
+    effect.state_changed = true;
   }
   if (effect.state_changed) Persist(aj).IgnoreError();
   if (!effect.message.empty()) Bump(aj, std::move(effect.message));
@@ -234,6 +237,8 @@ bool Coordinator::RestartShareAlone(ActiveJob& aj, v1::Attempt& a, const v1::Ass
   for (v1::Assignment& as : *a.mutable_assignments()) {
     if (as.worker_id() == worker_id) {
       as.set_incarnation(as.incarnation() + 1);
+      as.clear_exited();
+      as.clear_exit_code();
       incarnation = as.incarnation();
     }
   }
@@ -252,6 +257,11 @@ bool Coordinator::RestartShareAlone(ActiveJob& aj, v1::Attempt& a, const v1::Ass
 bool Coordinator::ApplyExit(ActiveJob& aj, v1::Attempt& a, const v1::Assignment& share,
                             const std::string& worker_id, const v1::AttemptStatus& st) {
   aj.exited[worker_id] = st.exit_code();
+  for (v1::Assignment& as : *a.mutable_assignments()) {
+    if (as.worker_id() != worker_id) continue;
+    as.set_exited(true);
+    as.set_exit_code(st.exit_code());
+  }
   const bool everyone_exited = static_cast<int>(aj.exited.size()) == a.assignments_size();
   if (st.exit_code() != 0 && coordinator_internal::PeerCaused(st.reason())) {
     // Likely the echo of a peer that died (killed out of memory, say), whose

@@ -88,7 +88,8 @@ absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
     for (const std::string& job_id : ids) {
       ActiveJob& aj = active_.at(job_id);
       v1::Attempt* a = CurrentAttempt(aj);
-      if (a == nullptr || !aj.reported.count(id)) continue;
+      // (A share whose exit was recorded is done: its worker forgot it.)
+      if (a == nullptr || !aj.reported.count(id) || aj.exited.count(id)) continue;
       bool listed = false;
       for (const v1::AttemptStatus& st : req.attempts()) {
         listed |= st.job_id() == job_id && st.attempt() == a->number();

@@ -28,8 +28,12 @@ namespace {
 TEST(CoordinatorCrashE2ETest, KillNineThenYokeUpDirResumesTheRunningJob) {
   TestCluster cluster(2);
   ASSERT_TRUE(cluster.ok()) << cluster.up_output();
+  // The first hidden layer 8x wider than the config's, as below: CI's
+  // machine trained the config's MLP to its end (564 steps) in about a
+  // second, before the crash.
   RunResult s = cluster.Yoke("submit " + Config("fashion_mnist_mlp.yaml") +
                              " --set distribution.workers=2 --set training.epochs=3"
+                             " --set model.layers[1].dense.units=2048"
                              " --set training.threads=1 --set data.train.num_examples=12000"
                              " --set data.test.num_examples=1000 --set restart.max_restarts=0");
   ASSERT_EQ(s.exit_code, 0) << s.out;

@@ -105,9 +105,11 @@ TEST(CoordinatorMemoryE2ETest, PendingJobCostsAtMostFourTimesItsSpecAndIsGivenBa
     ASSERT_TRUE(id.ok()) << id.status();
     ids.push_back(*id);
     peak = std::max(peak, RssBytes(coordinator.pid()));
-    // Stop early once the final bound (below) plus the parsing of a call in
-    // flight is certainly broken, rather than growing by gigabytes.
-    ASSERT_LE(peak - base, kJobs * 4 * spec_bytes + kFixedSlack + kTransient)
+    // Stop early once the final bound (below) plus the parsing of a few
+    // calls is certainly broken, rather than growing by gigabytes. A few:
+    // under CI's load the frees of one call were not yet given back when
+    // the next call's reading was taken (152 MB against one call's 135).
+    ASSERT_LE(peak - base, kJobs * 4 * spec_bytes + kFixedSlack + 3 * kTransient)
         << "after " << i + 1 << " jobs of " << spec_bytes << " bytes";
   }
   // They are pending (no worker) and listed as such.
