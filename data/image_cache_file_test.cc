@@ -242,11 +242,16 @@ TEST_F(CacheFileTest, TruncatedOrCorruptFilesAreDetected) {
   EXPECT_EQ(truncated->decoded(), kImages);
   EXPECT_EQ(fs::file_size(CachePath()), full);
 
-  // A header byte scribbled on (the key's): rebuilt.
+  // A header byte scribbled on (the key's): rebuilt. The byte is flipped,
+  // not overwritten with a constant it may already hold (the key is a hash).
   {
     std::fstream f(CachePath(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(20);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x40);
     f.seekp(20);
-    f.write("\x7f", 1);
+    f.write(&c, 1);
   }
   auto scribbled = Open(o);
   ASSERT_NE(scribbled, nullptr);

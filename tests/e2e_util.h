@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -156,18 +157,48 @@ inline std::vector<pid_t> ChildrenOf(pid_t parent, const std::string& name = "")
   return kids;
 }
 
+// Slows process `pid` down, as a CPU quota would, from a thread of its
+// own: in every `period` it runs for `run` and is held with SIGSTOP for the
+// rest. Destroying it lets the process run on (SIGCONT).
+class Throttle {
+ public:
+  Throttle(pid_t pid, std::chrono::milliseconds run, std::chrono::milliseconds period)
+      : pid_(pid), thread_([this, run, period] {
+          while (!done_.load()) {
+            std::this_thread::sleep_for(run);
+            if (done_.load() || kill(pid_, SIGSTOP) != 0) break;
+            std::this_thread::sleep_for(period - run);
+            kill(pid_, SIGCONT);
+          }
+        }) {}
+  ~Throttle() {
+    done_.store(true);
+    thread_.join();
+    kill(pid_, SIGCONT);
+  }
+  Throttle(const Throttle&) = delete;
+  Throttle& operator=(const Throttle&) = delete;
+
+ private:
+  const pid_t pid_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
 template <typename M>
 bool ParseJson(const std::string& json, M* msg) {
   return google::protobuf::util::JsonStringToMessage(json, msg).ok();
 }
 
-// Polls `cond` every 200 ms until it holds or `timeout` passes.
+// Polls `cond` every `every` (200 ms unless told) until it holds or
+// `timeout` passes.
 template <typename F>
-bool WaitFor(F cond, std::chrono::seconds timeout) {
+bool WaitFor(F cond, std::chrono::seconds timeout,
+             std::chrono::milliseconds every = std::chrono::milliseconds(200)) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::this_thread::sleep_for(every);
   }
   return cond();
 }
