@@ -18,7 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 #include "tests/e2e_util.h"
 
@@ -195,13 +198,22 @@ TEST(PsE2ETest, AReplicaKilledUnderAsyncIsRestartedAloneWhileTheChiefTrainsOn) {
   auto slowed = std::make_unique<Throttle>(victim, std::chrono::milliseconds(30),
                                            std::chrono::milliseconds(90));
   v1::Job job;
-  // RUNNING too: the slowed trainer's first event reaches the coordinator
-  // with its worker's next heartbeat (every 1 s), which can come after the
-  // chief's step 200.
+  // RUNNING, and replica 1 (global rank 2) past its step 10 in the job's
+  // log: the slowed trainer's lines reach the coordinator with its worker's
+  // heartbeats (every 1 s), which can come long after the chief's step 200.
+  auto replica1_stepped = [&] {
+    const RunResult l = cluster.Yoke("logs " + id + " --output json");
+    for (absl::string_view line : absl::StrSplit(l.out, '\n')) {
+      if (absl::StrContains(line, "\"rank\":2") && absl::StrContains(line, " step 10/938")) {
+        return true;
+      }
+    }
+    return false;
+  };
   ASSERT_TRUE(WaitFor(
       [&] {
         return cluster.GetJob(id, &job) && job.state() == v1::JOB_RUNNING &&
-               job.progress().step() >= 200;
+               job.progress().step() >= 200 && replica1_stepped();
       },
       std::chrono::seconds(180)))
       << job.DebugString() << cluster.Logs();
