@@ -42,8 +42,8 @@ absl::Status Coordinator::CheckMemory(const v1::JobSpec& spec,
   if (ps_task > largest && ps_task > est.bytes) {
     return absl::FailedPreconditionError(absl::StrCat(
         "memory: each PS task needs at least ", common::FormatBytes(ps_task),
-        " (the model's values, and its shard's values, gradients and optimizer state with every "
-        "worker's pushes and answers; docs/parameter_servers.md), but the largest share of a "
+        " (its shard's values, gradients and optimizer state with every worker's pushes and "
+        "answers; docs/parameter_servers.md), but the largest share of a "
         "worker's memory is ",
         common::FormatBytes(largest),
         " (its --memory-limit over its ranks); add distribution.parameter_servers to split the "

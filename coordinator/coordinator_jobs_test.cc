@@ -354,10 +354,9 @@ TEST_F(CoordinatorTest, AnIdxJobIsCountedAtTheShapeItsHeaderGives) {
   EXPECT_TRUE(elsewhere.ok()) << elsewhere.status();
 }
 
-// A PS task holds the model's values and its shard with every worker's
-// pushes and answers: with 4 workers and 1 PS task it needs more than a
-// 1 GiB share though each replica fits, and with 4 PS tasks, each a quarter
-// of the shard, it fits.
+// A PS task holds its shard with every worker's pushes and answers: with 4 workers and 1 PS task it
+// needs more than a 1 GiB share though each replica fits, and with 4 PS tasks, each a quarter of
+// the shard, it fits.
 TEST_F(CoordinatorTest, APsTaskThatCannotFitAShareIsRefusedAtSubmit) {
   v1::RegisterWorkerRequest reg = Reg(8);
   for (v1::Device& d : *reg.mutable_devices()) d.set_memory_bytes(int64_t{1} << 30);
@@ -369,7 +368,7 @@ TEST_F(CoordinatorTest, APsTaskThatCannotFitAShareIsRefusedAtSubmit) {
       "parameter_servers: 1}"};
   auto one = coord_->Submit(Spec(job), 0);
   ASSERT_EQ(one.status().code(), absl::StatusCode::kFailedPrecondition) << one.status();
-  EXPECT_NE(one.status().message().find("memory: each PS task needs at least 1.5 GiB"),
+  EXPECT_NE(one.status().message().find("memory: each PS task needs at least 1.3 GiB"),
             std::string::npos)
       << one.status();
   std::vector<std::string> four = job;

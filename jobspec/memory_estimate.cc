@@ -400,7 +400,7 @@ double EstimatePsTaskMemory(const v1::JobSpec& spec, const MemoryEstimate& repli
       static_cast<double>(std::max(1, d.workers()) * std::max(1, d.devices_per_worker()));
   const double held = d.consistency() == "async" ? 0 : workers - 1;
   const double copies = 2 + OptimizerCopies(spec.training().optimizer()) + held + workers;
-  return 4.0 * (total + shard * copies);
+  return 4.0 * shard * copies;
 }
 
 std::string FormatBytes(double bytes) {

@@ -71,9 +71,8 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec,
 
 // A parameter-server job's PS task (docs/parameter_servers.md): a lower
 // bound on what one holds, from the replica estimate's parameter count.
-//   the whole model's values: its trainer keeps a model for it, whose
-//   values the shard starts from (the gradients and optimizer state of
-//   that model are never touched, so not counted);
+//   (no model: the task copies its shard's first values from its
+//   process's replica, and the copy goes once its server holds them);
 //   its shard, the largest of the job's ShardMap (ps/shard_map.h), as
 //   values, gradients and the optimizer's copies;
 //   under sync and bounded, one step's pushes held until the step is

@@ -220,11 +220,11 @@ TEST(MemoryEstimateTest, GiantZooModelsBatchesAndDataSetsAreCounted) {
   EXPECT_GT(examples.bytes, 8e9);
 }
 
-// A PS task, counted by hand: the model's 1,210 values, and its shard (the
-// whole model: under the 256 KiB minimum one PS task holds it) as values and
-// gradients, plus the optimizer's copies, the pushes held from all workers
-// but the last (none under async) and an answer per worker.
-TEST(MemoryEstimateTest, APsTaskHoldsTheValuesItsShardAndTheWorkersPushes) {
+// A PS task, counted by hand: its shard (the whole model's 1,210 values:
+// under the 256 KiB minimum one PS task holds it) as values and gradients,
+// plus the optimizer's copies, the pushes held from all workers but the
+// last (none under async) and an answer per worker. No model of its own.
+TEST(MemoryEstimateTest, APsTaskHoldsItsShardAndTheWorkersPushes) {
   const std::string model =
       "model: {layers: [{dense: {units: 100}}, {relu: {}}, {dense: {units: 10}}]}\n";
   auto spec = [&](const std::string& opt, const std::string& dist) {
@@ -238,17 +238,17 @@ TEST(MemoryEstimateTest, APsTaskHoldsTheValuesItsShardAndTheWorkersPushes) {
       "distribution: {workers: 2, strategy: parameter_server, "
       "parameter_servers: 1";
   const v1::JobSpec sync = spec("{type: sgd, lr: 0.1}", ps + "}");
-  // 1,210 x (1 + values and gradients 2 + held 1 + answers 2)
-  EXPECT_DOUBLE_EQ(EstimatePsTaskMemory(sync, EstimateReplicaMemory(sync)), 4.0 * 1210 * 6);
+  // 1,210 x (values and gradients 2 + held 1 + answers 2)
+  EXPECT_DOUBLE_EQ(EstimatePsTaskMemory(sync, EstimateReplicaMemory(sync)), 4.0 * 1210 * 5);
   const v1::JobSpec async = spec("{type: sgd, lr: 0.1}", ps + ", consistency: async}");
-  EXPECT_DOUBLE_EQ(EstimatePsTaskMemory(async, EstimateReplicaMemory(async)), 4.0 * 1210 * 5);
+  EXPECT_DOUBLE_EQ(EstimatePsTaskMemory(async, EstimateReplicaMemory(async)), 4.0 * 1210 * 4);
   const v1::JobSpec adam = spec("{type: adam, lr: 0.1}",
                                 "distribution: {workers: 2, devices_per_worker: 2, strategy: "
                                 "parameter_server, parameter_servers: 1, consistency: bounded, "
                                 "max_staleness: 1}");
   // 4 workers: held 3, answers 4, Adam 2 more copies of the shard.
   EXPECT_DOUBLE_EQ(EstimatePsTaskMemory(adam, EstimateReplicaMemory(adam)),
-                   4.0 * 1210 * (1 + 2 + 2 + 3 + 4));
+                   4.0 * 1210 * (2 + 2 + 3 + 4));
 }
 
 // A model of 2 x 256 KiB and more is split: each PS task holds half.
@@ -264,9 +264,9 @@ TEST(MemoryEstimateTest, PsTasksSplitALargeModelIntoShards) {
                                "parameter_servers: 2}");
   const MemoryEstimate e = EstimateReplicaMemory(one);
   EXPECT_DOUBLE_EQ(e.parameters, 600001);
-  EXPECT_DOUBLE_EQ(EstimatePsTaskMemory(one, e), 4.0 * (600001 + 600001.0 * 5));
+  EXPECT_DOUBLE_EQ(EstimatePsTaskMemory(one, e), 4.0 * 600001.0 * 5);
   // 600,001 floats in 2 shards: the larger has 300,001.
-  EXPECT_DOUBLE_EQ(EstimatePsTaskMemory(two, e), 4.0 * (600001 + 300001.0 * 5));
+  EXPECT_DOUBLE_EQ(EstimatePsTaskMemory(two, e), 4.0 * 300001.0 * 5);
 }
 
 TEST(MemoryEstimateTest, FormatBytes) {

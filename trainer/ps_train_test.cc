@@ -14,6 +14,7 @@
 #include "collective/store.h"
 #include "common/testing/temp_dir.h"
 #include "config/config.h"
+#include "engine/allocator.h"
 #include "engine/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -235,6 +236,42 @@ TEST(PsTrainTest, AWorldSizeThatDoesNotMatchTheSpecIsRefused) {
   auto t = Trainer::Create(w[0].spec, o);
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(t.status().message(), HasSubstr("2 x 1 replicas and 2 PS tasks has 4 ranks"));
+}
+
+// A PS task holds its shard, not a model: the chief's share (replica 0
+// and PS task 0, which holds the whole MLP) takes exactly the shard's
+// values more than replica 0 alone. A task that kept a model with Adam
+// would take its values, gradients and two moments, 4x as much.
+TEST(PsTrainTest, APsTaskHoldsItsShardAndNoModel) {
+  const v1::JobSpec spec =
+      MlpJob({"distribution.strategy=parameter_server", "distribution.parameter_servers=1",
+              "training.optimizer.type=adam", "training.optimizer.lr=0.001",
+              "training.optimizer.momentum=0"});
+  collective::InMemoryStore store;
+  std::vector<Worker> w = MakePsWorkers(spec, &store);
+  ASSERT_EQ(w[0].options.num_replicas, 2) << "replica 0 and PS task 0";
+  TrainerOptions alone = w[0].options;
+  alone.num_replicas = 1;
+  engine::Allocator* cpu = engine::CpuAllocator();
+  const size_t start = cpu->in_use_bytes();
+  auto replica = Trainer::Create(spec, alone);
+  ASSERT_TRUE(replica.ok()) << replica.status();
+  const size_t replica_bytes = cpu->in_use_bytes() - start;
+  const int64_t params = (*replica)->model().params().num_parameters();
+  replica->reset();
+  const size_t again = cpu->in_use_bytes();
+  auto share = Trainer::Create(spec, w[0].options);
+  ASSERT_TRUE(share.ok()) << share.status();
+  const size_t share_bytes = cpu->in_use_bytes() - again;
+  ASSERT_GT(share_bytes, replica_bytes);
+  const size_t task_bytes = share_bytes - replica_bytes;
+  const size_t shard_bytes = static_cast<size_t>(params) * sizeof(float);
+  std::printf(
+      "[ measured ] a PS task of the %lld-parameter MLP (Adam) holds %zu bytes beside its "
+      "process's replica (%zu bytes); its shard's values are %zu\n",
+      static_cast<long long>(params), task_bytes, replica_bytes, shard_bytes);
+  EXPECT_GE(task_bytes, shard_bytes);
+  EXPECT_LE(task_bytes, shard_bytes + 4096);
 }
 
 // Each step's dataset indices, as worker `w`'s replica reports them.

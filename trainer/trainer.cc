@@ -216,11 +216,21 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
     t->stages_ = spec.distribution().pipeline().stages();
     RETURN_IF_ERROR(t->PlanPipeline(input, classes));
   }
+  t->ps_tasks_ = common::ParameterServerTasks(spec);
+  if (t->ps_job()) RETURN_IF_ERROR(t->AssignPsRoles());
   for (int i = 0; i < options.num_replicas; ++i) {
     auto r = std::make_unique<Replica>();
     r->local = i;
     r->rank = options.first_rank + i;
     r->device = t->device_;
+    if (t->ps_job()) t->SetPsRole(*r);
+    if (r->ps_task) {
+      // A PS task keeps its shard alone, never a whole model (local
+      // replica 0, a replica, was built first).
+      RETURN_IF_ERROR(t->PreparePsTask(*r));
+      t->replicas_.push_back(std::move(r));
+      continue;
+    }
     if (t->pipelined()) {
       RETURN_IF_ERROR(t->CreateStage(*r, input, classes));
     } else {
@@ -235,8 +245,6 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const v1::JobSpec& spec
     t->replicas_.push_back(std::move(r));
   }
 
-  t->ps_tasks_ = common::ParameterServerTasks(spec);
-  if (t->ps_job()) RETURN_IF_ERROR(t->AssignPsRoles());
   RETURN_IF_ERROR(CheckSyncBatchNormSteps(spec, t->train_->size(), options.world_size));
   t->steps_per_epoch_ = (t->train_->size() + tr.batch_size() - 1) / tr.batch_size();
   t->total_steps_ = t->steps_per_epoch_ * tr.epochs();

@@ -118,6 +118,10 @@
 #include "telemetry/tensorboard.h"
 #include "trainer/progress.h"
 
+namespace yoke::engine {
+struct Checkpoint;
+}  // namespace yoke::engine
+
 namespace yoke::worker {
 
 struct TrainerOptions {
@@ -423,9 +427,19 @@ class Trainer {
       Replica& r, const std::shared_ptr<data::Dataset>& set, int tag);
   // Parameter-server jobs (trainer_ps.cc; docs/parameter_servers.md).
   bool ps_job() const { return ps_tasks_ > 0; }
-  // In Create: every local replica's role (a replica's rank becomes its
-  // data-parallel rank) and the layout's check against world_size.
+  // In Create, before the replicas: the layout's ranks and its check
+  // against world_size and the first rank (a replica's).
   absl::Status AssignPsRoles();
+  // A local replica's role (a replica's rank becomes its data-parallel rank).
+  void SetPsRole(Replica& r) const;
+  // A PS task's start in Create: its shard (ps_shard) and a copy of the
+  // shard's values from local replica 0's initialised model (ps_values).
+  // It builds no model: the task's memory is its shard's.
+  absl::Status PreparePsTask(Replica& r);
+  // Restore's part for a PS task: its shard's slice of the checkpoint's
+  // values and of each optimizer state array (local replica 0, restored
+  // first, names them and has checked their sizes).
+  absl::Status RestorePsShard(Replica& r, const engine::Checkpoint& ck, const std::string& path);
   // A replica, on its thread: the replicas' communicator (with more than
   // one, unless PsRestartable), then its links to the PS tasks and its
   // client, and with ps_incarnation > 0 its rejoin.

@@ -98,6 +98,10 @@ absl::Status Trainer::Restore(const std::string& path) {
   // broadcasts rank 0's copy anyway).
   for (auto& r : replicas_) {
     if (pipelined()) break;
+    if (r->ps_task) {
+      RETURN_IF_ERROR(RestorePsShard(*r, ck, path));
+      continue;
+    }
     RETURN_IF_ERROR(restore("params", r->model->params().flat_values()));
     RETURN_IF_ERROR(restore("state", r->model->params().flat_state()));
     for (auto& [name, t] : r->optimizer->State()) {

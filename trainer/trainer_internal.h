@@ -177,6 +177,15 @@ struct Trainer::Replica {
   // ps_client and ps_server are set under comm_mu_, for AbortOthers.
   bool ps_task = false;
   int ps_index = 0;
+  // A PS task has no model, loss or optimizer. Until its server starts
+  // (RunPsTask, which then drops them) it holds its shard's initial values
+  // and, resumed from a checkpoint, the shard's part of each optimizer state
+  // array with the update count. ps_shard.count is 0 when the model is too
+  // small for this task to hold a shard.
+  ps::Shard ps_shard;
+  engine::Tensor ps_values;
+  std::vector<std::pair<std::string, engine::Tensor>> ps_state;
+  int64_t ps_state_steps = 0;
   // A replica that rejoined (TrainerOptions::ps_incarnation > 0): the
   // global step its data resumes at (the steps it had pushed); -1 if not.
   int64_t rejoin_step = -1;

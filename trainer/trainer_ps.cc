@@ -1,6 +1,7 @@
 // Parameter-server jobs in the Trainer (docs/parameter_servers.md): each
 // local replica's role, the PS tasks' run, and a replica's push and pull.
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "collective/gloo_bootstrap.h"
 #include "collective/shm_communicator.h"
 #include "common/status.h"
+#include "engine/checkpoint.h"
 #include "jobspec/ps_check.h"
 #include "ps/runtime/links.h"
 #include "ps/shard_map.h"
@@ -50,18 +52,34 @@ absl::Status Trainer::AssignPsRoles() {
     const common::RankRole role = common::RoleOfRank(g, ps_workers_, ps_per_worker_, ps_tasks_);
     (role.ps ? ps_globals_ : dp_globals_)[role.index] = g;
   }
-  for (auto& r : replicas_) {
-    const common::RankRole role =
-        common::RoleOfRank(r->rank, ps_workers_, ps_per_worker_, ps_tasks_);
-    r->ps_task = role.ps;
-    r->ps_index = role.index;
-    if (!role.ps) r->rank = role.index;  // the data-parallel rank
-  }
-  if (replicas_[0]->ps_task) {
+  if (common::RoleOfRank(options_.first_rank, ps_workers_, ps_per_worker_, ps_tasks_).ps) {
     return absl::InvalidArgumentError(
         "trainer: a process's first rank must be a replica, not a PS task (the coordinator "
         "places each worker's replicas before its PS tasks)");
   }
+  return absl::OkStatus();
+}
+
+void Trainer::SetPsRole(Replica& r) const {
+  const common::RankRole role = common::RoleOfRank(r.rank, ps_workers_, ps_per_worker_, ps_tasks_);
+  r.ps_task = role.ps;
+  r.ps_index = role.index;
+  if (!role.ps) r.rank = role.index;  // the data-parallel rank
+}
+
+absl::Status Trainer::PreparePsTask(Replica& r) {
+  if (replicas_.empty() || replicas_[0]->ps_task || replicas_[0]->model == nullptr) {
+    return absl::InternalError("trainer: a PS task's values come from local replica 0's model");
+  }
+  const engine::Tensor& values = replicas_[0]->model->params().flat_values();
+  ASSIGN_OR_RETURN(const ps::ShardMap map, ps::BuildShardMap(values.numel(), ps_tasks_));
+  if (r.ps_index >= static_cast<int>(map.shards.size())) return absl::OkStatus();  // no shard
+  r.ps_shard = map.shards[r.ps_index];
+  ASSIGN_OR_RETURN(r.ps_values, engine::Tensor::Allocate(
+                                    {r.ps_shard.count}, engine::DType::kF32, engine::Device::CPU(),
+                                    absl::StrCat("PS task ", r.ps_index, "'s shard")));
+  std::memcpy(r.ps_values.raw(), values.data<float>() + r.ps_shard.offset,
+              static_cast<size_t>(r.ps_shard.count) * sizeof(float));
   return absl::OkStatus();
 }
 
@@ -140,14 +158,42 @@ absl::Status Trainer::ConnectPs(Replica& r) {
   return absl::OkStatus();
 }
 
+absl::Status Trainer::RestorePsShard(Replica& r, const engine::Checkpoint& ck,
+                                     const std::string& path) {
+  if (r.ps_shard.count == 0) return absl::OkStatus();
+  auto slice = [&](const std::string& name, engine::Tensor* dst) -> absl::Status {
+    const engine::Tensor* src = ck.Find(name);
+    if (src == nullptr || src->dtype() != engine::DType::kF32 ||
+        src->numel() < r.ps_shard.offset + r.ps_shard.count) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint ", path, ": '", name, "' does not hold PS task ", r.ps_index,
+                       "'s shard of ", r.ps_shard.count, " values at ", r.ps_shard.offset));
+    }
+    std::memcpy(dst->raw(), src->data<float>() + r.ps_shard.offset,
+                static_cast<size_t>(r.ps_shard.count) * sizeof(float));
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(slice("params", &r.ps_values));
+  r.ps_state.clear();
+  for (const auto& named : replicas_[0]->optimizer->State()) {
+    ASSIGN_OR_RETURN(
+        engine::Tensor t,
+        engine::Tensor::Allocate({r.ps_shard.count}, engine::DType::kF32, engine::Device::CPU(),
+                                 absl::StrCat("PS task ", r.ps_index, "'s ", named.first)));
+    RETURN_IF_ERROR(slice("optim/" + named.first, &t));
+    r.ps_state.emplace_back(named.first, std::move(t));
+  }
+  r.ps_state_steps = ck.header.optimizer_step();
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::RunPsTask(Replica& r) {
-  const engine::Tensor& values = r.model->params().flat_values();
-  ASSIGN_OR_RETURN(const ps::ShardMap map, ps::BuildShardMap(values.numel(), ps_tasks_));
-  if (r.ps_index >= static_cast<int>(map.shards.size())) {
-    spdlog::info("PS task {} holds no shard: {}", r.ps_index, map.Describe(ps_tasks_));
+  if (r.ps_shard.count == 0) {
+    spdlog::info("PS task {} holds no shard: the model is too small for {} PS tasks", r.ps_index,
+                 ps_tasks_);
     return absl::OkStatus();
   }
-  const ps::Shard& shard = map.shards[r.ps_index];
+  const ps::Shard& shard = r.ps_shard;
   const v1::TrainingSpec& tr = spec_.training();
   const v1::DistributionSpec& d = spec_.distribution();
   const int replicas = data_parallel_ranks();
@@ -165,11 +211,14 @@ absl::Status Trainer::RunPsTask(Replica& r) {
   ASSIGN_OR_RETURN(auto schedule, engine::CreateSchedule(tr.schedule(), tr.optimizer().lr(),
                                                          std::max<int64_t>(updates, 1)));
   ASSIGN_OR_RETURN(auto server, ps::ShardServer::Create(ps_store_.get(), replicas, shard,
-                                                        values.data<float>() + shard.offset,
-                                                        tr.optimizer(), std::move(schedule), so));
-  // The shard's part of the optimizer state this process restored (zeros
-  // and step 0 on a fresh start).
-  RETURN_IF_ERROR(server->RestoreOptimizer(r.optimizer->State(), r.optimizer->step_count()));
+                                                        r.ps_values.data<float>(), tr.optimizer(),
+                                                        std::move(schedule), so));
+  // The shard's part of the optimizer state this process restored; a fresh
+  // start's server begins at zeros and step 0.
+  if (!r.ps_state.empty()) RETURN_IF_ERROR(server->RestoreOptimizer(r.ps_state, r.ps_state_steps));
+  // The server holds its own copies now.
+  r.ps_values = engine::Tensor();
+  r.ps_state.clear();
   {
     absl::MutexLock l(&comm_mu_);
     if (aborted_) server->Abort();

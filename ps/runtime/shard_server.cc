@@ -432,13 +432,14 @@ absl::Status ShardServer::RestoreOptimizer(
   for (size_t i = 0; i < mine.size(); ++i) {
     const auto& [name, t] = whole[i];
     if (name != mine[i].first || t.dtype() != engine::DType::kF32 || !t.device().is_cpu() ||
-        t.numel() < shard_.offset + shard_.count) {
+        (t.numel() != shard_.count && t.numel() < shard_.offset + shard_.count)) {
       return absl::InvalidArgumentError(
           absl::StrCat("ps: optimizer state '", name, "' (", t.numel(), " values) does not hold ",
                        Me(), "'s shard of ", shard_.count, " values at ", shard_.offset,
                        " of the optimizer's '", mine[i].first, "'"));
     }
-    std::memcpy(mine[i].second.raw(), t.data<float>() + shard_.offset,
+    const int64_t from = t.numel() == shard_.count ? 0 : shard_.offset;
+    std::memcpy(mine[i].second.raw(), t.data<float>() + from,
                 static_cast<size_t>(shard_.count) * sizeof(float));
   }
   optimizer_->set_step_count(steps);

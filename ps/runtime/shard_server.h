@@ -119,10 +119,12 @@ class ShardServer {
   // From any thread: Run() stops waiting for pushes and returns ABORTED (a
   // sibling replica of the process failed).
   void Abort();
-  // Before Run(): the shard's slice of each of `whole`'s optimizer state
-  // arrays (the whole model's, named as Optimizer::State() names them), and
-  // the completed update count. INVALID_ARGUMENT if a name or size does not
-  // match this optimizer's state.
+  // Before Run(): the shard's part of each of `whole`'s optimizer state
+  // arrays (named as Optimizer::State() names them), and the completed
+  // update count. An array of the shard's size is the shard's part itself;
+  // a larger one is the whole model's, and its slice at the shard's offset
+  // is taken. INVALID_ARGUMENT if a name or size does not match this
+  // optimizer's state.
   absl::Status RestoreOptimizer(const std::vector<std::pair<std::string, engine::Tensor>>& whole,
                                 int64_t steps);
 
