@@ -1,5 +1,6 @@
 #include "common/clock.h"
 
+#include "common/testing/fake_clock.h"
 #include "gtest/gtest.h"
 
 namespace yoke::common {

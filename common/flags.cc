@@ -207,28 +207,16 @@ bool ParseByteSizeFlag(absl::string_view text, int64_t* out) {
   const absl::string_view number = text.substr(0, unit_at);
   const std::string unit = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text.substr(unit_at)));
   if (number.empty() || number.front() == '.' || number.back() == '.') return false;
-  double scale = 0;
-  constexpr double kKi = 1024.0;
-  if (unit.empty() || unit == "b") {
-    scale = 1;
-  } else if (unit == "k" || unit == "kib") {
-    scale = kKi;
-  } else if (unit == "m" || unit == "mib") {
-    scale = kKi * kKi;
-  } else if (unit == "g" || unit == "gib") {
-    scale = kKi * kKi * kKi;
-  } else if (unit == "t" || unit == "tib") {
-    scale = kKi * kKi * kKi * kKi;
-  } else if (unit == "kb") {
-    scale = 1e3;
-  } else if (unit == "mb") {
-    scale = 1e6;
-  } else if (unit == "gb") {
-    scale = 1e9;
-  } else if (unit == "tb") {
-    scale = 1e12;
-  } else {
-    return false;
+  // "" or "b" is bytes; a prefix k, m, g or t is a power of 1024 alone or
+  // with "ib", and of 1000 with "b".
+  double scale = 1;
+  if (!unit.empty() && unit != "b") {
+    const size_t power = absl::string_view("kmgt").find(unit[0]);
+    const absl::string_view suffix = absl::string_view(unit).substr(1);
+    if (power == absl::string_view::npos) return false;
+    const double base = suffix.empty() || suffix == "ib" ? 1024.0 : suffix == "b" ? 1e3 : 0;
+    if (base == 0) return false;
+    for (size_t i = 0; i <= power; ++i) scale *= base;
   }
   if (number.find('.') == absl::string_view::npos) {
     // Whole numbers exactly, with no rounding through a double.

@@ -35,6 +35,12 @@ inline std::string Truncate(absl::string_view s, size_t max_bytes) {
   return absl::StrCat(s.substr(0, max_bytes), "... (+", s.size() - max_bytes, " bytes)");
 }
 
+// Whether a C1 control (0xc2 then 0x80-0x9f) starts at byte i of `s`.
+inline bool IsC1At(absl::string_view s, size_t i) {
+  return static_cast<unsigned char>(s[i]) == 0xc2 && i + 1 < s.size() &&
+         (static_cast<unsigned char>(s[i + 1]) & 0xe0) == 0x80;
+}
+
 // Whether `s` holds a control character: a C0 byte (0x00-0x1f), DEL (0x7f)
 // or a C1 control (U+0080-U+009F, 0xc2 0x80-0x9f in UTF-8). A terminal acts
 // on them (ESC sequences retitle the window or clear the screen, a NUL ends
@@ -42,11 +48,7 @@ inline std::string Truncate(absl::string_view s, size_t max_bytes) {
 inline bool HasControlChar(absl::string_view s) {
   for (size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f) return true;
-    if (c == 0xc2 && i + 1 < s.size()) {
-      const auto next = static_cast<unsigned char>(s[i + 1]);
-      if (next >= 0x80 && next <= 0x9f) return true;
-    }
+    if (c < 0x20 || c == 0x7f || IsC1At(s, i)) return true;
   }
   return false;
 }
@@ -61,11 +63,9 @@ inline std::string EscapeControl(absl::string_view s, absl::string_view keep = "
   out.reserve(s.size() + 16);
   for (size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    const bool c1 = c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
-                    static_cast<unsigned char>(s[i + 1]) <= 0x9f;
     if ((c < 0x20 || c == 0x7f) && keep.find(s[i]) == absl::string_view::npos) {
       absl::StrAppend(&out, absl::CHexEscape(s.substr(i, 1)));
-    } else if (c1) {
+    } else if (IsC1At(s, i)) {
       absl::StrAppend(&out, absl::CHexEscape(s.substr(i, 2)));
       ++i;
     } else {

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 
 namespace yoke::common {
@@ -19,6 +20,7 @@ absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t ma
     return absl::NotFoundError(
         absl::StrCat(path, ": cannot open ", what, ": ", std::strerror(errno)));
   }
+  const absl::Cleanup close_fd = [fd] { ::close(fd); };
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
@@ -26,13 +28,11 @@ absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t ma
                        : S_ISCHR(st.st_mode)  ? "a character device"
                        : S_ISSOCK(st.st_mode) ? "a socket"
                                               : "not a regular file";
-    ::close(fd);
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": the ", what, " must be a regular file, this is ", kind));
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size > max_bytes) {
-    ::close(fd);
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": the ", what, " is ", size, " bytes, over the limit of ", max_bytes));
   }
@@ -42,15 +42,12 @@ absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t ma
     const ssize_t r = ::read(fd, out.data() + got, out.size() - got);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
-      const int err = errno;
-      ::close(fd);
       return absl::UnavailableError(
-          absl::StrCat(path, ": cannot read ", what, ": ", std::strerror(err)));
+          absl::StrCat(path, ": cannot read ", what, ": ", std::strerror(errno)));
     }
     if (r == 0) break;  // the file shrank since fstat
     got += static_cast<size_t>(r);
   }
-  ::close(fd);
   out.resize(got);
   return out;
 }

@@ -4,7 +4,7 @@
 // DNS name or IP could be.
 #include <string>
 
-#include "common/clock.h"
+#include "common/testing/fake_clock.h"
 #include "config/config.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/job_store.h"

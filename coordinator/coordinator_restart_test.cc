@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "common/testing/fake_clock.h"
 #include "config/config.h"
 #include "coordinator/auth_store.h"
 #include "coordinator/coordinator.h"

@@ -1,5 +1,6 @@
 #include "coordinator/worker_registry.h"
 
+#include "common/testing/fake_clock.h"
 #include "gtest/gtest.h"
 
 namespace yoke::server {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/read_file.h"
+#include "common/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/yoke/v1/tensorboard.pb.h"

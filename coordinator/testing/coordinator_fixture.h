@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "common/clock.h"
+#include "common/testing/fake_clock.h"
 #include "config/config.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_metrics.h"

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "common/clock.h"
+#include "common/testing/fake_clock.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/job_store.h"
 
