@@ -32,6 +32,7 @@ class FirstN final : public Dataset {
     return base_->Load(i, epoch, train, scratch);
   }
   bool decodes() const override { return base_->decodes(); }
+  bool may_skip() const override { return base_->may_skip(); }
   std::vector<std::string> class_names() const override { return base_->class_names(); }
 
  private:

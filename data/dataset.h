@@ -61,6 +61,9 @@ class Dataset {
   // True when Load() decodes files: the pipeline then spreads each batch
   // over its decode threads.
   virtual bool decodes() const { return false; }
+  // True when Load() may skip an example (return nullptr), so that a batch's
+  // size is known only by reading it.
+  virtual bool may_skip() const { return false; }
   // The class names in label order, for formats that have them (an image
   // folder's class folders); empty otherwise.
   virtual std::vector<std::string> class_names() const { return {}; }

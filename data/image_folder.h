@@ -86,6 +86,7 @@ class ImageFolderDataset final : public Dataset {
   absl::StatusOr<const void*> Load(int64_t i, int64_t epoch, bool train,
                                    void* scratch) const override;
   bool decodes() const override { return true; }
+  bool may_skip() const override { return o_.skip_bad; }
   std::vector<std::string> class_names() const override { return classes_; }
 
   // The file of example i (its real path, inside the root).

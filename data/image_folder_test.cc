@@ -350,6 +350,39 @@ TEST_F(BadFiles, SkipModeCountsEachBadFileOnceAndShrinksTheBatch) {
   EXPECT_EQ(ds->skipped(), 5);  // once each, not once per epoch
 }
 
+// Labels only decodes no image, and is refused where a bad image would be
+// skipped: only decoding tells a batch's size there.
+TEST_F(BadFiles, LabelsOnlyDecodesNothingAndIsRefusedWhereBadImagesAreSkipped) {
+  std::shared_ptr<ImageFolderDataset> ds = *ImageFolderDataset::Open(Opts(dir_.path(), 4));
+  SamplerOptions so{/*batch_size=*/4, /*seed=*/0, /*shuffle=*/true};
+  PipelineOptions po;
+  po.labels_only = true;
+  po.end_epoch = 2;
+  auto p = Pipeline::Create(ds, so, {}, true, po);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<int32_t> labels;
+  for (;;) {
+    auto b = (*p)->Next();
+    ASSERT_TRUE(b.ok()) << b.status();  // the bad files are never read
+    if (!b->has_value()) break;
+    EXPECT_EQ((*b)->n, 4);
+    EXPECT_TRUE((*b)->x.empty());
+    for (int64_t j = 0; j < (*b)->n; ++j) {
+      EXPECT_EQ((*b)->y[j], ds->Label((*b)->indices[j]));
+      labels.push_back((*b)->y[j]);
+    }
+  }
+  EXPECT_EQ(labels.size(), 16u);  // 8 images, 2 epochs
+  EXPECT_EQ(ds->decoded(), 0);
+
+  auto o = Opts(dir_.path(), 4);
+  o.skip_bad = true;
+  std::shared_ptr<const Dataset> skipping(std::move(*ImageFolderDataset::Open(o)));
+  auto refused = Pipeline::Create(skipping, so, {}, true, po);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("may skip bad images"));
+}
+
 TEST(ImageFolderTest, CacheKeepsDecodedImages) {
   TempDir d;
   WriteImage(d.File("k/0.png"), Ramp(8, 8));

@@ -29,6 +29,11 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(std::shared_ptr<const
                                                    ", step ", options.start_step,
                                                    ") must not be negative"));
   }
+  if (options.labels_only && dataset->may_skip()) {
+    return absl::InvalidArgumentError(
+        "pipeline: labels only needs a dataset that skips no example (this one may skip bad "
+        "images, so only reading a batch tells its size)");
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<Sampler> sampler,
                    Sampler::Create(dataset->size(), sampler_options));
   ASSIGN_OR_RETURN(Transform transform, Transform::Create(transform_spec, dataset->example_shape(),
@@ -51,6 +56,7 @@ Pipeline::Pipeline(std::shared_ptr<const Dataset> dataset, std::unique_ptr<Sampl
       transform_(std::move(transform)),
       train_(train),
       options_(options) {
+  if (options.labels_only) return;  // reads no example: no pool, no scratch
   int threads = 1;
   if (dataset_->decodes()) {
     threads = options.decode_threads > 0 ? options.decode_threads : common::UsableCores();
@@ -107,8 +113,13 @@ absl::Status Pipeline::Build(int64_t epoch, int64_t step, Batch* b) {
   b->global_n = sampler_->StepSize(step);
   b->last_in_epoch = step == sampler_->steps_per_epoch() - 1;
   b->example_shape = dataset_->example_shape();
-  b->x.resize(static_cast<size_t>(n * numel));
   b->y.resize(static_cast<size_t>(n));
+  if (options_.labels_only) {
+    b->x.clear();
+    for (int64_t j = 0; j < n; ++j) b->y[j] = dataset_->Label(b->indices[j]);
+    return absl::OkStatus();
+  }
+  b->x.resize(static_cast<size_t>(n * numel));
   const bool bytes = dataset_->element_type() == ElementType::kU8;
   // kept[j]: example j was read (0 when the dataset skipped it).
   std::vector<uint8_t> kept(static_cast<size_t>(n), 1);

@@ -59,6 +59,11 @@ struct PipelineOptions {
   // Threads that decode a batch when the dataset decodes files (0: this
   // machine's usable cores); ignored for in-memory datasets.
   int decode_threads = 0;
+  // Only each batch's indices, labels and sizes: examples are neither read
+  // nor transformed, and x stays empty. For a consumer that never reads the
+  // inputs (a pipeline's later stages). Refused (INVALID_ARGUMENT) for a
+  // dataset that may skip examples, whose batch sizes only reading tells.
+  bool labels_only = false;
 };
 
 class Pipeline {

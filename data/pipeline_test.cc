@@ -197,6 +197,37 @@ TEST(PipelineTest, EvaluationOrderWithoutShuffle) {
   }
 }
 
+// Labels only: each batch's indices, labels and sizes as a full pipeline
+// yields them, on every rank and over epochs, resumed or not; no inputs.
+TEST(PipelineTest, LabelsOnlyYieldsTheFullBatchesLabelsAndNoInputs) {
+  auto ds = Small();
+  for (int rank : {0, 2}) {
+    PipelineOptions po;
+    po.rank = rank;
+    po.world_size = 3;
+    po.start_step = 2;
+    po.end_epoch = 3;
+    auto full = Pipeline::Create(ds, Options(12, 4), Augmenting(), true, po);
+    po.labels_only = true;
+    auto labels = Pipeline::Create(ds, Options(12, 4), Augmenting(), true, po);
+    ASSERT_TRUE(full.ok() && labels.ok());
+    const std::vector<Batch> want = Drain(**full), got = Drain(**labels);
+    ASSERT_EQ(got.size(), want.size());
+    ASSERT_GT(want.size(), 20u);
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_EQ(got[k].epoch, want[k].epoch);
+      EXPECT_EQ(got[k].step, want[k].step);
+      EXPECT_EQ(got[k].n, want[k].n);
+      EXPECT_EQ(got[k].global_n, want[k].global_n);
+      EXPECT_EQ(got[k].last_in_epoch, want[k].last_in_epoch);
+      EXPECT_EQ(got[k].indices, want[k].indices);
+      EXPECT_EQ(got[k].y, want[k].y);
+      EXPECT_TRUE(got[k].x.empty()) << "batch " << k;
+      EXPECT_FALSE(want[k].x.empty());
+    }
+  }
+}
+
 TEST(PipelineTest, BadOptions) {
   auto ds = Small();
   PipelineOptions po;

@@ -13,6 +13,9 @@
 #include "collective/store.h"
 #include "common/testing/temp_dir.h"
 #include "config/config.h"
+#include "data/idx_reader.h"
+#include "data/image_folder.h"
+#include "data/image_folder_writer.h"
 #include "engine/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -199,6 +202,54 @@ TEST(PipelineTrainTest, TwoStagesEqualOneRankAccumulatingTheMicroBatches) {
   }
   // Without the accumulation the runs differ: the comparison can fail.
   EXPECT_NE(RunAlone(spec, 1).values, one.values);
+}
+
+// The first n examples of a Fashion-MNIST split written out as a PNG tree.
+std::string PngTree(const std::string& root, const char* prefix, int64_t n) {
+  const std::string dir = "/usr/share/datasets/fashion-mnist/";
+  auto idx = data::ReadIdx(absl::StrCat(dir, prefix, "-images-idx3-ubyte.gz"),
+                           absl::StrCat(dir, prefix, "-labels-idx1-ubyte.gz"));
+  EXPECT_TRUE(idx.ok()) << idx.status();
+  if (!idx.ok()) return "";
+  const std::string tree = absl::StrCat(root, "/", prefix);
+  EXPECT_TRUE(data::WriteImageFolder(*data::TakeFirst(std::move(*idx), n), tree, {}).ok());
+  return tree;
+}
+
+// A later stage reads only its batches' labels: a pipeline over an image
+// folder decodes each image once, in stage 0, and still equals one rank.
+TEST(PipelineTrainTest, LaterStagesOfAnImageFolderJobDecodeNoImage) {
+  common::TempDir tmp("yoke_pipe_folder");
+  v1::JobSpec spec = MlpJob();
+  for (auto [set, prefix, n] : {std::tuple{spec.mutable_data()->mutable_train(), "train", 640},
+                                std::tuple{spec.mutable_data()->mutable_test(), "t10k", 200}}) {
+    const std::string tree = PngTree(tmp.path(), prefix, n);
+    ASSERT_FALSE(tree.empty());
+    v1::DatasetSpec folder;
+    folder.set_format("image_folder");
+    folder.set_root(tree);
+    folder.add_image_size(28);
+    folder.add_image_size(28);
+    folder.set_channels(1);
+    *set = folder;
+  }
+  const Alone one = RunAlone(spec, 4);
+  ASSERT_FALSE(one.values.empty());
+  collective::InMemoryStore store;
+  std::vector<Worker> w = MakeWorkers(Pipelined(spec, 2, 1, 2, 4, "1f1b"), 2, 1, &store);
+  RunWorkers(w);
+  for (auto& x : w) ASSERT_TRUE(x.status.ok()) << x.status;
+  Named piped;
+  Collect(*w[0].trainer, 0, 1, &piped);
+  Collect(*w[1].trainer, 0, 1, &piped);
+  EXPECT_EQ(piped, one.values);
+  EXPECT_EQ(w[0].result.test_accuracy(), one.result.test_accuracy());
+  const auto* first = dynamic_cast<const data::ImageFolderDataset*>(&w[0].trainer->train_set());
+  const auto* last = dynamic_cast<const data::ImageFolderDataset*>(&w[1].trainer->train_set());
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(last, nullptr);
+  EXPECT_EQ(first->decoded(), 640);  // 10 steps of 64: one epoch
+  EXPECT_EQ(last->decoded(), 0);
 }
 
 TEST(PipelineTrainTest, TwoPipelinesEqualTwoRanksAccumulating) {

@@ -299,9 +299,9 @@ class Trainer {
   void Adopt(std::unique_ptr<collective::Communicator>* slot,
              std::unique_ptr<collective::Communicator> comm);
   // Evaluation's data (in order, batches of training.eval_batch_size or
-  // 500) and its layer context.
+  // 500; with `labels_only`, no inputs) and its layer context.
   absl::StatusOr<std::unique_ptr<data::Pipeline>> EvalPipeline(
-      const std::shared_ptr<data::Dataset>& set) const;
+      const std::shared_ptr<data::Dataset>& set, bool labels_only = false) const;
   engine::LayerContext EvalContext() const;
   // Connect's parts: rank 0's parameters, state and optimizer state
   // broadcast over `comm` (from its rank 0); every rank's resume position

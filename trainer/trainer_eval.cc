@@ -66,13 +66,14 @@ int Trainer::EvalBatchSize() const {
 }
 
 absl::StatusOr<std::unique_ptr<data::Pipeline>> Trainer::EvalPipeline(
-    const std::shared_ptr<data::Dataset>& set) const {
+    const std::shared_ptr<data::Dataset>& set, bool labels_only) const {
   data::SamplerOptions so;
   so.batch_size = EvalBatchSize();
   so.seed = spec_.training().seed();
   so.shuffle = false;
   data::PipelineOptions po;
   po.prefetch = 2;
+  po.labels_only = labels_only;
   return data::Pipeline::Create(set, so, spec_.data().transform(), /*train=*/false, po);
 }
 

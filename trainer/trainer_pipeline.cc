@@ -231,7 +231,7 @@ absl::StatusOr<Trainer::StepOutcome> Trainer::PipelineStep(LoopState& s, data::B
   ctx.replica = rep.pipeline;
   pipeline::StageRunner::StepResult res;
   if (n > 0) {
-    const engine::Tensor x = BatchInput(batch), y = BatchLabels(batch);
+    const engine::Tensor x = first ? BatchInput(batch) : engine::Tensor(), y = BatchLabels(batch);
     ASSIGN_OR_RETURN(
         res, rep.runner->Step(first ? &x : nullptr, last ? &y : nullptr, n, *rep.transport, ctx));
     rep.peak_in_flight = std::max(rep.peak_in_flight, res.peak_in_flight);
@@ -328,7 +328,7 @@ absl::StatusOr<std::pair<double, double>> Trainer::PipelineEvaluateOn(
   float loss_sum = 0;
   int64_t counts[2] = {0, 0};  // correct, n (pipeline 0's last stage)
   if (r.pipeline == 0) {
-    ASSIGN_OR_RETURN(auto pipe, EvalPipeline(set));
+    ASSIGN_OR_RETURN(auto pipe, EvalPipeline(set, /*labels_only=*/!first && !set->may_skip()));
     const engine::LayerContext ctx = EvalContext();
     engine::Model& model = *r.model;
     for (int b = 0;; ++b) {
