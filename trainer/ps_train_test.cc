@@ -225,6 +225,35 @@ TEST(PsCheckpointTest, IsTheAllreduceCheckpointAndResumes) {
   EXPECT_EQ(Params(*c[1].trainer), unbroken);
 }
 
+// Plain SGD keeps no optimizer state but its update count, which the
+// learning-rate schedule reads: a resumed PS task goes on with the count
+// of its checkpoint, not from the warmup's start.
+TEST(PsCheckpointTest, PlainSgdResumesItsScheduleWhereItStopped) {
+  common::TempDir tmp("yoke_ps_sgd_ckpt");
+  auto job = [&](const std::string& dir) {
+    return MlpJob({"training.optimizer.momentum=0", "training.schedule.type=cosine",
+                   "training.schedule.warmup_steps=30", "checkpoint.every_steps=20",
+                   "checkpoint.dir=" + tmp.path() + "/" + dir,
+                   "distribution.strategy=parameter_server", "distribution.parameter_servers=2"});
+  };
+  collective::InMemoryStore store_a, store_b;
+  std::vector<Worker> a = MakePsWorkers(job("unbroken"), &store_a);
+  RunWorkers(a);
+  for (auto& w : a) ASSERT_TRUE(w.status.ok()) << w.status;
+  auto at20 = engine::ReadCheckpoint(engine::CheckpointPath(tmp.path() + "/unbroken", 20));
+  ASSERT_TRUE(at20.ok()) << at20.status();
+  EXPECT_EQ(at20->header.optimizer_step(), 20);
+  std::vector<Worker> b = MakePsWorkers(job("resumed"), &store_b);
+  for (Worker& w : b) w.options.resume = engine::CheckpointPath(tmp.path() + "/unbroken", 20);
+  RunWorkers(b);
+  for (auto& w : b) ASSERT_TRUE(w.status.ok()) << w.status;
+  EXPECT_EQ(b[0].steps, 50);
+  EXPECT_EQ(Params(*b[0].trainer), Params(*a[0].trainer));
+  auto at40 = engine::ReadCheckpoint(engine::CheckpointPath(tmp.path() + "/resumed", 40));
+  ASSERT_TRUE(at40.ok()) << at40.status();
+  EXPECT_EQ(at40->header.optimizer_step(), 40);
+}
+
 TEST(PsTrainTest, AWorldSizeThatDoesNotMatchTheSpecIsRefused) {
   collective::InMemoryStore store;
   std::vector<Worker> w = MakePsWorkers(

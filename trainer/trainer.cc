@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -70,7 +71,14 @@ using trainer_internal::FlatBuffer;
 
 Trainer::~Trainer() = default;
 
-engine::Model& Trainer::model(int i) { return *replicas_[i]->model; }
+engine::Model& Trainer::model(int i) {
+  if (replicas_[i]->model == nullptr) {
+    spdlog::critical("trainer: local replica {} is PS task {} and has no model", i,
+                     replicas_[i]->ps_index);
+    std::abort();
+  }
+  return *replicas_[i]->model;
+}
 
 namespace {
 

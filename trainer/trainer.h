@@ -224,7 +224,8 @@ class Trainer {
   const data::Dataset& train_set() const { return *train_; }
   const data::Dataset* validation_set() const { return validation_.get(); }
 
-  // Local replica i's model (global rank first_rank + i).
+  // Local replica i's model (global rank first_rank + i). A PS task has no
+  // model: asking for one is a programming error (it aborts, naming it).
   engine::Model& model(int i = 0);
   int64_t global_step() const { return step_; }
   // A pipeline job: whether local replica 0's stage talks to a neighbour

@@ -186,6 +186,9 @@ struct Trainer::Replica {
   engine::Tensor ps_values;
   std::vector<std::pair<std::string, engine::Tensor>> ps_state;
   int64_t ps_state_steps = 0;
+  // Resumed: ps_state and ps_state_steps came from a checkpoint (the state
+  // may hold no array: plain SGD's update count alone).
+  bool ps_resumed = false;
   // A replica that rejoined (TrainerOptions::ps_incarnation > 0): the
   // global step its data resumes at (the steps it had pushed); -1 if not.
   int64_t rejoin_step = -1;

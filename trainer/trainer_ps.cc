@@ -184,6 +184,7 @@ absl::Status Trainer::RestorePsShard(Replica& r, const engine::Checkpoint& ck,
     r.ps_state.emplace_back(named.first, std::move(t));
   }
   r.ps_state_steps = ck.header.optimizer_step();
+  r.ps_resumed = true;
   return absl::OkStatus();
 }
 
@@ -213,9 +214,10 @@ absl::Status Trainer::RunPsTask(Replica& r) {
   ASSIGN_OR_RETURN(auto server, ps::ShardServer::Create(ps_store_.get(), replicas, shard,
                                                         r.ps_values.data<float>(), tr.optimizer(),
                                                         std::move(schedule), so));
-  // The shard's part of the optimizer state this process restored; a fresh
-  // start's server begins at zeros and step 0.
-  if (!r.ps_state.empty()) RETURN_IF_ERROR(server->RestoreOptimizer(r.ps_state, r.ps_state_steps));
+  // The shard's part of the optimizer state this process restored, and the
+  // update count the schedule goes on from (plain SGD has only the count); a
+  // fresh start's server begins at zeros and step 0.
+  if (r.ps_resumed) RETURN_IF_ERROR(server->RestoreOptimizer(r.ps_state, r.ps_state_steps));
   // The server holds its own copies now.
   r.ps_values = engine::Tensor();
   r.ps_state.clear();
