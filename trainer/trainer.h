@@ -301,6 +301,10 @@ class Trainer {
              std::unique_ptr<collective::Communicator> comm);
   // Evaluation's data (in order, batches of training.eval_batch_size or
   // 500; with `labels_only`, no inputs) and its layer context.
+  // Whether replica `r` reads only the labels of `set`'s batches: a
+  // pipeline's later stage reads no input, so it decodes none, unless the
+  // dataset may skip bad images (only reading a batch tells its size then).
+  bool ReadsLabelsOnly(const Replica& r, const data::Dataset& set) const;
   absl::StatusOr<std::unique_ptr<data::Pipeline>> EvalPipeline(
       const std::shared_ptr<data::Dataset>& set, bool labels_only = false) const;
   engine::LayerContext EvalContext() const;

@@ -65,6 +65,10 @@ int Trainer::EvalBatchSize() const {
                                                 : default_batch;
 }
 
+bool Trainer::ReadsLabelsOnly(const Replica& r, const data::Dataset& set) const {
+  return pipelined() && r.stage > 0 && !set.may_skip();
+}
+
 absl::StatusOr<std::unique_ptr<data::Pipeline>> Trainer::EvalPipeline(
     const std::shared_ptr<data::Dataset>& set, bool labels_only) const {
   data::SamplerOptions so;

@@ -328,7 +328,7 @@ absl::StatusOr<std::pair<double, double>> Trainer::PipelineEvaluateOn(
   float loss_sum = 0;
   int64_t counts[2] = {0, 0};  // correct, n (pipeline 0's last stage)
   if (r.pipeline == 0) {
-    ASSIGN_OR_RETURN(auto pipe, EvalPipeline(set, /*labels_only=*/!first && !set->may_skip()));
+    ASSIGN_OR_RETURN(auto pipe, EvalPipeline(set, ReadsLabelsOnly(r, *set)));
     const engine::LayerContext ctx = EvalContext();
     engine::Model& model = *r.model;
     for (int b = 0;; ++b) {

@@ -197,9 +197,7 @@ absl::Status Trainer::StartLoop(LoopState& s) {
   po.start_epoch = s.epoch;
   po.start_step = s.step_in_epoch;
   po.end_epoch = tr.epochs();
-  // A later stage reads no input, so it decodes none, unless bad images are
-  // skipped: then only reading a batch tells how many examples it holds.
-  po.labels_only = pipelined() && s.rep.stage > 0 && !train_->may_skip();
+  po.labels_only = ReadsLabelsOnly(s.rep, *train_);
   if (s.epoch < tr.epochs() && s.step < total_steps_ && !stopped_before_) {
     ASSIGN_OR_RETURN(s.pipe, data::Pipeline::Create(train_, so, spec_.data().transform(),
                                                     /*train=*/true, po));
