@@ -143,6 +143,17 @@ class Layer {
   // parameters, their gradients and the optimizer stay fp32 either way.
   virtual bool UseBf16(bool on) { return false; }
 
+  // Whether Backward reads `out` (a ReLU's mask, a sigmoid's value). A layer
+  // whose Backward never does says false, and the model may then let its
+  // only consumer write over its output (MayOverwriteInput).
+  virtual bool BackwardReadsOutput() const { return true; }
+
+  // True for a layer whose Forward is exact with `out` sharing the buffer of
+  // one of its inputs, and whose Backward reads none of its inputs: the
+  // model then lets it write over an input whose value nothing else needs
+  // (a residual join writing its sum over batch norm's output).
+  virtual bool MayOverwriteInput() const { return false; }
+
  protected:
   ParamSet* params_ = nullptr;  // set by Build() implementations that need it
 

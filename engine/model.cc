@@ -86,6 +86,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Build(const ExpandedLayers& e,
   m->FuseActivations();
   const char* plan_env = std::getenv("YOKE_MEMORY_PLAN");
   m->memory_plan_on_ = plan_env == nullptr || std::string(plan_env) != "0";
+  m->ShareJoinBuffers();
   m->PlanEvalBuffers();
   m->PlanGradBuffers();
   RETURN_IF_ERROR(m->params_.Finalize(device));
@@ -157,6 +158,27 @@ void Model::FuseActivations() {
   }
 }
 
+void Model::ShareJoinBuffers() {
+  if (!device_.is_cpu() || !memory_plan_on_) return;
+  const std::vector<int> owner = BufferOwners();
+  for (Node& node : nodes_) {
+    if (!node.layer->MayOverwriteInput()) continue;
+    for (int src : node.inputs) {
+      // The input must own its buffer (not a fused ReLU's or an absorbed
+      // pool's), feed only this join, and be read by no Backward: the
+      // join's own reads neither input, and the input's reads no output.
+      if (src < 0 || owner[src] != src || nodes_[src].consumers != 1 ||
+          nodes_[src].layer->BackwardReadsOutput()) {
+        continue;
+      }
+      node.overwrites = src;
+      break;
+    }
+  }
+}
+
+bool Model::TakesInputBuffer(int i) const { return nodes_[i].overwrites >= 0 && !recompute_; }
+
 int Model::GradTarget(int src) const {
   return src >= 0 && nodes_[src].backward_fused ? nodes_[src].inputs[0] : src;
 }
@@ -193,6 +215,10 @@ absl::Status Model::EnsureBuffers(int64_t n) {
     }
     if (node.fused) {
       node.out = nodes_[node.inputs[0]].out;  // an earlier node: already sized
+      continue;
+    }
+    if (TakesInputBuffer(static_cast<int>(&node - nodes_.data()))) {
+      node.out = nodes_[node.overwrites].out;  // the same shape: a join's
       continue;
     }
     if (node.writes_into >= 0) continue;  // it writes the pool's buffer

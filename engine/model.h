@@ -215,6 +215,12 @@ class Model {
     // A max pool whose producer computes it (see writes_into): Forward and
     // Backward skip the node; its gradient buffer is the producer's dout.
     bool absorbed = false;
+    // A residual join (Layer::MayOverwriteInput) that writes its output over
+    // the buffer of its input node `overwrites` (else -1): that node feeds
+    // only the join and no Backward reads its output, so its value is dead
+    // once the join has read it. A training Forward without recomputation
+    // then allocates no buffer for the join (TakesInputBuffer).
+    int overwrites = -1;
     double forward_s = 0, backward_s = 0;  // with profiling_
     // Recomputation: where this node's own output lives in the pool
     // (elements per example; -1: a buffer of its own, kept), its segment,
@@ -241,6 +247,12 @@ class Model {
   // the 2x2 max pool after its ReLU (Layer::AbsorbMaxPool2x2). Off when the
   // environment sets YOKE_FUSE=0, to compare against the unfused graph.
   void FuseActivations();
+  // Marks each join that may write over an input (Node::overwrites); with
+  // the memory plan on and on the CPU only.
+  void ShareJoinBuffers();
+  // Whether node i's training output is its input's buffer (Node::overwrites
+  // in force: not while recomputing, which plans its own pool).
+  bool TakesInputBuffer(int i) const;
   // The node whose gradient a consumer of node `src` writes: `src`, or the
   // input of `src` when `src` is a ReLU whose backward that consumer runs.
   int GradTarget(int src) const;

@@ -190,6 +190,63 @@ TEST(ModelMemoryTest, AThreeWayJoinOnThePlanMatchesABufferPerLayer) {
   ExpectPlanChangesNoBit(m, {6}, 4);
 }
 
+// Bytes the CPU allocator gains over one training Forward of `m`.
+int64_t TrainingForwardGrowth(Model& m, const Tensor& x) {
+  const int64_t before = static_cast<int64_t>(CpuAllocator()->in_use_bytes());
+  LayerContext ctx;
+  auto out = m.Forward(x, ctx);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return static_cast<int64_t>(CpuAllocator()->in_use_bytes()) - before;
+}
+
+TEST(ModelMemoryTest, EachResidualJoinWritesOverItsBatchNormsOutput) {
+  // ResNet-20's 9 joins each add the block's last batch norm to the
+  // shortcut; nothing else reads that batch norm's output, and its backward
+  // reads its input, so the join's sum goes over it. Per example, the
+  // blocks' outputs are 32x32x16, 16x16x32 and 8x8x64, 3 blocks each.
+  const Shape input = {32, 32, 3};
+  const int64_t n = 8;
+  auto [planned, plain] = PlannedAndPlain(Zoo("resnet20"), input, 10, 1);
+  ASSERT_TRUE(planned && plain);
+  const Tensor x = Batch(input, n, 3);
+  const int64_t on_plan = TrainingForwardGrowth(*planned, x);
+  const int64_t per_layer = TrainingForwardGrowth(*plain, x);
+  const int64_t joins = 3 * (32 * 32 * 16 + 16 * 16 * 32 + 8 * 8 * 64) * n * 4;
+  EXPECT_EQ(per_layer - on_plan, joins);
+  EXPECT_EQ(on_plan, planned->ActivationBytes(n));
+  EXPECT_EQ(planned->HeldActivationBytes(), planned->ActivationBytes(n));
+  ExpectPlanChangesNoBit(Zoo("resnet20"), input, 10);
+}
+
+TEST(ModelMemoryTest, AJoinKeepsAnInputThatAnotherLayerReads) {
+  // bn feeds the join and c2, whose backward reads bn's output for its
+  // weights' gradient: the join may not write over it (c2 would learn from
+  // the sum), and c2's output, read by nothing but the join, takes the sum.
+  v1::ModelSpec m;
+  *m.add_layers() = Layer("c1", {"input"});
+  m.mutable_layers(0)->mutable_conv2d()->set_filters(4);
+  m.mutable_layers(0)->mutable_conv2d()->set_kernel(3);
+  *m.add_layers() = Layer("bn", {"c1"});
+  m.mutable_layers(1)->mutable_batch_norm();
+  *m.add_layers() = Layer("c2", {"bn"});
+  m.mutable_layers(2)->mutable_conv2d()->set_filters(4);
+  m.mutable_layers(2)->mutable_conv2d()->set_kernel(3);
+  *m.add_layers() = Layer("j", {"bn", "c2"});
+  m.mutable_layers(3)->mutable_add();
+  *m.add_layers() = Layer("f", {"j"});
+  m.mutable_layers(4)->mutable_flatten();
+  *m.add_layers() = Layer("out", {"f"});
+  m.mutable_layers(5)->mutable_dense()->set_units(3);
+  const Shape input = {6, 6, 2};
+  ExpectPlanChangesNoBit(m, input, 3);
+  auto [planned, plain] = PlannedAndPlain(m, input, 3, 2);
+  ASSERT_TRUE(planned && plain);
+  const Tensor x = Batch(input, 5, 4);
+  // One 6x6x4 output fewer: c2's buffer holds the join.
+  EXPECT_EQ(TrainingForwardGrowth(*plain, x) - TrainingForwardGrowth(*planned, x),
+            6 * 6 * 4 * 5 * 4);
+}
+
 TEST(ModelMemoryTest, TrainingAllocatesThePlannedGradientsAndNothingAfterTheFirstStep) {
   const Shape input = {32, 32, 3};
   const int64_t n = 16;

@@ -87,14 +87,17 @@ TEST(ModelRecomputeTest, ResNet20TrainsTheSameToTheBit) {
   v1::ModelSpec spec;
   spec.set_zoo("resnet20");
   spec.set_width(8);
-  ExpectSameToTheBit(spec, {16, 16, 3}, 0.4);
+  // Without recomputation each join already writes over its batch norm's
+  // output (Model::ShareJoinBuffers), so what recomputation saves beyond
+  // that is less than it was (0.4 before the joins shared).
+  ExpectSameToTheBit(spec, {16, 16, 3}, 0.5);
 }
 
 TEST(ModelRecomputeTest, ResNet50TrainsTheSameToTheBit) {
   v1::ModelSpec spec;
   spec.set_zoo("resnet50");
   spec.set_width(8);
-  ExpectSameToTheBit(spec, {64, 64, 3}, 0.45);
+  ExpectSameToTheBit(spec, {64, 64, 3}, 0.55);
 }
 
 v1::LayerSpec L(const std::string& name, const std::vector<std::string>& inputs) {

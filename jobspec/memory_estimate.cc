@@ -191,6 +191,33 @@ std::vector<bool> SharedOutputs(const List& layers, std::vector<std::vector<int>
   return shared;
 }
 
+// The residual joins whose training output takes over an input's buffer
+// (engine Model::ShareJoinBuffers): an add of two inputs, one of which feeds
+// only it, owns its buffer and is a layer whose backward never reads its
+// output (batch norm, a convolution, another add). Without recomputation.
+template <typename List>
+std::vector<bool> JoinsOverAnInput(const List& layers, const std::vector<std::vector<int>>& inputs,
+                                   const std::vector<bool>& shared) {
+  const int n = static_cast<int>(layers.size());
+  std::vector<bool> joins(n, false);
+  if (static_cast<int>(inputs.size()) != n || static_cast<int>(shared.size()) != n) return joins;
+  std::vector<int> consumers(n, 0);
+  for (int i = 0; i < n; ++i) {
+    for (int src : inputs[i]) {
+      if (src >= 0) consumers[src]++;
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    if (!layers[i].has_add() || inputs[i].size() != 2) continue;
+    for (int src : inputs[i]) {
+      if (src < 0 || consumers[src] != 1 || shared[src]) continue;
+      const v1::LayerSpec& l = layers[src];
+      if (l.has_batch_norm() || l.has_conv2d() || l.has_add()) joins[i] = true;
+    }
+  }
+  return joins;
+}
+
 // One layer's parameters and output shape where the input's shape is not
 // known: every size the spec leaves open taken as 1.
 double BoundLayer(const v1::LayerSpec& l, const Dims& in, Dims* out) {
@@ -325,6 +352,12 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec,
     exact = ExactCosts(spec, zoo, idx_shape);
     shared = SharedOutputs(zoo, &graph);
   }
+  const bool recompute = !piped && spec.training().recompute();
+  std::vector<bool> joins;
+  if (!recompute) {
+    joins = m.zoo().empty() ? JoinsOverAnInput(m.layers(), graph, shared)
+                            : JoinsOverAnInput(zoo, graph, shared);
+  }
   // Which outputs get a gradient buffer: a layer with parameters, or one
   // reading a layer that has one (the engine skips the rest, such as a
   // flatten before the first dense layer).
@@ -356,7 +389,8 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec,
     }
     est.parameters += params;
     param_bytes[i] = params * per_param;
-    act_bytes[i] = kept ? out_elements * per_activation : 0;
+    const bool joined = !joins.empty() && joins[i];
+    act_bytes[i] = kept && !joined ? out_elements * per_activation : 0;
     const double bytes = param_bytes[i] + act_bytes[i];
     layer_bytes[i] = bytes;
     if (kept && needs_grad[i]) grad_outputs[i] = out_elements;
@@ -369,8 +403,7 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec,
     cur = out;
     outputs[l.name().empty() ? absl::StrCat("layer_", i) : l.name()] = out;
   }
-  if (!piped && spec.training().recompute() && graph.size() == layer_bytes.size() &&
-      shared.size() == layer_bytes.size()) {
+  if (recompute && graph.size() == layer_bytes.size() && shared.size() == layer_bytes.size()) {
     for (double b : param_bytes) est.bytes += b;
     est.bytes += RecomputedActivations(graph, shared, act_bytes);
     est.bytes += largest_output * per_activation;

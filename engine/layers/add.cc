@@ -9,6 +9,7 @@
 
 namespace yoke::engine {
 absl::StatusOr<Shape> AddLayer::Build(const std::vector<Shape>& inputs, ParamSet* params) {
+  inputs_ = inputs.size();
   // The shape rules are shared with job validation (engine/shapes/).
   return shapes::AddOutput(inputs);
 }
@@ -16,6 +17,22 @@ absl::StatusOr<Shape> AddLayer::Build(const std::vector<Shape>& inputs, ParamSet
 absl::Status AddLayer::Forward(const std::vector<const Tensor*>& in, Tensor* out,
                                const LayerContext& ctx) {
   const int64_t n = out->numel();
+  if (in.size() == 2 && (out->raw() == in[0]->raw() || out->raw() == in[1]->raw())) {
+    // y over one input (MayOverwriteInput): y += the other, the same sum.
+    float* __restrict y = out->data<float>();
+    const float* __restrict b = (out->raw() == in[0]->raw() ? in[1] : in[0])->data<float>();
+    if (relu_) {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = y[i] + b[i];
+        y[i] = v > 0.0f ? v : 0.0f;
+      }
+    } else {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+      for (int64_t i = 0; i < n; ++i) y[i] += b[i];
+    }
+    return absl::OkStatus();
+  }
   float* __restrict y = out->data<float>();
   const float* __restrict a = in[0]->data<float>();
   const float* __restrict b = in[1]->data<float>();

@@ -29,9 +29,14 @@ class AddLayer final : public Layer {
     relu_ = true;
     return true;
   }
+  bool BackwardReadsOutput() const override { return false; }
+  // Two inputs: y may be either of them (each element read before it is
+  // written). With more, the later inputs are read after y is written.
+  bool MayOverwriteInput() const override { return inputs_ == 2; }
 
  private:
   bool relu_ = false;
+  size_t inputs_ = 0;  // from Build
 };
 
 }  // namespace yoke::engine

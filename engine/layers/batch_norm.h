@@ -51,6 +51,7 @@ class BatchNormLayer final : public Layer {
     relu_ = true;
     return true;
   }
+  bool BackwardReadsOutput() const override { return false; }
 
  private:
   struct Cached {

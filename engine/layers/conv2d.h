@@ -40,6 +40,8 @@ class Conv2dLayer final : public Layer {
   // The convolution applies the ReLU as a oneDNN post-op; Backward never
   // reads `out`, so it may hold the activation.
   bool FuseRelu() override;
+  // Backward reads x, dy and the weights, never `out`.
+  bool BackwardReadsOutput() const override { return false; }
   // With one input channel and the direct kernels (conv_c1.h), the
   // convolution also takes the 2x2 maxima of its ReLU'd output in registers
   // and writes only them (Conv2dGeometry::pool).
