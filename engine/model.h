@@ -20,7 +20,10 @@
 //     gradient lives from its first contribution to its own backward, and
 //     the second and later contributions of a residual join go to planned
 //     scratch buffers, so a step allocates nothing.
-// YOKE_MEMORY_PLAN=0 in the environment turns both off (a buffer per layer,
+//   * A training Forward lets a residual join write its sum over an input
+//     that feeds only the join and that no Backward reads (batch norm's
+//     output before the join): ShareJoinBuffers.
+// YOKE_MEMORY_PLAN=0 in the environment turns them off (a buffer per layer,
 // for comparison).
 //
 // All parameters live in one ParamSet (flat buffers; see param_set.h).
