@@ -177,7 +177,7 @@ void Model::ShareJoinBuffers() {
   }
 }
 
-bool Model::TakesInputBuffer(int i) const { return nodes_[i].overwrites >= 0 && !recompute_; }
+bool Model::TakesInputBuffer(const Node& node) const { return node.overwrites >= 0 && !recompute_; }
 
 int Model::GradTarget(int src) const {
   return src >= 0 && nodes_[src].backward_fused ? nodes_[src].inputs[0] : src;
@@ -217,7 +217,7 @@ absl::Status Model::EnsureBuffers(int64_t n) {
       node.out = nodes_[node.inputs[0]].out;  // an earlier node: already sized
       continue;
     }
-    if (TakesInputBuffer(static_cast<int>(&node - nodes_.data()))) {
+    if (TakesInputBuffer(node)) {
       node.out = nodes_[node.overwrites].out;  // the same shape: a join's
       continue;
     }

@@ -253,9 +253,9 @@ class Model {
   // Marks each join that may write over an input (Node::overwrites); with
   // the memory plan on and on the CPU only.
   void ShareJoinBuffers();
-  // Whether node i's training output is its input's buffer (Node::overwrites
+  // Whether a node's training output is its input's buffer (Node::overwrites
   // in force: not while recomputing, which plans its own pool).
-  bool TakesInputBuffer(int i) const;
+  bool TakesInputBuffer(const Node& node) const;
   // The node whose gradient a consumer of node `src` writes: `src`, or the
   // input of `src` when `src` is a ReLU whose backward that consumer runs.
   int GradTarget(int src) const;

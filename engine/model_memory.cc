@@ -168,9 +168,8 @@ int64_t Model::HeldActivationBytes() const {
 int64_t Model::ActivationBytes(int64_t n) const {
   // With recomputation: the kept outputs, and the pool.
   int64_t elements = recompute_ ? pool_elements_ : 0;
-  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
-    const Node& node = nodes_[i];
-    if (!node.fused && node.writes_into < 0 && node.pool_offset < 0 && !TakesInputBuffer(i)) {
+  for (const Node& node : nodes_) {
+    if (!node.fused && node.writes_into < 0 && node.pool_offset < 0 && !TakesInputBuffer(node)) {
       elements += NumElements(node.shape);
     }
   }
@@ -179,9 +178,8 @@ int64_t Model::ActivationBytes(int64_t n) const {
 
 std::vector<Model::LayerBytes> Model::ActivationBreakdown(int64_t n) const {
   std::vector<LayerBytes> out;
-  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
-    const Node& node = nodes_[i];
-    const bool own = !node.fused && node.writes_into < 0 && !TakesInputBuffer(i);
+  for (const Node& node : nodes_) {
+    const bool own = !node.fused && node.writes_into < 0 && !TakesInputBuffer(node);
     out.push_back({node.layer->name(), TypeLabel(node),
                    own ? NumElements(node.shape) * n * static_cast<int64_t>(sizeof(float)) : 0});
   }

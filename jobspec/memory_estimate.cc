@@ -149,18 +149,24 @@ double RecomputedActivations(const std::vector<std::vector<int>>& graph,
   return total + largest_pooled;
 }
 
+// How many layers read each layer's output.
+std::vector<int> Consumers(const std::vector<std::vector<int>>& inputs) {
+  std::vector<int> consumers(inputs.size(), 0);
+  for (const std::vector<int>& in : inputs) {
+    for (int src : in) {
+      if (src >= 0) consumers[src]++;
+    }
+  }
+  return consumers;
+}
+
 template <typename List>
 std::vector<bool> SharedOutputs(const List& layers, std::vector<std::vector<int>>* inputs) {
   auto plan = engine::shapes::PlanLayers(layers, "model.layers", std::nullopt, -1);
   if (!plan.ok()) return {};
   *inputs = plan->inputs;
   const int n = static_cast<int>(layers.size());
-  std::vector<int> consumers(n, 0);
-  for (int i = 0; i < n; ++i) {
-    for (int src : plan->inputs[i]) {
-      if (src >= 0) consumers[src]++;
-    }
-  }
+  const std::vector<int> consumers = Consumers(plan->inputs);
   auto only_input = [&](int i) { return plan->inputs[i].size() == 1 ? plan->inputs[i][0] : -2; };
   auto consumer_of = [&](int j) {
     for (int i = j + 1; i < n; ++i) {
@@ -201,12 +207,7 @@ std::vector<bool> JoinsOverAnInput(const List& layers, const std::vector<std::ve
   const int n = static_cast<int>(layers.size());
   std::vector<bool> joins(n, false);
   if (static_cast<int>(inputs.size()) != n || static_cast<int>(shared.size()) != n) return joins;
-  std::vector<int> consumers(n, 0);
-  for (int i = 0; i < n; ++i) {
-    for (int src : inputs[i]) {
-      if (src >= 0) consumers[src]++;
-    }
-  }
+  const std::vector<int> consumers = Consumers(inputs);
   for (int i = 0; i < n; ++i) {
     if (!layers[i].has_add() || inputs[i].size() != 2) continue;
     for (int src : inputs[i]) {
