@@ -3,7 +3,8 @@
 //
 //   memory_breakdown_bench [--zoo resnet50] [--width 64] [--image 224]
 //                          [--classes 1000] [--batch 16] [--optimizer momentum]
-//                          [--precision fp32|bf16] [--recompute] [--profile_steps 0]
+//                          [--precision fp32|bf16] [--recompute]
+//                          [--recompute_batch_norm] [--profile_steps 0]
 //
 // One training step (forward, loss, backward, optimizer step) in the CPU
 // engine, on random data. Each part is measured as the CPU allocator's bytes
@@ -21,7 +22,8 @@
 // layers with the largest saved outputs are listed. --precision bf16 runs
 // the convolutions in bf16 (Model::UseBf16); their per-thread scratch is
 // part of the backward's figure. --recompute keeps only the outputs between
-// blocks (Model::SetRecompute). --profile_steps N then times N more steps
+// blocks (Model::SetRecompute); --recompute_batch_norm keeps batch norm's
+// inputs, not its outputs (Model::SetRecomputeBatchNorm). --profile_steps N then times N more steps
 // (after the measured one) and prints the forward and backward seconds per
 // step of each layer type, the rest of the step (loss, optimizer), and the
 // slowest layers.
@@ -51,6 +53,7 @@ ABSL_FLAG(std::string, optimizer, "momentum", "sgd, momentum (sgd with 0.9) or a
 ABSL_FLAG(std::string, precision, "fp32", "fp32, or bf16 (the convolutions in bf16)");
 ABSL_FLAG(int, profile_steps, 0, "steps timed per layer type after the measured one");
 ABSL_FLAG(bool, recompute, false, "recompute the blocks' activations in backward");
+ABSL_FLAG(bool, recompute_batch_norm, false, "apply batch norm again in backward");
 
 namespace yoke::engine {
 namespace {
@@ -67,7 +70,13 @@ double ProcBytes(const std::string& field) {
   return 0;
 }
 
-// --precision and --recompute on `model`; false (the reason on stderr) if
+// What the training Forward keeps, for the header line.
+const char* KeepLabel() {
+  if (absl::GetFlag(FLAGS_recompute)) return ", recompute";
+  return absl::GetFlag(FLAGS_recompute_batch_norm) ? ", recompute_batch_norm" : "";
+}
+
+// --precision, --recompute and --recompute_batch_norm on `model`; false (the reason on stderr) if
 // the model refuses one.
 bool Configure(Model& model) {
   if (absl::GetFlag(FLAGS_precision) == "bf16") {
@@ -84,6 +93,13 @@ bool Configure(Model& model) {
     auto segments = model.SetRecompute(true);
     if (!segments.ok()) {
       std::fprintf(stderr, "memory_breakdown_bench: %s\n", segments.status().ToString().c_str());
+      return false;
+    }
+  }
+  if (absl::GetFlag(FLAGS_recompute_batch_norm)) {
+    auto outputs = model.SetRecomputeBatchNorm(true);
+    if (!outputs.ok()) {
+      std::fprintf(stderr, "memory_breakdown_bench: %s\n", outputs.status().ToString().c_str());
       return false;
     }
   }
@@ -214,8 +230,7 @@ int Run() {
               spec.zoo().c_str(),
               spec.width() > 0 ? (" width " + std::to_string(spec.width())).c_str() : "", image,
               image, absl::GetFlag(FLAGS_classes), static_cast<long long>(n), opt_name.c_str(),
-              absl::GetFlag(FLAGS_precision).c_str(),
-              absl::GetFlag(FLAGS_recompute) ? ", recompute" : "");
+              absl::GetFlag(FLAGS_precision).c_str(), KeepLabel());
   std::printf("  %-44s %10s %10s\n", "part (allocator bytes in use, measured)", "MiB",
               "model says");
   std::printf("  %-44s %10.1f %10.1f\n", "parameters", MiB(values), MiB(values));

@@ -31,7 +31,9 @@
 #
 # RECOMPUTE=both times Yoke twice in every run, as it keeps every activation
 # and with training.recompute ("yoke recompute"); RECOMPUTE=1 only the
-# latter. Each Yoke variant gets its own ratios.
+# latter. RECOMPUTE=bn times it with training.recompute_batch_norm ("yoke
+# recompute_batch_norm") beside the default, RECOMPUTE=all all three. Each
+# Yoke variant gets its own ratios.
 #
 # Checked before any figure is trusted: every framework's network has the
 # same number of trainable parameters (23,528,522 for ResNet-50 and 272,474
@@ -53,8 +55,10 @@ WARMUP=${WARMUP:-2}
 THREADS=${THREADS:-2}
 PRECISION=${PRECISION:-fp32}
 RECOMPUTE=${RECOMPUTE:-0}
-case "$RECOMPUTE" in 0) VARIANTS="false" ;; 1) VARIANTS="true" ;; both) VARIANTS="false true" ;;
-  *) echo "RECOMPUTE=$RECOMPUTE: 0, 1 or both" >&2; exit 2 ;; esac
+case "$RECOMPUTE" in 0) VARIANTS="plain" ;; 1) VARIANTS="recompute" ;;
+  both) VARIANTS="plain recompute" ;; bn) VARIANTS="plain recompute_batch_norm" ;;
+  all) VARIANTS="plain recompute recompute_batch_norm" ;;
+  *) echo "RECOMPUTE=$RECOMPUTE: 0, 1, both, bn or all" >&2; exit 2 ;; esac
 case "$PRECISION" in fp32 | bf16) ;; *) echo "PRECISION=$PRECISION: fp32 or bf16" >&2; exit 2 ;; esac
 if [ -z "${PEERS:-}" ]; then
   PEERS="/usr/bin/python3 nchw"
@@ -81,12 +85,14 @@ training:
   threads: $THREADS
   log_every_steps: 1
   precision: $PRECISION
-  recompute: RECOMPUTE_VALUE
+  KEEP_LINE
   optimizer: {type: sgd, lr: 0.01, momentum: 0.9}
 EOF
 
-yoke_once() {  # RECOMPUTE (true|false) -> JSON: samples/s after WARMUP steps, loss, parameters, RSS
-  sed "s/RECOMPUTE_VALUE/$1/" "$WORK/job.yaml" >"$WORK/job-$1.yaml"
+yoke_once() {  # VARIANT (plain|recompute|recompute_batch_norm) -> JSON: samples/s after WARMUP steps, loss, parameters, RSS
+  local keep="recompute: false"
+  [ "$1" = plain ] || keep="$1: true"
+  sed "s/KEEP_LINE/$keep/" "$WORK/job.yaml" >"$WORK/job-$1.yaml"
   "$BUILD/bin/yoke" train "$WORK/job-$1.yaml" --output events 2>"$WORK/yoke.log" >"$WORK/yoke.events"
   python3 - "$WORK/yoke.events" "$WARMUP" "$BATCH" <<'PY'
 import json, math, sys
@@ -128,7 +134,7 @@ for i in $(seq "$RUNS"); do
   for v in $VARIANTS; do
     y=$(yoke_once "$v")
     who=yoke
-    [ "$v" = true ] && who="yoke recompute"
+    [ "$v" = plain ] || who="yoke $v"
     echo "{\"run\": $i, \"who\": \"$who\", \"r\": $y}" >>"$WORK/runs.jsonl"
   done
   while read -r py kind; do

@@ -154,6 +154,18 @@ class Layer {
   // (a residual join writing its sum over batch norm's output).
   virtual bool MayOverwriteInput() const { return false; }
 
+  // Whether Backward reads the values of its inputs (a convolution's, for
+  // its weight gradient). A residual join's reads only the output gradient.
+  virtual bool BackwardReadsInputs() const { return true; }
+
+  // True for a layer whose training Forward, run again on the same inputs
+  // with LayerContext::recompute, writes the same output to the bit, changes
+  // no state and costs about a pass over its input and output (batch norm:
+  // its statistics again, then the normalisation and its fused ReLU). The
+  // model may then keep no copy of the output and run Forward again in
+  // backward (Model::SetRecomputeBatchNorm).
+  virtual bool CheapToRecompute() const { return false; }
+
  protected:
   ParamSet* params_ = nullptr;  // set by Build() implementations that need it
 

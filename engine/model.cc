@@ -206,11 +206,23 @@ absl::Status Model::EnsureBuffers(int64_t n) {
     ASSIGN_OR_RETURN(pool_, Tensor::Allocate({pool_elements_ * n}, DType::kF32, device_,
                                              "the recomputed activations' pool"));
   }
-  for (Node& node : nodes_) {
+  reapply_slots_.clear();
+  for (int64_t e : reapply_plan_.slot_elements) {
+    ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate({e * n}, DType::kF32, device_,
+                                                "the recomputed batch norm outputs' slot"));
+    reapply_slots_.push_back(std::move(t));
+  }
+  std::fill(reapply_holder_.begin(), reapply_holder_.end(), -1);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& node = nodes_[i];
     Shape s = node.shape;
     s.insert(s.begin(), n);
     if (node.pool_offset >= 0 && pool_.defined()) {
       node.out = pool_.View(node.pool_offset * n, s);
+      continue;
+    }
+    if (!reapply_slots_.empty() && reapply_slot_[i] >= 0) {
+      node.out = reapply_slots_[reapply_slot_[i]].View(0, s);
       continue;
     }
     if (node.fused) {
@@ -261,6 +273,9 @@ absl::StatusOr<Tensor> Model::Forward(const Tensor& x, const LayerContext& ctx) 
     absl::Status s = node.layer->Forward(in, out, ctx);
     if (!s.ok()) return common::Annotate(s, node.layer->name());
     if (profiling_) node.forward_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    if (!planned && !reapply_holder_.empty() && reapply_slot_[i] >= 0) {
+      reapply_holder_[reapply_slot_[i]] = i;
+    }
   }
   // The pool holds the last segment's outputs (training.recompute).
   if (!planned && recompute_) resident_segment_ = nodes_.back().segment;
@@ -340,6 +355,7 @@ absl::Status Model::Backward(const Tensor& dlogits, const LayerContext& ctx,
         din.push_back(&scratch.back());
       }
     }
+    RETURN_IF_ERROR(ReapplyFor(i, ctx));  // training.recompute_batch_norm
     const auto t0 = profiling_ ? Clock::now() : Clock::time_point();
     const Node& outs = node.writes_into >= 0 ? nodes_[node.writes_into] : node;
     RETURN_IF_ERROR(common::Annotate(node.layer->Backward(in, outs.out, outs.grad, din, ctx),

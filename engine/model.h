@@ -164,6 +164,21 @@ class Model {
   absl::StatusOr<int> SetRecompute(bool on);
   bool recompute() const { return recompute_; }
 
+  // Batch norm applied again in backward (training.recompute_batch_norm): a
+  // training Forward writes the output of each layer that can cheaply run
+  // its Forward again to the same bits (Layer::CheapToRecompute: batch norm
+  // and the ReLU it applies) into a slot shared by outputs whose forward
+  // lifetimes do not overlap (PlanBuffers), and Backward runs that layer's
+  // Forward again (LayerContext::recompute) before a backward that reads the
+  // output finds another output in its slot. Only outputs that own their
+  // buffer, feed a later layer and read only kept outputs take part; with
+  // the memory plan on. The results are the same to the bit. FAILED_
+  // PRECONDITION on a device model, with several activation sets or with
+  // training.recompute (which recomputes these outputs already). Returns how
+  // many outputs are recomputed.
+  absl::StatusOr<int> SetRecomputeBatchNorm(bool on);
+  bool recompute_batch_norm() const { return reapply_; }
+
   // Mixed precision on the CPU (training.precision: bf16): every layer that
   // can (the convolutions, Layer::UseBf16) computes in bf16 with fp32 sums,
   // or all in fp32 again with `on` false. Returns how many layers compute in
@@ -243,6 +258,13 @@ class Model {
   // Every input a node reads from the pool is in its own segment, and no
   // two pooled outputs of a segment overlap. INTERNAL naming the node.
   absl::Status CheckRecompute() const;
+  // Plans the recomputed outputs' slots (SetRecomputeBatchNorm).
+  void PlanReapply();
+  // Before node i's Backward: runs again the Forward of any recomputed
+  // output it reads whose slot holds another output now.
+  absl::Status ReapplyFor(int i, const LayerContext& ctx);
+  // Whether node i's training output lives in a recomputed outputs' slot.
+  bool Reapplied(size_t i) const { return i < reapply_slot_.size() && reapply_slot_[i] >= 0; }
   bool InPool(const Tensor& t) const;
 
   // Lets each ReLU's producer apply it (Layer::FuseRelu) and its consumer
@@ -335,6 +357,17 @@ class Model {
   int64_t pool_elements_ = 0;  // per example: the largest segment's pooled outputs
   Tensor pool_;                // sized for batch_
   int resident_segment_ = -1;  // whose outputs the pool holds now
+  // training.recompute_batch_norm: on; per node, the recomputed output whose
+  // slot holds its output (itself, or a fused ReLU's producer; -1: kept);
+  // per recomputed node, its slot (else -1); the slots' lifetimes and plan
+  // (for CheckMemoryPlans); the slots, sized for batch_; and per slot, the
+  // node whose output it holds now (-1: none yet).
+  bool reapply_ = false;
+  std::vector<int> reapply_owner_, reapply_slot_;
+  std::vector<BufferLife> reapply_lives_;
+  BufferPlan reapply_plan_;
+  std::vector<Tensor> reapply_slots_;
+  std::vector<int> reapply_holder_;
   // Per segment: backward runs its Forwards again (it has pooled outputs
   // and a node that runs backward).
   std::vector<bool> recomputed_;

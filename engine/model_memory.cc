@@ -135,6 +135,8 @@ void Model::PlanGradBuffers() {
 absl::Status Model::CheckMemoryPlans() const {
   RETURN_IF_ERROR(CheckRecompute());
   RETURN_IF_ERROR(common::Annotate(CheckBufferPlan(eval_lives_, eval_plan_), "evaluation plan"));
+  RETURN_IF_ERROR(common::Annotate(CheckBufferPlan(reapply_lives_, reapply_plan_),
+                                   "recomputed batch norm plan"));
   return common::Annotate(CheckBufferPlan(grad_lives_, grad_plan_), "gradient plan");
 }
 
@@ -157,6 +159,7 @@ int64_t Model::HeldActivationBytes() const {
     if (!InPool(node.out)) add(node.out);
   }
   if (pool_.defined()) buffers[pool_.raw()] = static_cast<int64_t>(pool_.bytes());
+  for (const Tensor& t : reapply_slots_) add(t);  // its outputs are views from its start
   for (const ActivationSet& set : sets_) {
     for (const Tensor& t : set.outs) add(t);
   }
@@ -168,8 +171,11 @@ int64_t Model::HeldActivationBytes() const {
 int64_t Model::ActivationBytes(int64_t n) const {
   // With recomputation: the kept outputs, and the pool.
   int64_t elements = recompute_ ? pool_elements_ : 0;
-  for (const Node& node : nodes_) {
-    if (!node.fused && node.writes_into < 0 && node.pool_offset < 0 && !TakesInputBuffer(node)) {
+  for (int64_t e : reapply_plan_.slot_elements) elements += e;  // recompute_batch_norm
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& node = nodes_[i];
+    if (!node.fused && node.writes_into < 0 && node.pool_offset < 0 && !TakesInputBuffer(node) &&
+        !Reapplied(i)) {
       elements += NumElements(node.shape);
     }
   }
@@ -178,8 +184,10 @@ int64_t Model::ActivationBytes(int64_t n) const {
 
 std::vector<Model::LayerBytes> Model::ActivationBreakdown(int64_t n) const {
   std::vector<LayerBytes> out;
-  for (const Node& node : nodes_) {
-    const bool own = !node.fused && node.writes_into < 0 && !TakesInputBuffer(node);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& node = nodes_[i];
+    const bool own =
+        !node.fused && node.writes_into < 0 && !TakesInputBuffer(node) && !Reapplied(i);
     out.push_back({node.layer->name(), TypeLabel(node),
                    own ? NumElements(node.shape) * n * static_cast<int64_t>(sizeof(float)) : 0});
   }

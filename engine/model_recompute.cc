@@ -19,6 +19,10 @@ absl::StatusOr<int> Model::SetRecompute(bool on) {
         "training.recompute keeps one forward's activations; it cannot run with several "
         "micro-batches in flight (a pipeline stage)");
   }
+  if (on && reapply_) {
+    return absl::FailedPreconditionError(
+        "training.recompute: not with training.recompute_batch_norm, which it covers");
+  }
   // The buffers are laid out again at the next training Forward.
   batch_ = -1;
   pool_ = Tensor();

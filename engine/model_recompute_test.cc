@@ -1,5 +1,6 @@
-// Activation recomputation (Model::SetRecompute, training.recompute): the
-// same training to the bit with far fewer activations kept.
+// Activation recomputation (Model::SetRecompute, training.recompute; and
+// Model::SetRecomputeBatchNorm, training.recompute_batch_norm): the same
+// training to the bit with fewer activations kept.
 #include <string>
 #include <vector>
 
@@ -19,18 +20,23 @@ struct Run {
   int64_t held = 0;          // activation bytes held after the first step
 };
 
-// `steps` SGD steps of `m` on one batch; with `recompute` the model keeps
-// only its segments' outputs.
-Run Train(const v1::ModelSpec& spec, const Shape& input, bool recompute, int steps,
-          int* segments = nullptr) {
+// What a training Forward keeps: every output, the segments' last outputs
+// (training.recompute), or all but batch norm's (recompute_batch_norm).
+enum class Keep { kAll, kSegmentEnds, kBatchNormInputs };
+
+// `steps` SGD steps of `m` on one batch, keeping what `keep` says;
+// `recomputed` gets the segments or outputs recomputed.
+Run Train(const v1::ModelSpec& spec, const Shape& input, Keep keep, int steps,
+          int* recomputed = nullptr) {
   Run r;
   auto m = Model::Create(spec, input, 4);
   EXPECT_TRUE(m.ok()) << m.status();
   if (!m.ok()) return r;
-  if (recompute) {
-    auto k = (*m)->SetRecompute(true);
+  if (keep != Keep::kAll) {
+    auto k =
+        keep == Keep::kSegmentEnds ? (*m)->SetRecompute(true) : (*m)->SetRecomputeBatchNorm(true);
     EXPECT_TRUE(k.ok()) << k.status();
-    if (segments != nullptr && k.ok()) *segments = *k;
+    if (recomputed != nullptr && k.ok()) *recomputed = *k;
     EXPECT_TRUE((*m)->CheckMemoryPlans().ok()) << (*m)->CheckMemoryPlans();
   }
   (*m)->params().Initialize(13);
@@ -64,12 +70,15 @@ Run Train(const v1::ModelSpec& spec, const Shape& input, bool recompute, int ste
   return r;
 }
 
-void ExpectSameToTheBit(const v1::ModelSpec& spec, const Shape& input, double most_kept) {
+// Returns the activation bytes held without and with `keep`.
+std::pair<int64_t, int64_t> ExpectSameToTheBit(const v1::ModelSpec& spec, const Shape& input,
+                                               double most_kept, Keep keep = Keep::kSegmentEnds) {
   int segments = 0;
-  const Run plain = Train(spec, input, false, 3);
-  const Run again = Train(spec, input, true, 3, &segments);
-  ASSERT_EQ(plain.logits.size(), 3u);
-  ASSERT_EQ(again.logits.size(), 3u);
+  const Run plain = Train(spec, input, Keep::kAll, 3);
+  const Run again = Train(spec, input, keep, 3, &segments);
+  EXPECT_EQ(plain.logits.size(), 3u);
+  EXPECT_EQ(again.logits.size(), 3u);
+  if (plain.logits.size() != 3u || again.logits.size() != 3u) return {0, 0};
   EXPECT_GT(segments, 0) << "nothing is recomputed";
   for (int s = 0; s < 3; ++s) {
     EXPECT_EQ(plain.logits[s], again.logits[s]) << "logits differ at step " << s;
@@ -78,9 +87,11 @@ void ExpectSameToTheBit(const v1::ModelSpec& spec, const Shape& input, double mo
   // Recomputing batch norm must not update its running statistics again.
   EXPECT_EQ(plain.state, again.state);
   const std::string what = spec.zoo().empty() ? "a layer list" : spec.zoo();
-  std::printf("%s: %d segments recomputed; activations held %.1f -> %.1f KiB\n", what.c_str(),
-              segments, plain.held / 1024.0, again.held / 1024.0);
+  std::printf("%s: %d %s recomputed; activations held %.1f -> %.1f KiB\n", what.c_str(), segments,
+              keep == Keep::kSegmentEnds ? "segments" : "batch norm outputs", plain.held / 1024.0,
+              again.held / 1024.0);
   EXPECT_LT(again.held, most_kept * plain.held);
+  return {plain.held, again.held};
 }
 
 TEST(ModelRecomputeTest, ResNet20TrainsTheSameToTheBit) {
@@ -137,36 +148,100 @@ TEST(ModelRecomputeTest, DropoutInsideABlockTrainsTheSameToTheBit) {
   ExpectSameToTheBit(spec, {6}, 0.8);
 }
 
-// The plan's own checks hold for every model of the zoo, and what a
-// training step holds is what the plan says it keeps.
+// The plans' own checks hold for every model of the zoo, under both kinds
+// of recomputation, and what a training step holds is what the model says
+// it keeps.
 TEST(ModelRecomputeTest, EveryZooModelsPlanChecksOut) {
   for (const std::string& name : ZooNames()) {
-    SCOPED_TRACE(name);
-    v1::ModelSpec spec;
-    spec.set_zoo(name);
-    const bool image = name != "mlp";
-    const Shape input = !image          ? Shape{28, 28, 1}
-                        : name == "cnn" ? Shape{28, 28, 1}
-                                        : Shape{32, 32, 3};
-    auto m = Model::Create(spec, input, 10);
-    ASSERT_TRUE(m.ok()) << m.status();
-    const int64_t kept = (*m)->ActivationBytes(4);
-    ASSERT_TRUE((*m)->SetRecompute(true).ok());
-    EXPECT_TRUE((*m)->CheckMemoryPlans().ok()) << (*m)->CheckMemoryPlans();
-    EXPECT_LE((*m)->ActivationBytes(4), kept);
-    (*m)->params().Initialize(1);
-    Shape xs = input;
-    xs.insert(xs.begin(), 4);
-    Tensor x = Tensor::Empty(xs);
-    testing::FillUniform(x, 2, 0);
-    LayerContext ctx;
-    auto out = (*m)->Forward(x, ctx);
-    ASSERT_TRUE(out.ok()) << out.status();
-    Tensor d = Tensor::Empty(out->shape());
-    d.SetZero();
-    ASSERT_TRUE((*m)->Backward(d, ctx).ok());
-    EXPECT_EQ((*m)->HeldActivationBytes(), (*m)->ActivationBytes(4));
+    for (const Keep keep : {Keep::kSegmentEnds, Keep::kBatchNormInputs}) {
+      SCOPED_TRACE(name + (keep == Keep::kSegmentEnds ? " recompute" : " recompute_batch_norm"));
+      v1::ModelSpec spec;
+      spec.set_zoo(name);
+      const bool image = name != "mlp";
+      const Shape input = !image          ? Shape{28, 28, 1}
+                          : name == "cnn" ? Shape{28, 28, 1}
+                                          : Shape{32, 32, 3};
+      auto m = Model::Create(spec, input, 10);
+      ASSERT_TRUE(m.ok()) << m.status();
+      const int64_t kept = (*m)->ActivationBytes(4);
+      ASSERT_TRUE((keep == Keep::kSegmentEnds ? (*m)->SetRecompute(true)
+                                              : (*m)->SetRecomputeBatchNorm(true))
+                      .ok());
+      EXPECT_TRUE((*m)->CheckMemoryPlans().ok()) << (*m)->CheckMemoryPlans();
+      EXPECT_LE((*m)->ActivationBytes(4), kept);
+      (*m)->params().Initialize(1);
+      Shape xs = input;
+      xs.insert(xs.begin(), 4);
+      Tensor x = Tensor::Empty(xs);
+      testing::FillUniform(x, 2, 0);
+      LayerContext ctx;
+      auto out = (*m)->Forward(x, ctx);
+      ASSERT_TRUE(out.ok()) << out.status();
+      Tensor d = Tensor::Empty(out->shape());
+      d.SetZero();
+      ASSERT_TRUE((*m)->Backward(d, ctx).ok());
+      EXPECT_EQ((*m)->HeldActivationBytes(), (*m)->ActivationBytes(4));
+    }
   }
+}
+
+// Batch norm applied again in backward. In ResNet-20 (width w, 16x16
+// inputs, 8 examples) the outputs that go are the first batch norm's of
+// each of the 9 blocks (with its ReLU: read by the second convolution's
+// backward), the stem's (read by the first block's convolution) and the 2
+// downsampling shortcuts' batch norms (read by no backward: the joins read
+// neither input). The second batch norm of each block stays, as the buffer
+// its join writes over. They share two slots of the largest size (16x16xw):
+// the stem's output lives through the first block, beside that block's own.
+TEST(ModelRecomputeTest, ResNet20AppliesBatchNormAgainToTheBit) {
+  v1::ModelSpec spec;
+  spec.set_zoo("resnet20");
+  spec.set_width(8);
+  const int64_t w = 8, n = 8;
+  const auto [plain, held] = ExpectSameToTheBit(spec, {16, 16, 3}, 0.9, Keep::kBatchNormInputs);
+  const int64_t stage1 = 16 * 16 * w, stage2 = 8 * 8 * 2 * w, stage3 = 4 * 4 * 4 * w;
+  const int64_t gone = 3 * stage1 + 3 * stage2 + 3 * stage3 + stage1 + stage2 + stage3;
+  const int64_t slots = 2 * stage1;
+  EXPECT_EQ(plain - held, (gone - slots) * n * 4);
+}
+
+TEST(ModelRecomputeTest, ResNet50AppliesBatchNormAgainToTheBit) {
+  v1::ModelSpec spec;
+  spec.set_zoo("resnet50");
+  spec.set_width(8);
+  ExpectSameToTheBit(spec, {64, 64, 3}, 0.9, Keep::kBatchNormInputs);
+}
+
+// A batch norm whose output is the model's: kept (the loss reads it), so
+// there is nothing to recompute and training is unchanged.
+TEST(ModelRecomputeTest, BatchNormAtTheEndIsKept) {
+  v1::ModelSpec spec;
+  auto* d = spec.add_layers();
+  *d = L("d", {"input"});
+  d->mutable_dense()->set_units(4);
+  auto* bn = spec.add_layers();
+  *bn = L("bn", {"d"});
+  bn->mutable_batch_norm();
+  auto m = Model::Create(spec, {6}, 4);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto k = (*m)->SetRecomputeBatchNorm(true);
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(*k, 0);
+}
+
+TEST(ModelRecomputeTest, RecomputeBatchNormRefusesWhatItCannotServe) {
+  v1::ModelSpec spec;
+  spec.set_zoo("resnet20");
+  spec.set_width(8);
+  auto m = Model::Create(spec, {16, 16, 3}, 4);
+  ASSERT_TRUE(m.ok());
+  ASSERT_TRUE((*m)->SetRecomputeBatchNorm(true).ok());
+  EXPECT_EQ((*m)->SetActivationSets(2).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*m)->SetRecompute(true).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE((*m)->SetRecomputeBatchNorm(false).ok());
+  ASSERT_TRUE((*m)->SetRecompute(true).ok());
+  EXPECT_EQ((*m)->SetRecomputeBatchNorm(true).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(ModelRecomputeTest, RefusesSeveralActivationSets) {

@@ -96,6 +96,11 @@ absl::Status Model::SetActivationSets(int k) {
         "several activation sets (micro-batches in flight) run on the CPU only; the model is on ",
         device_.ToString()));
   }
+  if (k > 1 && reapply_) {
+    return absl::FailedPreconditionError(
+        "several activation sets (micro-batches in flight) with training.recompute_batch_norm: "
+        "the recomputed outputs keep one forward's statistics");
+  }
   if (k > 1 && recompute_) {
     return absl::FailedPreconditionError(
         "several activation sets (micro-batches in flight) with training.recompute: the "

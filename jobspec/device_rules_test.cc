@@ -39,7 +39,8 @@ TEST(DeviceRulesTest, OneGpuIsAccepted) {
            {"training.precision=fp32"},
            {"distribution.device=cuda", "training.precision=tf32"},
            {"training.precision=bf16"},
-           {"training.precision=bf16", "training.recompute=true"}}) {
+           {"training.precision=bf16", "training.recompute=true"},
+           {"training.precision=bf16", "training.recompute_batch_norm=true"}}) {
     absl::Status s = Validate(o);
     EXPECT_TRUE(s.ok()) << testing::PrintToString(o) << ": " << s;
   }
@@ -71,6 +72,10 @@ TEST(DeviceRulesTest, WhatCannotRunIsRefusedWithTheReason) {
       {{"distribution.device=tpu"}, "distribution.device: unknown device 'tpu' (known: cpu, cuda)"},
       {{"distribution.device=cuda", "training.recompute=true"},
        "training.recompute: the CUDA engine does not recompute activations yet"},
+      {{"distribution.device=cuda", "training.recompute_batch_norm=true"},
+       "training.recompute_batch_norm: the CUDA engine does not recompute activations yet"},
+      {{"training.recompute=true", "training.recompute_batch_norm=true"},
+       "training.recompute_batch_norm: not with training.recompute"},
   };
   for (const Refusal& r : refusals) {
     absl::Status s = Validate(r.overrides);

@@ -421,6 +421,16 @@ void CheckTrainingOptions(Checker& c, const v1::JobSpec& spec) {
         "training.recompute: the CUDA engine does not recompute activations yet; use it with "
         "distribution.device: cpu");
   }
+  if (t.recompute_batch_norm() && cuda) {
+    c.Add(
+        "training.recompute_batch_norm: the CUDA engine does not recompute activations yet; use "
+        "it with distribution.device: cpu");
+  }
+  if (t.recompute_batch_norm() && t.recompute()) {
+    c.Add(
+        "training.recompute_batch_norm: not with training.recompute, which computes batch norm's "
+        "outputs again already; use one or the other");
+  }
   c.NonNegative("training.accumulation_steps", t.accumulation_steps());
   const int64_t k = t.accumulation_steps();
   const int64_t replicas = DataParallelReplicas(spec);

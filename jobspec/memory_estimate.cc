@@ -300,18 +300,20 @@ double StageBytes(const v1::PipelineSpec& pp, int num_layers, const LayerAt& lay
   return std::max(total / pp.stages(), largest_layer);
 }
 
+// The sampler keeps each epoch's permutation of the training set, 8 bytes
+// an example (data/sampler.cc); a synthetic set has exactly num_examples.
+double SamplerBytes(const v1::DatasetSpec& train) {
+  const bool known = train.format() == "synthetic" && train.num_examples() > 0;
+  return known ? 8.0 * static_cast<double>(train.num_examples()) : 0;
+}
+
 }  // namespace
 
 MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec,
                                      const std::vector<int64_t>& idx_shape) {
   MemoryEstimate est;
-  // The sampler keeps each epoch's permutation of the training set, 8 bytes
-  // an example (data/sampler.cc); a synthetic set has exactly num_examples.
-  const v1::DatasetSpec& train = spec.data().train();
-  if (train.format() == "synthetic" && train.num_examples() > 0) {
-    est.data_bytes = 8.0 * static_cast<double>(train.num_examples());
-    est.bytes += est.data_bytes;
-  }
+  est.data_bytes = SamplerBytes(spec.data().train());
+  est.bytes += est.data_bytes;
   const v1::ModelSpec& m = spec.model();
   std::vector<v1::LayerSpec> zoo;
   if (!m.zoo().empty()) {
@@ -354,6 +356,10 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec,
     shared = SharedOutputs(zoo, &graph);
   }
   const bool recompute = !piped && spec.training().recompute();
+  // training.recompute_batch_norm (engine/model.h): batch norm's outputs go
+  // to slots shared by liveness, at least the largest (some are kept: more).
+  const bool reapply = !piped && !recompute && spec.training().recompute_batch_norm();
+  double largest_reapplied = 0;
   std::vector<bool> joins;
   if (!recompute) {
     joins = m.zoo().empty() ? JoinsOverAnInput(m.layers(), graph, shared)
@@ -392,6 +398,10 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec,
     param_bytes[i] = params * per_param;
     const bool joined = !joins.empty() && joins[i];
     act_bytes[i] = kept && !joined ? out_elements * per_activation : 0;
+    if (reapply && l.has_batch_norm()) {
+      largest_reapplied = std::max(largest_reapplied, act_bytes[i]);
+      act_bytes[i] = 0;
+    }
     const double bytes = param_bytes[i] + act_bytes[i];
     layer_bytes[i] = bytes;
     if (kept && needs_grad[i]) grad_outputs[i] = out_elements;
@@ -412,7 +422,7 @@ MemoryEstimate EstimateReplicaMemory(const v1::JobSpec& spec,
   }
   if (!piped) {
     for (double b : layer_bytes) est.bytes += b;
-    est.bytes += largest_output * per_activation;
+    est.bytes += largest_output * per_activation + largest_reapplied;
     return est;
   }
   est.stages = pp.stages();

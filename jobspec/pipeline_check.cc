@@ -76,6 +76,11 @@ void CheckJob(const v1::JobSpec& spec, std::vector<std::string>* errors) {
         "training.recompute: not with distribution.pipeline (a stage keeps several "
         "micro-batches' activations in flight); use one or the other");
   }
+  if (t.recompute_batch_norm()) {
+    errors->push_back(
+        "training.recompute_batch_norm: not with distribution.pipeline (a stage keeps several "
+        "micro-batches' statistics in flight); use one or the other");
+  }
   if (d.sync_batch_norm()) {
     errors->push_back(absl::StrCat(
         "distribution.sync_batch_norm: not supported with ", f,

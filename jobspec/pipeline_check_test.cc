@@ -106,7 +106,9 @@ INSTANTIATE_TEST_SUITE_P(
              "training.accumulation_steps: a pipeline accumulates over its micro-batches"},
         Case{{"distribution.sync_batch_norm=true"},
              "distribution.sync_batch_norm: not supported with distribution.pipeline"},
-        Case{{"training.recompute=true"}, "training.recompute: not with distribution.pipeline"}));
+        Case{{"training.recompute=true"}, "training.recompute: not with distribution.pipeline"},
+        Case{{"training.recompute_batch_norm=true"},
+             "training.recompute_batch_norm: not with distribution.pipeline"}));
 
 TEST(PipelineCheckTest, ValidationCountsPipelinesAndReportsTheRules) {
   // 4 ranks in 4 stages make one pipeline, so a batch of 2 is enough: the

@@ -50,6 +50,9 @@ int64_t MeasuredBytes(const v1::JobSpec& spec, const Case& c) {
     if (spec.training().recompute()) {
       EXPECT_TRUE((*model)->SetRecompute(true).ok());
     }
+    if (spec.training().recompute_batch_norm()) {
+      EXPECT_TRUE((*model)->SetRecomputeBatchNorm(true).ok());
+    }
     (*model)->params().Initialize(1);
     auto opt = engine::CreateOptimizer(spec.training().optimizer(), &(*model)->params());
     EXPECT_TRUE(opt.ok()) << opt.status();
@@ -88,19 +91,20 @@ TEST(MemoryEstimateBound, NeverAboveWhatTheEngineHolds) {
   for (const Case& c : cases) {
     for (const int batch : {1, 16, 64}) {
       for (const char* opt : optimizers) {
-        for (const bool recompute : {false, true}) {
+        // What a Forward keeps: every output, the segments' last outputs, or
+        // all but batch norm's.
+        for (const std::string keep : {"", "recompute", "recompute_batch_norm"}) {
           const std::string yaml =
               "model: " + c.model + "\ndata: {train: {format: synthetic, shape: [" +
               ShapeYaml(c.shape) + "], num_classes: " + std::to_string(c.classes) +
               ", num_examples: 64}}\ntraining: {batch_size: " + std::to_string(batch) +
-              ", optimizer: " + opt + (recompute ? ", recompute: true" : "") + "}\n";
+              ", optimizer: " + opt + (keep.empty() ? "" : ", " + keep + ": true") + "}\n";
           auto spec = common::LoadJobSpecString(yaml, {});
           ASSERT_TRUE(spec.ok()) << spec.status() << "\n" << yaml;
           const common::MemoryEstimate e = common::EstimateReplicaMemory(*spec);
           const double estimate = e.bytes - e.data_bytes;
           const int64_t held = MeasuredBytes(*spec, c);
-          SCOPED_TRACE(c.name + " batch " + std::to_string(batch) + " " + opt +
-                       (recompute ? " recompute" : ""));
+          SCOPED_TRACE(c.name + " batch " + std::to_string(batch) + " " + opt + " " + keep);
           ASSERT_GT(held, 0);
           EXPECT_LE(estimate, static_cast<double>(held))
               << "the estimate (" << common::FormatBytes(estimate)
@@ -109,8 +113,8 @@ TEST(MemoryEstimateBound, NeverAboveWhatTheEngineHolds) {
           EXPECT_GE(estimate * 3, static_cast<double>(held))
               << "the estimate (" << common::FormatBytes(estimate) << ") is far below "
               << common::FormatBytes(held);
-          std::printf("%-16s batch %3d %-38s%s estimate %10.0f held %10lld (%.2f)\n",
-                      c.name.c_str(), batch, opt, recompute ? " recompute" : "", estimate,
+          std::printf("%-16s batch %3d %-38s %-20s estimate %10.0f held %10lld (%.2f)\n",
+                      c.name.c_str(), batch, opt, keep.c_str(), estimate,
                       static_cast<long long>(held), estimate / held);
         }
       }

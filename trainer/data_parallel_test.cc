@@ -178,6 +178,31 @@ TEST(DataParallelTest, SyncBatchNormMatchesOneReplicaWithTheGlobalBatch) {
   EXPECT_GT(diff[0], 1e-3) << "the comparison cannot tell synchronized statistics apart";
 }
 
+// training.recompute_batch_norm with synchronized statistics: backward
+// applies each batch norm again with the step's global statistics, kept
+// from its Forward, and runs no collective of its own, so 2 workers x 2
+// replicas train to the same bits as without it, while holding less.
+TEST(DataParallelTest, SyncBatchNormAppliedAgainInBackwardTrainsTheSame) {
+  std::vector<float> params[2], state[2];
+  int64_t held[2];
+  for (const bool again : {false, true}) {
+    v1::JobSpec spec = BatchNormJob(128, 20, /*sync=*/true);
+    spec.mutable_training()->set_recompute_batch_norm(again);
+    collective::InMemoryStore store;
+    std::vector<Worker> w = MakeWorkers(spec, 2, 2, &store);
+    RunWorkers(w);
+    for (auto& x : w) ASSERT_TRUE(x.status.ok()) << x.status;
+    ASSERT_EQ(w[1].trainer->model(1).recompute_batch_norm(), again);
+    params[again] = Params(*w[1].trainer, 1);
+    state[again] = State(*w[1].trainer, 1);
+    held[again] = w[1].trainer->model(1).HeldActivationBytes();
+  }
+  EXPECT_EQ(params[1], params[0]);
+  EXPECT_EQ(state[1], state[0]);
+  // Both hidden batch norms (32 x 64 and 32 x 32 floats) share one slot.
+  EXPECT_EQ(held[0] - held[1], 32 * 32 * 4);
+}
+
 TEST(DataParallelTest, SyncBatchNormRefusesAStepThatLeavesARankWithoutSamples) {
   // 3,969 examples in batches of 64: the last step has 1 example for 2 ranks.
   v1::JobSpec spec = BatchNormJob(64, 0, /*sync=*/true);

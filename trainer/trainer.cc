@@ -135,14 +135,22 @@ absl::Status CheckSyncBatchNormSteps(const v1::JobSpec& spec, int64_t examples, 
 
 namespace {
 
-// training.recompute and training.precision: bf16, on one replica's model;
-// `log` says what they changed.
+// training.recompute, training.recompute_batch_norm and training.precision:
+// bf16, on one replica's model; `log` says what they changed.
 absl::Status ConfigureModel(engine::Model& model, const v1::TrainingSpec& tr, bool log) {
   if (tr.recompute()) {
     ASSIGN_OR_RETURN(const int segments, model.SetRecompute(true));
     if (log) {
       spdlog::info("training.recompute: {} blocks' activations are computed again in backward",
                    segments);
+    }
+  }
+  if (tr.recompute_batch_norm()) {
+    ASSIGN_OR_RETURN(const int outputs, model.SetRecomputeBatchNorm(true));
+    if (log) {
+      spdlog::info(
+          "training.recompute_batch_norm: {} batch norm outputs are applied again in backward",
+          outputs);
     }
   }
   if (tr.precision() == "bf16") {

@@ -334,17 +334,21 @@ TEST(TrainerTest, Bf16TrainsAsFarAsFp32) {
               0.1 * results["fp32"].train_loss());
 }
 
-// training.recompute through the trainer: a ResNet trains to exactly the
-// parameters, batch-norm statistics and losses of the run that keeps every
-// activation.
+// training.recompute and training.recompute_batch_norm through the trainer:
+// a ResNet trains to exactly the parameters, batch-norm statistics and
+// losses of the run that keeps every activation, with evaluation between
+// the epochs.
 TEST(TrainerTest, RecomputeTrainsTheSameToTheBit) {
-  std::map<bool, std::vector<float>> params, state;
-  std::map<bool, v1::TrainResult> results;
-  for (const bool recompute : {false, true}) {
+  const std::vector<std::string> keeps = {"", "recompute", "recompute_batch_norm"};
+  std::map<std::string, std::vector<float>> params, state;
+  std::map<std::string, v1::TrainResult> results;
+  for (const std::string& keep : keeps) {
+    SCOPED_TRACE(keep);
     auto spec = common::LoadJobSpecString(R"(
 model: {zoo: resnet20, width: 4}
 data:
   train: {format: synthetic, shape: [16, 16, 3], num_classes: 4, num_examples: 96, seed: 3}
+  test: {format: synthetic, shape: [16, 16, 3], num_classes: 4, num_examples: 32, seed: 4}
 training:
   epochs: 2
   batch_size: 16
@@ -353,20 +357,26 @@ training:
 )",
                                           {}, "test");
     ASSERT_TRUE(spec.ok()) << spec.status();
-    spec->mutable_training()->set_recompute(recompute);
+    spec->mutable_training()->set_recompute(keep == "recompute");
+    spec->mutable_training()->set_recompute_batch_norm(keep == "recompute_batch_norm");
     auto t = Trainer::Create(*spec, {});
     ASSERT_TRUE(t.ok()) << t.status();
-    EXPECT_EQ((*t)->model().recompute(), recompute);
+    EXPECT_EQ((*t)->model().recompute(), keep == "recompute");
+    EXPECT_EQ((*t)->model().recompute_batch_norm(), keep == "recompute_batch_norm");
     auto r = (*t)->Run();
     ASSERT_TRUE(r.ok()) << r.status();
-    results[recompute] = *r;
-    params[recompute] = Params(**t);
-    state[recompute] = State(**t);
+    results[keep] = *r;
+    params[keep] = Params(**t);
+    state[keep] = State(**t);
   }
-  EXPECT_EQ(params[true], params[false]);
-  EXPECT_EQ(state[true], state[false]);
-  EXPECT_EQ(results[true].train_loss(), results[false].train_loss());
-  EXPECT_EQ(results[true].steps(), 12);
+  for (const std::string& keep : {keeps[1], keeps[2]}) {
+    SCOPED_TRACE(keep);
+    EXPECT_EQ(params[keep], params[""]);
+    EXPECT_EQ(state[keep], state[""]);
+    EXPECT_EQ(results[keep].train_loss(), results[""].train_loss());
+    EXPECT_EQ(results[keep].test_accuracy(), results[""].test_accuracy());
+    EXPECT_EQ(results[keep].steps(), 12);
+  }
 }
 
 }  // namespace

@@ -33,6 +33,7 @@ class AddLayer final : public Layer {
   // Two inputs: y may be either of them (each element read before it is
   // written). With more, the later inputs are read after y is written.
   bool MayOverwriteInput() const override { return inputs_ == 2; }
+  bool BackwardReadsInputs() const override { return false; }  // dx = dy
 
  private:
   bool relu_ = false;

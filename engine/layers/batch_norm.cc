@@ -70,6 +70,13 @@ absl::Status BatchNormLayer::Normalize(const Tensor& x, Tensor* out, const Layer
           "with several micro-batches in flight (activation set ",
           ctx.activation_set, ")"));
     }
+    if (ctx.recompute && static_cast<int64_t>(sync_mean_.size()) == channels_) {
+      // Run again in backward: this step's global statistics, kept from its
+      // Forward, normalise as ForwardSynced did, with no collective (the
+      // other replicas may be elsewhere in their backward).
+      return c->plan->ForwardInference(x.data<float>(), gamma, beta, sync_mean_.data(),
+                                       sync_var_.data(), out->data<float>());
+    }
     RETURN_IF_ERROR(ForwardSynced(x, c, ctx.sync_stats, out->data<float>()));
     bm = sync_mean_.data();
     bv = sync_var_.data();

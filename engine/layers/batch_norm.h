@@ -52,6 +52,10 @@ class BatchNormLayer final : public Layer {
     return true;
   }
   bool BackwardReadsOutput() const override { return false; }
+  // A Forward with LayerContext::recompute computes the batch's statistics
+  // again (the same kernel on the same input: the same bits), or reuses a
+  // synchronized Forward's, and leaves the running statistics alone.
+  bool CheapToRecompute() const override { return true; }
 
  private:
   struct Cached {
