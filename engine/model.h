@@ -253,6 +253,9 @@ class Model {
   std::vector<int> BufferOwners() const;
   // Plans the segments and the pool (SetRecompute).
   void PlanRecompute();
+  // Runs node i's Forward again into `out` (LayerContext::recompute), from
+  // its inputs' current outputs, timed with the node's Forward.
+  absl::Status ForwardAgain(int i, Tensor* out, const LayerContext& ctx);
   // Runs segment k's pooled outputs' Forwards again.
   absl::Status RecomputeSegment(int k, const LayerContext& ctx);
   // Every input a node reads from the pool is in its own segment, and no

@@ -1,7 +1,6 @@
 // Model: batch norm applied again in backward (training.recompute_batch_norm;
 // engine/model.h).
 #include <algorithm>
-#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -89,18 +88,7 @@ absl::Status Model::ReapplyFor(int i, const LayerContext& ctx) {
   auto ensure = [&](int m) -> absl::Status {
     const int k = m < 0 ? -1 : reapply_owner_[m];
     if (k < 0 || reapply_holder_[reapply_slot_[k]] == k) return absl::OkStatus();
-    LayerContext again = ctx;
-    again.recompute = true;
-    std::vector<const Tensor*> in;
-    for (int src : nodes_[k].inputs) in.push_back(src < 0 ? &input_ : &nodes_[src].out);
-    const auto t0 =
-        profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-    RETURN_IF_ERROR(common::Annotate(nodes_[k].layer->Forward(in, &nodes_[k].out, again),
-                                     absl::StrCat(nodes_[k].layer->name(), " (recomputed)")));
-    if (profiling_) {
-      nodes_[k].forward_s +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
+    RETURN_IF_ERROR(ForwardAgain(k, &nodes_[k].out, ctx));
     reapply_holder_[reapply_slot_[k]] = k;
     return absl::OkStatus();
   };

@@ -94,25 +94,28 @@ bool Model::InPool(const Tensor& t) const {
   return p >= base && p < base + pool_.bytes();
 }
 
-absl::Status Model::RecomputeSegment(int k, const LayerContext& ctx) {
+absl::Status Model::ForwardAgain(int i, Tensor* out, const LayerContext& ctx) {
+  Node& node = nodes_[i];
   LayerContext again = ctx;
   again.recompute = true;
   std::vector<const Tensor*> in;
+  for (int src : node.inputs) in.push_back(src < 0 ? &input_ : &nodes_[src].out);
+  const auto t0 =
+      profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  RETURN_IF_ERROR(common::Annotate(node.layer->Forward(in, out, again), node.layer->name()));
+  if (profiling_) {
+    node.forward_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Model::RecomputeSegment(int k, const LayerContext& ctx) {
   for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
     Node& node = nodes_[i];
     if (node.segment != k || node.fused || node.absorbed) continue;
     Node& target = node.writes_into >= 0 ? nodes_[node.writes_into] : node;
     if (target.pool_offset < 0) continue;  // a kept output
-    in.clear();
-    for (int src : node.inputs) in.push_back(src < 0 ? &input_ : &nodes_[src].out);
-    const auto t0 =
-        profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-    RETURN_IF_ERROR(
-        common::Annotate(node.layer->Forward(in, &target.out, again), node.layer->name()));
-    if (profiling_) {
-      node.forward_s +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
+    RETURN_IF_ERROR(ForwardAgain(i, &target.out, ctx));
   }
   resident_segment_ = k;
   return absl::OkStatus();
