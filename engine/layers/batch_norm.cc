@@ -81,6 +81,12 @@ absl::Status BatchNormLayer::Normalize(const Tensor& x, Tensor* out, const Layer
     bm = sync_mean_.data();
     bv = sync_var_.data();
     m = sync_rows_;
+  } else if (ctx.recompute) {
+    // Run again in backward (training.recompute and recompute_batch_norm):
+    // the plan still holds this step's batch statistics, which its Backward
+    // reads, so only the normalising pass runs, and the running statistics
+    // were updated by the first Forward.
+    return c->plan->ForwardWithBatchStats(x.data<float>(), gamma, beta, out->data<float>());
   } else {
     RETURN_IF_ERROR(c->plan->ForwardTraining(x.data<float>(), gamma, beta, out->data<float>()));
     bm = c->plan->batch_mean();

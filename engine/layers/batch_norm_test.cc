@@ -1,10 +1,13 @@
 #include "engine/layers/batch_norm.h"
 
 #include <cmath>
+#include <cstring>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/kernels/cpu/batch_norm.h"
 #include "engine/registry.h"
 #include "engine/testing/grad_check.h"
 #include "engine/testing/random.h"
@@ -354,6 +357,62 @@ TEST(BatchNormTest, RejectsBadSpecs) {
   (*l)->set_name("bn");
   EXPECT_FALSE((*l)->Build({{}}, &p).ok());
 }
+
+// ---- The kernel: normalising again with the kept statistics ----
+
+struct Shape {
+  int64_t rows, channels;
+};
+
+class BatchNormPlanTest : public ::testing::TestWithParam<Shape> {};
+
+// training.recompute_batch_norm runs a batch norm's Forward again in backward
+// and relies on getting the first Forward's output to the bit: the next
+// layer's backward reads it, and the tests of training with and without the
+// option compare gradients bit for bit.
+TEST_P(BatchNormPlanTest, NormalisingWithTheKeptStatisticsGivesTheTrainingOutputToTheBit) {
+  const Shape s = GetParam();
+  const std::vector<float> x = testing::UniformVector(s.rows * s.channels, 11, 3);
+  std::vector<float> gamma = testing::UniformVector(s.channels, 12, 1);
+  const std::vector<float> beta = testing::UniformVector(s.channels, 13, 1);
+  for (float& g : gamma) g += 1.5f;
+  auto plan = cpu::BatchNormPlan::Create(s.rows, s.channels, 1e-5f);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::vector<float> y(x.size()), again(x.size(), -7.0f);
+  ASSERT_TRUE((*plan)->ForwardTraining(x.data(), gamma.data(), beta.data(), y.data()).ok());
+  const std::vector<float> mean((*plan)->batch_mean(), (*plan)->batch_mean() + s.channels);
+  const std::vector<float> var((*plan)->batch_var(), (*plan)->batch_var() + s.channels);
+  ASSERT_TRUE(
+      (*plan)->ForwardWithBatchStats(x.data(), gamma.data(), beta.data(), again.data()).ok());
+  EXPECT_EQ(std::memcmp(y.data(), again.data(), y.size() * sizeof(float)), 0)
+      << "the second pass differs from ForwardTraining's output";
+  // The statistics it used are the kept ones, unchanged, and they are the
+  // batch's (a pass that normalised by anything else fails above or here).
+  EXPECT_EQ(std::memcmp(mean.data(), (*plan)->batch_mean(), mean.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(var.data(), (*plan)->batch_var(), var.size() * sizeof(float)), 0);
+  for (int64_t c = 0; c < s.channels; ++c) {
+    double m = 0, v = 0;
+    for (int64_t r = 0; r < s.rows; ++r) m += x[r * s.channels + c];
+    m /= static_cast<double>(s.rows);
+    for (int64_t r = 0; r < s.rows; ++r) {
+      const double d = x[r * s.channels + c] - m;
+      v += d * d;
+    }
+    v /= static_cast<double>(s.rows);
+    ASSERT_NEAR(mean[c], m, 1e-4) << "channel " << c;
+    ASSERT_NEAR(var[c], v, 1e-3 * v) << "channel " << c;
+    const int64_t r = s.rows / 2;
+    const double want = gamma[c] * (x[r * s.channels + c] - m) / std::sqrt(v + 1e-5) + beta[c];
+    ASSERT_NEAR(again[r * s.channels + c], want, 1e-4 * (1 + std::fabs(want))) << "channel " << c;
+  }
+}
+
+// Channel counts on and off the vector width, rows from one small image to a
+// ResNet-50 stage's.
+INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormPlanTest,
+                         ::testing::Values(Shape{7, 3}, Shape{64, 16}, Shape{1000, 17},
+                                           Shape{4096, 64}, Shape{16 * 56 * 56, 64},
+                                           Shape{16 * 7 * 7, 2048}));
 
 }  // namespace
 }  // namespace yoke::engine

@@ -114,6 +114,11 @@ absl::Status BatchNormPlan::ForwardInference(const float* x, const float* gamma,
   });
 }
 
+absl::Status BatchNormPlan::ForwardWithBatchStats(const float* x, const float* gamma,
+                                                  const float* beta, float* y) {
+  return ForwardInference(x, gamma, beta, batch_mean(), batch_var(), y);
+}
+
 absl::Status BatchNormPlan::Backward(const float* x, const float* dy, const float* gamma,
                                      const float* beta, bool global_stats, const float* mean,
                                      const float* var, float* dx, float* dgamma, float* dbeta) {

@@ -34,6 +34,13 @@ class BatchNormPlan {
   // x: (M, C), gamma, beta, mean, var: (C) -> y: (M, C).
   absl::Status ForwardInference(const float* x, const float* gamma, const float* beta,
                                 const float* mean, const float* var, float* y);
+  // x: (M, C), gamma, beta: (C) -> y: (M, C), normalised by the statistics
+  // the last ForwardTraining kept, which are not computed again: the same y
+  // as that ForwardTraining gave for the same x, at one pass over x instead of
+  // the statistics' passes and then the normalising one (a batch norm run
+  // again in backward, training.recompute_batch_norm).
+  absl::Status ForwardWithBatchStats(const float* x, const float* gamma, const float* beta,
+                                     float* y);
   // dy: (M, C), gamma, beta: (C) -> dx: (M, C), dgamma, dbeta: (C), all
   // overwritten. With
   // `global_stats` false, differentiates through the batch statistics of the
