@@ -23,20 +23,24 @@ std::string Conv2dGeometry::DebugString() const {
 
 namespace {
 
-// One thread's bf16 scratch: a region for the rounded x and one for the
-// rounded dy, each grown to the largest any plan asked for and kept (from
-// the CPU allocator, so a model's memory figures count it). `dy_writes`
-// counts the dy region's fillings, so a plan can tell that its rounding is
-// still there.
+// One thread's scratch, shared by every plan run on it: regions for the
+// rounded x and dy (bf16), for weights reordered into a primitive's layout
+// (w) and for the gradient of the weights in the backward primitive's
+// layout (dw), each grown to the largest any plan asked for and kept (from
+// the CPU allocator, so a model's memory figures count it). A plan keeps no
+// copy of its weights of its own: ResNet-50's would be one more copy of its
+// parameters for the forward layout and one for the gradient's, outside the
+// allocator. `dy_writes` counts the dy region's fillings, so a plan can
+// tell that its rounding is still there.
 struct Bf16Scratch {
   struct Region {
     void* data = nullptr;
     size_t bytes = 0;
   };
-  Region x, dy;
+  Region x, dy, w, dw;
   uint64_t dy_writes = 0;
   ~Bf16Scratch() {
-    for (Region* r : {&x, &dy}) {
+    for (Region* r : {&x, &dy, &w, &dw}) {
       if (r->data != nullptr) CpuAllocator()->Deallocate(r->data, r->bytes);
     }
   }
@@ -96,6 +100,14 @@ void Conv2dPlan::RoundX(const float* x) {
   x_mem_.set_data_handle(const_cast<float*>(x));
   x_lp_mem_.set_data_handle(lp);
   x_to_lp_.execute(CpuStream(), x_mem_, x_lp_mem_);
+}
+
+void Conv2dPlan::ReorderWeights(dnnl::reorder& to, dnnl::memory& from, dnnl::memory& dst) {
+  Bf16Scratch& s = Scratch();
+  void* p = s.Get(s.w, dst.get_desc().get_size());
+  if (p == nullptr) throw ScratchExhausted{};
+  dst.set_data_handle(p);
+  to.execute(CpuStream(), from, dst);
 }
 
 void Conv2dPlan::RoundDy(const float* dy) {
@@ -176,7 +188,7 @@ absl::Status Conv2dPlan::Build(bool need_backward_data) {
 
   if (fwd_pd.weights_desc() != w_plain_md_) {
     fwd_w_reorder_ = true;
-    fwd_w_mem_ = memory(fwd_pd.weights_desc(), eng);
+    fwd_w_mem_ = memory(fwd_pd.weights_desc(), eng, nullptr);  // in the scratch
     fwd_w_to_ = dnnl::reorder(w_plain_mem_, fwd_w_mem_);
   } else {
     fwd_w_mem_ = w_plain_mem_;
@@ -203,7 +215,7 @@ absl::Status Conv2dPlan::Build(bool need_backward_data) {
       bwd_data_w_mem_ = w_plain_mem_;
     } else {
       bwd_data_w_reorder_ = true;
-      bwd_data_w_mem_ = memory(bd_pd.weights_desc(), eng);
+      bwd_data_w_mem_ = memory(bd_pd.weights_desc(), eng, nullptr);
       bwd_data_w_to_ = dnnl::reorder(w_plain_mem_, bwd_data_w_mem_);
     }
     bwd_data_args_ = {{DNNL_ARG_DIFF_DST, dy_lp_mem_},
@@ -232,7 +244,7 @@ absl::Status Conv2dPlan::Build(bool need_backward_data) {
   bwd_w_ = dnnl::convolution_backward_weights(bw_pd);
   if (bw_pd.diff_weights_desc() != w_plain_md_) {
     dw_reorder_ = true;
-    bwd_w_dw_mem_ = memory(bw_pd.diff_weights_desc(), eng);
+    bwd_w_dw_mem_ = memory(bw_pd.diff_weights_desc(), eng, nullptr);  // in the scratch
     dw_from_ = dnnl::reorder(bwd_w_dw_mem_, dw_plain_mem_);
   } else {
     bwd_w_dw_mem_ = dw_plain_mem_;
@@ -290,7 +302,7 @@ void Conv2dPlan::BuildMatmulBackward() {
   mm_dyt_mem_ = memory(dyt_md, eng, nullptr);
   mm_x_mem_ = memory(x_md, eng, nullptr);
   mm_w_plain_mem_ = memory(w_plain, eng, nullptr);
-  mm_w_mem_ = memory(data_pd.weights_desc(), eng);
+  mm_w_mem_ = memory(data_pd.weights_desc(), eng, nullptr);
   mm_dx_mem_ = memory(dx_md, eng, nullptr);
   mm_dw_mem_ = memory(dw_md, eng, nullptr);
   mm_w_to_ = dnnl::reorder(mm_w_plain_mem_, mm_w_mem_);
@@ -333,7 +345,7 @@ absl::Status DnnlTry(const char* what, const Conv2dGeometry& g, F&& body) {
     return absl::InternalError(absl::StrCat(what, " failed for ", g.DebugString(), ": ", e.what()));
   } catch (const ScratchExhausted&) {
     return absl::ResourceExhaustedError(
-        absl::StrCat(what, ": no memory left for the bf16 scratch of ", g.DebugString()));
+        absl::StrCat(what, ": no memory left for the scratch of ", g.DebugString()));
   }
   return absl::OkStatus();
 }
@@ -343,7 +355,6 @@ absl::Status DnnlTry(const char* what, const Conv2dGeometry& g, F&& body) {
 absl::Status Conv2dPlan::Forward(const float* x, const float* w, const float* b, float* y) {
   if (c1_ != nullptr) {
     c1_->Forward(x, w, b, y);
-    fwd_w_fresh_ = false;  // no reordered copy for BackwardData to reuse
     return absl::OkStatus();
   }
   return DnnlTry("conv2d forward", g_, [&] {
@@ -357,8 +368,7 @@ absl::Status Conv2dPlan::Forward(const float* x, const float* w, const float* b,
     y_mem_.set_data_handle(y);
     w_plain_mem_.set_data_handle(const_cast<float*>(w));
     if (g_.bias) b_mem_.set_data_handle(const_cast<float*>(b));
-    if (fwd_w_reorder_) fwd_w_to_.execute(s, w_plain_mem_, fwd_w_mem_);
-    fwd_w_fresh_ = true;
+    if (fwd_w_reorder_) ReorderWeights(fwd_w_to_, w_plain_mem_, fwd_w_mem_);
     fwd_.execute(s, fwd_args_);
     s.wait();
   });
@@ -382,7 +392,7 @@ absl::Status Conv2dPlan::BackwardData(const float* dy, const float* w, float* dx
         if (dense == nullptr) throw ScratchExhausted{};
       }
       mm_dx_mem_.set_data_handle(dense);
-      mm_w_to_.execute(s, mm_w_plain_mem_, mm_w_mem_);
+      ReorderWeights(mm_w_to_, mm_w_plain_mem_, mm_w_mem_);
       mm_data_.execute(
           s,
           {{DNNL_ARG_SRC, mm_dy_mem_}, {DNNL_ARG_WEIGHTS, mm_w_mem_}, {DNNL_ARG_DST, mm_dx_mem_}});
@@ -404,12 +414,10 @@ absl::Status Conv2dPlan::BackwardData(const float* dy, const float* w, float* dx
     rounded_dy_ = nullptr;
     dx_mem_.set_data_handle(dx);
     w_plain_mem_.set_data_handle(const_cast<float*>(w));
-    if (bwd_data_w_reorder_) bwd_data_w_to_.execute(s, w_plain_mem_, bwd_data_w_mem_);
-    // A plan built after the step's Forward has no reordered copy yet.
-    if (bwd_data_w_shared_ && fwd_w_reorder_ && !fwd_w_fresh_) {
-      fwd_w_to_.execute(s, w_plain_mem_, fwd_w_mem_);
-    }
-    fwd_w_fresh_ = false;
+    if (bwd_data_w_reorder_) ReorderWeights(bwd_data_w_to_, w_plain_mem_, bwd_data_w_mem_);
+    // Other layers have used the scratch since this one's Forward, so the
+    // weights are reordered again even where both primitives take one layout.
+    if (bwd_data_w_shared_ && fwd_w_reorder_) ReorderWeights(fwd_w_to_, w_plain_mem_, fwd_w_mem_);
     bwd_data_.execute(s, bwd_data_args_);
     s.wait();
   });
@@ -445,6 +453,12 @@ absl::Status Conv2dPlan::BackwardWeights(const float* x, const float* dy, float*
     }
     dw_plain_mem_.set_data_handle(dw);
     if (g_.bias) db_mem_.set_data_handle(db);
+    if (dw_reorder_) {
+      Bf16Scratch& scratch = Scratch();
+      void* blocked = scratch.Get(scratch.dw, bwd_w_dw_mem_.get_desc().get_size());
+      if (blocked == nullptr) throw ScratchExhausted{};
+      bwd_w_dw_mem_.set_data_handle(blocked);
+    }
     bwd_w_.execute(s, bwd_w_args_);
     if (dw_reorder_) dw_from_.execute(s, bwd_w_dw_mem_, dw_plain_mem_);
     s.wait();

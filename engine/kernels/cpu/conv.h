@@ -146,6 +146,9 @@ class Conv2dPlan {
   void RoundDy(const float* dy);
   const float* rounded_dy_ = nullptr;
   uint64_t rounded_dy_generation_ = 0;
+  // Reorders `from` into `dst`, pointed at the thread's scratch region for
+  // reordered weights.
+  void ReorderWeights(dnnl::reorder& to, dnnl::memory& from, dnnl::memory& dst);
 
   dnnl::convolution_forward fwd_;
   dnnl::convolution_backward_data bwd_data_;
@@ -155,12 +158,12 @@ class Conv2dPlan {
   // User-side memories: their handles are pointed at the caller's buffers on
   // every call.
   dnnl::memory x_mem_, y_mem_, w_plain_mem_, b_mem_, dx_mem_, dy_mem_, dw_plain_mem_, db_mem_;
-  // Weights in each primitive's preferred layout; equal to the plain memories
-  // (no reorder) when the primitive takes the plain layout.
+  // Weights in each primitive's preferred layout, in the thread's scratch;
+  // equal to the plain memories (no reorder) when the primitive takes the
+  // plain layout.
   dnnl::memory fwd_w_mem_, bwd_data_w_mem_, bwd_w_dw_mem_;
   bool fwd_w_reorder_ = false, bwd_data_w_reorder_ = false, bwd_data_w_shared_ = false,
        dw_reorder_ = false;
-  bool fwd_w_fresh_ = false;  // fwd_w_mem_ holds the last Forward's weights
   dnnl::reorder fwd_w_to_, bwd_data_w_to_, dw_from_;
 
   std::unordered_map<int, dnnl::memory> fwd_args_, bwd_data_args_, bwd_w_args_;

@@ -254,5 +254,45 @@ TEST(Conv2dPlan, Bf16PlansShareTheScratchSafely) {
   EXPECT_GT(Bf16ScratchBytes(), 0);
 }
 
+// Reordered weights and the blocked weight gradient live in the thread's
+// scratch, shared by every plan, so each call reorders its own weights. Two
+// layers of one geometry with different weights, as a ResNet stage has: the
+// second's calls between the first's Forward and backward must not hand the
+// first its weights.
+TEST(Conv2dPlan, PlansShareTheWeightsScratchSafely) {
+  for (const Conv2dGeometry& g :
+       {Geometry(2, 8, 64, 64, 3, 1, 1, 1), Geometry(2, 8, 32, 32, 1, 1, 0, 0),
+        Geometry(2, 16, 16, 32, 3, 2, 1, 1)}) {
+    SCOPED_TRACE(g.DebugString());
+    auto pa = Conv2dPlan::Create(g, true, false);
+    auto pb = Conv2dPlan::Create(g, true, false);
+    ASSERT_TRUE(pa.ok() && pb.ok());
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> u(-1, 1);
+    auto random = [&](int64_t n) {
+      std::vector<float> v(n);
+      for (float& f : v) f = u(rng);
+      return v;
+    };
+    const int64_t nx = g.n * g.h * g.w * g.c, ny = g.n * g.oh * g.ow * g.k;
+    const int64_t nw = g.k * g.kh * g.kw * g.c;
+    const std::vector<float> x = random(nx), wa = random(nw), wb = random(nw), dy = random(ny);
+    std::vector<float> y(ny), dx_alone(nx), dx(nx), dwa(nw), dwb(nw), dwa_alone(nw);
+    // Alone: A's Forward right before its backward.
+    ASSERT_TRUE((*pa)->Forward(x.data(), wa.data(), nullptr, y.data()).ok());
+    ASSERT_TRUE((*pa)->BackwardData(dy.data(), wa.data(), dx_alone.data()).ok());
+    ASSERT_TRUE((*pa)->BackwardWeights(x.data(), dy.data(), dwa_alone.data(), nullptr).ok());
+    // Interleaved with B, as a model's forward and backward run them.
+    ASSERT_TRUE((*pa)->Forward(x.data(), wa.data(), nullptr, y.data()).ok());
+    ASSERT_TRUE((*pb)->Forward(x.data(), wb.data(), nullptr, y.data()).ok());
+    ASSERT_TRUE((*pb)->BackwardData(dy.data(), wb.data(), dx.data()).ok());
+    ASSERT_TRUE((*pb)->BackwardWeights(x.data(), dy.data(), dwb.data(), nullptr).ok());
+    ASSERT_TRUE((*pa)->BackwardData(dy.data(), wa.data(), dx.data()).ok());
+    ASSERT_TRUE((*pa)->BackwardWeights(x.data(), dy.data(), dwa.data(), nullptr).ok());
+    EXPECT_EQ(dx, dx_alone) << "A's input gradient used another layer's weights";
+    EXPECT_EQ(dwa, dwa_alone);
+  }
+}
+
 }  // namespace
 }  // namespace yoke::engine::cpu
