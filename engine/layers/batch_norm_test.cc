@@ -372,33 +372,29 @@ class BatchNormPlanTest : public ::testing::TestWithParam<Shape> {};
 // option compare gradients bit for bit.
 TEST_P(BatchNormPlanTest, NormalisingWithTheKeptStatisticsGivesTheTrainingOutputToTheBit) {
   const Shape s = GetParam();
-  const std::vector<float> x = testing::UniformVector(s.rows * s.channels, 11, 3);
+  Tensor xt = Tensor::Empty({s.rows, s.channels});
+  Fill(xt, 11, -1, 1);
+  const float* x = xt.data<float>();
+  const int64_t n = xt.numel();
   std::vector<float> gamma = testing::UniformVector(s.channels, 12, 1);
   const std::vector<float> beta = testing::UniformVector(s.channels, 13, 1);
   for (float& g : gamma) g += 1.5f;
   auto plan = cpu::BatchNormPlan::Create(s.rows, s.channels, 1e-5f);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  std::vector<float> y(x.size()), again(x.size(), -7.0f);
-  ASSERT_TRUE((*plan)->ForwardTraining(x.data(), gamma.data(), beta.data(), y.data()).ok());
+  std::vector<float> y(n), again(n, -7.0f);
+  ASSERT_TRUE((*plan)->ForwardTraining(x, gamma.data(), beta.data(), y.data()).ok());
   const std::vector<float> mean((*plan)->batch_mean(), (*plan)->batch_mean() + s.channels);
   const std::vector<float> var((*plan)->batch_var(), (*plan)->batch_var() + s.channels);
-  ASSERT_TRUE(
-      (*plan)->ForwardWithBatchStats(x.data(), gamma.data(), beta.data(), again.data()).ok());
+  ASSERT_TRUE((*plan)->ForwardWithBatchStats(x, gamma.data(), beta.data(), again.data()).ok());
   EXPECT_EQ(std::memcmp(y.data(), again.data(), y.size() * sizeof(float)), 0)
       << "the second pass differs from ForwardTraining's output";
   // The statistics it used are the kept ones, unchanged, and they are the
   // batch's (a pass that normalised by anything else fails above or here).
   EXPECT_EQ(std::memcmp(mean.data(), (*plan)->batch_mean(), mean.size() * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(var.data(), (*plan)->batch_var(), var.size() * sizeof(float)), 0);
+  const Stats st = NaiveStats(xt, s.channels);
   for (int64_t c = 0; c < s.channels; ++c) {
-    double m = 0, v = 0;
-    for (int64_t r = 0; r < s.rows; ++r) m += x[r * s.channels + c];
-    m /= static_cast<double>(s.rows);
-    for (int64_t r = 0; r < s.rows; ++r) {
-      const double d = x[r * s.channels + c] - m;
-      v += d * d;
-    }
-    v /= static_cast<double>(s.rows);
+    const double m = st.mean[c], v = st.var[c];
     ASSERT_NEAR(mean[c], m, 1e-4) << "channel " << c;
     ASSERT_NEAR(var[c], v, 1e-3 * v) << "channel " << c;
     const int64_t r = s.rows / 2;

@@ -23,6 +23,9 @@ std::string Conv2dGeometry::DebugString() const {
 
 namespace {
 
+// Out of memory for the scratch, inside a DnnlTry body.
+struct ScratchExhausted {};
+
 // One thread's scratch, shared by every plan run on it: regions for the
 // rounded x and dy (bf16), for weights reordered into a primitive's layout
 // (w) and for the gradient of the weights in the backward primitive's
@@ -32,36 +35,34 @@ namespace {
 // parameters for the forward layout and one for the gradient's, outside the
 // allocator. `dy_writes` counts the dy region's fillings, so a plan can
 // tell that its rounding is still there.
-struct Bf16Scratch {
+struct ConvScratch {
   struct Region {
     void* data = nullptr;
     size_t bytes = 0;
   };
   Region x, dy, w, dw;
   uint64_t dy_writes = 0;
-  ~Bf16Scratch() {
+  ~ConvScratch() {
     for (Region* r : {&x, &dy, &w, &dw}) {
       if (r->data != nullptr) CpuAllocator()->Deallocate(r->data, r->bytes);
     }
   }
-  // Null when the allocator has no memory left.
+  // Throws ScratchExhausted when the allocator has no memory left.
   void* Get(Region& r, size_t bytes) {
     if (r.bytes < bytes) {
       if (r.data != nullptr) CpuAllocator()->Deallocate(r.data, r.bytes);
       r.data = CpuAllocator()->Allocate(bytes);
       r.bytes = r.data == nullptr ? 0 : bytes;
     }
+    if (r.data == nullptr) throw ScratchExhausted{};
     return r.data;
   }
 };
 
-Bf16Scratch& Scratch() {
-  thread_local Bf16Scratch s;
+ConvScratch& Scratch() {
+  thread_local ConvScratch s;
   return s;
 }
-
-// Out of memory for the scratch, inside a DnnlTry body.
-struct ScratchExhausted {};
 
 }  // namespace
 
@@ -90,30 +91,26 @@ std::string CpuIsaName() {
 }
 
 int64_t Bf16ScratchBytes() {
-  const Bf16Scratch& s = Scratch();
+  const ConvScratch& s = Scratch();
   return static_cast<int64_t>(s.x.bytes + s.dy.bytes);
 }
 
 void Conv2dPlan::RoundX(const float* x) {
   void* lp = Scratch().Get(Scratch().x, x_lp_md_.get_size());
-  if (lp == nullptr) throw ScratchExhausted{};
   x_mem_.set_data_handle(const_cast<float*>(x));
   x_lp_mem_.set_data_handle(lp);
   x_to_lp_.execute(CpuStream(), x_mem_, x_lp_mem_);
 }
 
 void Conv2dPlan::ReorderWeights(dnnl::reorder& to, dnnl::memory& from, dnnl::memory& dst) {
-  Bf16Scratch& s = Scratch();
-  void* p = s.Get(s.w, dst.get_desc().get_size());
-  if (p == nullptr) throw ScratchExhausted{};
-  dst.set_data_handle(p);
+  ConvScratch& s = Scratch();
+  dst.set_data_handle(s.Get(s.w, dst.get_desc().get_size()));
   to.execute(CpuStream(), from, dst);
 }
 
 void Conv2dPlan::RoundDy(const float* dy) {
-  Bf16Scratch& s = Scratch();
+  ConvScratch& s = Scratch();
   void* lp = s.Get(s.dy, dy_lp_md_.get_size());
-  if (lp == nullptr) throw ScratchExhausted{};
   dy_lp_mem_.set_data_handle(lp);
   if (dy == rounded_dy_ && s.dy_writes == rounded_dy_generation_) return;
   dy_mem_.set_data_handle(const_cast<float*>(dy));
@@ -209,8 +206,11 @@ absl::Status Conv2dPlan::Build(bool need_backward_data) {
     auto bd_pd = dnnl::convolution_backward_data::primitive_desc(bd_desc, eng, fwd_pd);
     bwd_data_ = dnnl::convolution_backward_data(bd_pd);
     if (bd_pd.weights_desc() == fwd_pd.weights_desc()) {
-      bwd_data_w_shared_ = true;
+      // The same layout: reordered again as Forward does, since other
+      // layers have used the scratch since this one's Forward.
+      bwd_data_w_reorder_ = fwd_w_reorder_;
       bwd_data_w_mem_ = fwd_w_mem_;
+      if (fwd_w_reorder_) bwd_data_w_to_ = fwd_w_to_;
     } else if (bd_pd.weights_desc() == w_plain_md_) {
       bwd_data_w_mem_ = w_plain_mem_;
     } else {
@@ -327,7 +327,6 @@ void* Conv2dPlan::RoundXRead(const float* x) {
     return x_lp_mem_.get_data_handle();
   }
   void* lp = Scratch().Get(Scratch().x, x_gathered_mem_.get_desc().get_size());
-  if (lp == nullptr) throw ScratchExhausted{};
   x_read_mem_.set_data_handle(const_cast<float*>(x));
   x_gathered_mem_.set_data_handle(lp);
   x_read_to_lp_.execute(CpuStream(), x_read_mem_, x_gathered_mem_);
@@ -389,7 +388,6 @@ absl::Status Conv2dPlan::BackwardData(const float* dy, const float* w, float* dx
       void* dense = dx;
       if (gather_x_) {
         dense = Scratch().Get(Scratch().x, dx_dense_mem_.get_desc().get_size());
-        if (dense == nullptr) throw ScratchExhausted{};
       }
       mm_dx_mem_.set_data_handle(dense);
       ReorderWeights(mm_w_to_, mm_w_plain_mem_, mm_w_mem_);
@@ -415,9 +413,6 @@ absl::Status Conv2dPlan::BackwardData(const float* dy, const float* w, float* dx
     dx_mem_.set_data_handle(dx);
     w_plain_mem_.set_data_handle(const_cast<float*>(w));
     if (bwd_data_w_reorder_) ReorderWeights(bwd_data_w_to_, w_plain_mem_, bwd_data_w_mem_);
-    // Other layers have used the scratch since this one's Forward, so the
-    // weights are reordered again even where both primitives take one layout.
-    if (bwd_data_w_shared_ && fwd_w_reorder_) ReorderWeights(fwd_w_to_, w_plain_mem_, fwd_w_mem_);
     bwd_data_.execute(s, bwd_data_args_);
     s.wait();
   });
@@ -454,10 +449,8 @@ absl::Status Conv2dPlan::BackwardWeights(const float* x, const float* dy, float*
     dw_plain_mem_.set_data_handle(dw);
     if (g_.bias) db_mem_.set_data_handle(db);
     if (dw_reorder_) {
-      Bf16Scratch& scratch = Scratch();
-      void* blocked = scratch.Get(scratch.dw, bwd_w_dw_mem_.get_desc().get_size());
-      if (blocked == nullptr) throw ScratchExhausted{};
-      bwd_w_dw_mem_.set_data_handle(blocked);
+      ConvScratch& scratch = Scratch();
+      bwd_w_dw_mem_.set_data_handle(scratch.Get(scratch.dw, bwd_w_dw_mem_.get_desc().get_size()));
     }
     bwd_w_.execute(s, bwd_w_args_);
     if (dw_reorder_) dw_from_.execute(s, bwd_w_dw_mem_, dw_plain_mem_);

@@ -162,8 +162,7 @@ class Conv2dPlan {
   // equal to the plain memories (no reorder) when the primitive takes the
   // plain layout.
   dnnl::memory fwd_w_mem_, bwd_data_w_mem_, bwd_w_dw_mem_;
-  bool fwd_w_reorder_ = false, bwd_data_w_reorder_ = false, bwd_data_w_shared_ = false,
-       dw_reorder_ = false;
+  bool fwd_w_reorder_ = false, bwd_data_w_reorder_ = false, dw_reorder_ = false;
   dnnl::reorder fwd_w_to_, bwd_data_w_to_, dw_from_;
 
   std::unordered_map<int, dnnl::memory> fwd_args_, bwd_data_args_, bwd_w_args_;
